@@ -1,0 +1,61 @@
+"""Typed readers for settings from environment variables (pure, no Django).
+
+Each reader fails loudly, naming the variable, when a value cannot be parsed, in the manner
+of healthchecks' ``hc/settings.py``.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+class SettingError(ValueError):
+    """An environment variable holds a value of the wrong shape."""
+
+
+def env_str(name: str, default: str = "") -> str:
+    """The variable's value, or ``default`` when unset or empty."""
+    return os.environ.get(name) or default
+
+
+def env_int(name: str, default: int) -> int:
+    """An integer variable (``_`` separators allowed, e.g. ``270_000``)."""
+    raw = os.environ.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        return int(raw.replace("_", ""))
+    except ValueError:
+        raise SettingError(f"{name}={raw!r} is not an integer") from None
+
+
+def env_float(name: str, default: float) -> float:
+    """A floating-point variable."""
+    raw = os.environ.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise SettingError(f"{name}={raw!r} is not a number") from None
+
+
+def env_bool(name: str, default: bool) -> bool:
+    """A boolean variable: 1/true/yes/on or 0/false/no/off (case-insensitive)."""
+    raw = os.environ.get(name)
+    if raw in (None, ""):
+        return default
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise SettingError(f"{name}={raw!r} is not a boolean (use true or false)")
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    """A comma-separated list; blanks dropped."""
+    raw = os.environ.get(name)
+    if raw in (None, ""):
+        return list(default)
+    return [part.strip() for part in raw.split(",") if part.strip()]

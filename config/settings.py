@@ -1,0 +1,132 @@
+"""Django settings, all from environment variables (DESIGN.md section 2).
+
+With nothing set this is the embedded default: SQLite in the project folder, Celery tasks
+eager in-process, filesystem artifact storage, the offline writer. ``DATABASE_URL`` switches
+to PostgreSQL; ``CELERY_BROKER_URL`` to a real broker (Redis or RabbitMQ).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+
+from config.env import env_bool, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DEBUG = env_bool("DJANGO_DEBUG", True)
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", "embedded-default-not-secret-change-me-" + "x" * 20)
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "django_htmx",
+    "template_partials",
+    "journal_app",
+    "ledger_app",
+    "recovery_app",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        env_str("DATABASE_URL", f"sqlite:///{BASE_DIR / 'ledgerkeep.sqlite3'}"),
+        conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 0),
+    )
+}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "var" / "staticfiles")))
+MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(BASE_DIR / "var" / "media")))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "journal:session_list"
+LOGOUT_REDIRECT_URL = "login"
+
+# Celery: eager in-process unless a broker is configured (the embedded default).
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "memory://")
+CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", "")
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", CELERY_BROKER_URL == "memory://")
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+
+# Journal (DESIGN.md section 4).
+JOURNAL_CHUNK_BYTES = env_int("JOURNAL_CHUNK_BYTES", 4096)
+ARTIFACT_THRESHOLD_TOKENS = env_int("ARTIFACT_THRESHOLD_TOKENS", 2000)
+TOKEN_ENCODING = env_str("TOKEN_ENCODING", "o200k_base")
+
+# Ledger budgets (DESIGN.md section 5.4).
+LEDGER_WINDOW_TOKENS = env_int("LEDGER_WINDOW_TOKENS", 270_000)
+LEDGER_CONSOLIDATE_AT_TOKENS = env_int("LEDGER_CONSOLIDATE_AT_TOKENS", 67_500)
+LEDGER_CHECKPOINT_TARGET_TOKENS = env_int("LEDGER_CHECKPOINT_TARGET_TOKENS", 20_000)
+LEDGER_FOLD_THRESHOLD_TOKENS = env_int("LEDGER_FOLD_THRESHOLD_TOKENS", 32_000)
+
+# Models (DESIGN.md section 5.3): the offline writer when no base URL is set.
+OPENAI_BASE_URL = env_str("OPENAI_BASE_URL", "")
+OPENAI_API_KEY = env_str("OPENAI_API_KEY", "")
+WRITER_MODEL = env_str("WRITER_MODEL", "")
+VERIFIER_MODEL = env_str("VERIFIER_MODEL", "")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "WARNING")},
+}

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class JournalAppConfig(AppConfig):
+    name = "journal_app"
+    verbose_name = "Journal"

@@ -1,0 +1,189 @@
+"""The contract every transcript importer fulfils (DESIGN.md section 4, "Importers").
+
+Pure module. An importer turns one source (a file, or a folder for OpenCode exports) into a
+:class:`ParsedSession`: an ordered list of :class:`ParsedEntry` items that the journal
+service appends in one transaction. Importers never touch the database.
+
+Entry kinds and roles
+---------------------
+``kind`` is one of :data:`KINDS`:
+
+* ``message``: a system, developer, user or assistant message. ``content = {"text": str}``
+  (plus ``"blocks"`` when the source had non-text blocks worth keeping, e.g. images).
+* ``tool_call``: ``role="assistant"``, ``tool_call_id`` and ``tool_name`` set,
+  ``content = {"name": str, "arguments": <JSON value or raw string>}``.
+* ``tool_result``: ``role="tool"``, ``tool_call_id`` of its call,
+  ``content = {"output": str, "is_error": bool}`` (``"exit_code": int`` when known).
+* ``reasoning``: ``role="assistant"``, ``content = {"text": str}`` (summary text) and/or
+  ``{"encrypted": str}``. Hidden reasoning: never shown in client-visible views.
+* ``event``: ``role="runtime"``, ``content = {"type": str, ...}`` for runtime events
+  (turn aborted, interrupts, state changes). Summaries and compaction markers are events
+  with ``derived=True``.
+
+Messages are authoritative (pinned as P0 facts) when their role is system, developer or
+user and they are not ``derived`` and not ``injected`` (IDE context blocks, meta caveats
+are kept but marked ``metadata["injected"] = True`` and still pinned, because they did
+govern the model; importers decide per format and say why in their docstring).
+
+Everything the journal does not model (usage, model name, timestamps, cwd, exit codes,
+side-channel results, ids) goes into ``metadata``; nothing in a source is dropped.
+Provider-reported token usage, when the source has it, goes into ``usage`` as
+``{"input_tokens": int, "output_tokens": int, ...}``.
+
+Errors
+------
+Malformed input raises :class:`FormatError` naming the file, the line or index, and the
+field. Importers must raise before yielding a partial session (they return a complete
+list), so nothing is half-written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+KINDS = ("message", "tool_call", "tool_result", "reasoning", "event")
+ROLES = ("system", "developer", "user", "assistant", "tool", "runtime")
+AUTHORITATIVE_ROLES = ("system", "developer", "user")
+
+
+class FormatError(ValueError):
+    """Malformed or unrecognised input.
+
+    Attributes:
+        path: the file (or folder) being read.
+        location: ``"line 12"``, ``"index 3"``, ``"history[7]"``; ``""`` for the whole file.
+        field: the offending field path, e.g. ``"message.content"``; ``""`` if none.
+        reason: what is wrong, in one sentence.
+    """
+
+    def __init__(self, path: str | Path, location: str, field: str, reason: str) -> None:
+        self.path = str(path)
+        self.location = location
+        self.field = field
+        self.reason = reason
+        parts = [self.path]
+        if location:
+            parts.append(location)
+        if field:
+            parts.append(f"field {field!r}")
+        super().__init__(": ".join([", ".join(parts), reason]))
+
+
+@dataclass
+class ParsedEntry:
+    """One journal entry as read from a source, before hashing.
+
+    ``source_ref`` says where it came from (``"line 5"``, ``"history[3]"``) so errors and
+    the UI can point back to the source file.
+    """
+
+    kind: str
+    role: str
+    content: dict[str, Any]
+    tool_call_id: str = ""
+    tool_name: str = ""
+    derived: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+    usage: dict[str, Any] | None = None
+    source_ref: str = ""
+
+
+@dataclass
+class ParsedSession:
+    """A whole source, parsed. ``format`` is the importer name (see ``formats.FORMATS``)."""
+
+    format: str
+    entries: list[ParsedEntry]
+    title: str = ""
+    source_session_id: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def message(role: str, text: str, *, source_ref: str = "", **kw: Any) -> ParsedEntry:
+    """Shorthand for a ``message`` entry with ``content={"text": text}``."""
+    return ParsedEntry(kind="message", role=role, content={"text": text}, source_ref=source_ref, **kw)
+
+
+def tool_call(
+    call_id: str, name: str, arguments: Any, *, source_ref: str = "", **kw: Any
+) -> ParsedEntry:
+    """Shorthand for a ``tool_call`` entry."""
+    return ParsedEntry(
+        kind="tool_call",
+        role="assistant",
+        content={"name": name, "arguments": arguments},
+        tool_call_id=call_id,
+        tool_name=name,
+        source_ref=source_ref,
+        **kw,
+    )
+
+
+def tool_result(
+    call_id: str,
+    output: str,
+    *,
+    is_error: bool = False,
+    exit_code: int | None = None,
+    name: str = "",
+    source_ref: str = "",
+    **kw: Any,
+) -> ParsedEntry:
+    """Shorthand for a ``tool_result`` entry (``exit_code`` only stored when known)."""
+    content: dict[str, Any] = {"output": output, "is_error": bool(is_error)}
+    if exit_code is not None:
+        content["exit_code"] = exit_code
+    return ParsedEntry(
+        kind="tool_result",
+        role="tool",
+        content=content,
+        tool_call_id=call_id,
+        tool_name=name,
+        source_ref=source_ref,
+        **kw,
+    )
+
+
+def check_pairing(path: str | Path, entries: Iterable[ParsedEntry]) -> None:
+    """Refuse a tool result whose call never appeared before it, or a duplicate result.
+
+    A call with no result is allowed (an interrupted call); :mod:`journal_app.rounds`
+    marks it. Raises :class:`FormatError` naming the entry's ``source_ref``.
+    """
+    calls: set[str] = set()
+    answered: set[str] = set()
+    for e in entries:
+        if e.kind == "tool_call":
+            if not e.tool_call_id:
+                raise FormatError(path, e.source_ref, "tool_call_id", "tool call has no id")
+            calls.add(e.tool_call_id)
+        elif e.kind == "tool_result":
+            if e.tool_call_id not in calls:
+                raise FormatError(
+                    path,
+                    e.source_ref,
+                    "tool_call_id",
+                    f"tool result for {e.tool_call_id!r} has no matching tool call before it",
+                )
+            if e.tool_call_id in answered:
+                raise FormatError(
+                    path,
+                    e.source_ref,
+                    "tool_call_id",
+                    f"second tool result for {e.tool_call_id!r}",
+                )
+            answered.add(e.tool_call_id)
+
+
+def require_str(path: str | Path, location: str, field_name: str, value: Any) -> str:
+    """Return ``value`` if it is a string, else raise :class:`FormatError` for that field."""
+    if value is None:
+        raise FormatError(path, location, field_name, "content is null")
+    if not isinstance(value, str):
+        raise FormatError(
+            path, location, field_name, f"expected a string, got {type(value).__name__}"
+        )
+    return value

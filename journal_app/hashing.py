@@ -1,0 +1,119 @@
+"""Content addressing for the journal, Git-style (DESIGN.md section 4).
+
+Pure module: no Django, no database. Every hash the product shows is computed here.
+
+* ``canonical_body(content)``: RFC 8785 canonical JSON bytes (``rfc8785`` package).
+  Canonicalisation changes serialisation only, never the characters of a string.
+* ``body_hash(body)``: ``sha256(b"blob <len>\\0" + body)``, the Git blob rule.
+* ``entry_hash(header)``: ``sha256`` over the RFC 8785 canonical header (scope, seq,
+  kind, role, tool call id, body hash, byte length, parent hash, metadata hash).
+* ``chunk_hash(data)``: ``sha256`` of the raw chunk bytes.
+
+All digests are lowercase hex (64 characters); :func:`display` adds the ``sha256:`` prefix
+the UI and API show everywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+import rfc8785
+
+PREFIX = "sha256:"
+
+
+class CanonicalisationError(ValueError):
+    """Raised when a value cannot be written as RFC 8785 JSON.
+
+    Typical causes: a float that is NaN or infinite, an integer outside the IEEE 754
+    safe range, a lone UTF-16 surrogate in a string, or a non-JSON type.
+    """
+
+
+def canonical_body(content: Any) -> bytes:
+    """Return the RFC 8785 canonical JSON encoding of ``content``.
+
+    Args:
+        content: any JSON value (dict, list, str, int, float, bool, None).
+
+    Returns:
+        UTF-8 bytes. Strings keep every character verbatim.
+
+    Raises:
+        CanonicalisationError: ``content`` holds something RFC 8785 cannot encode.
+    """
+    try:
+        return rfc8785.dumps(content)
+    except (rfc8785.CanonicalizationError, TypeError, ValueError, UnicodeEncodeError) as exc:
+        raise CanonicalisationError(str(exc) or exc.__class__.__name__) from exc
+
+
+def body_hash(body: bytes) -> str:
+    """Git blob hash of ``body``: ``sha256(b"blob <len>\\0" + body)`` as hex."""
+    h = hashlib.sha256()
+    h.update(b"blob %d\0" % len(body))
+    h.update(body)
+    return h.hexdigest()
+
+
+def chunk_hash(data: bytes) -> str:
+    """Plain ``sha256`` of one chunk's bytes, hex."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def metadata_hash(metadata: Mapping[str, Any]) -> str:
+    """``sha256`` of the canonical metadata, so source fields are tamper-evident too."""
+    return hashlib.sha256(canonical_body(dict(metadata))).hexdigest()
+
+
+def entry_header(
+    *,
+    tenant: str,
+    session: str,
+    lane: str,
+    branch: str,
+    seq: int,
+    kind: str,
+    role: str,
+    tool_call_id: str,
+    body_hash: str,
+    byte_length: int,
+    parent_hash: str,
+    meta_hash: str,
+    derived: bool,
+) -> dict[str, Any]:
+    """Build the header that :func:`entry_hash` digests (DESIGN.md section 4).
+
+    ``parent_hash`` is the previous entry's ``entry_hash`` in the same branch, or ``""``
+    for ``seq`` 1. ``derived`` marks summaries and compaction markers (never citable).
+    """
+    return {
+        "scope": {"tenant": tenant, "session": session, "lane": lane, "branch": branch},
+        "seq": seq,
+        "kind": kind,
+        "role": role,
+        "tool_call_id": tool_call_id,
+        "body_hash": body_hash,
+        "byte_length": byte_length,
+        "parent_hash": parent_hash,
+        "meta_hash": meta_hash,
+        "derived": derived,
+    }
+
+
+def entry_hash(header: Mapping[str, Any]) -> str:
+    """``sha256`` of the RFC 8785 canonical header, hex."""
+    return hashlib.sha256(canonical_body(dict(header))).hexdigest()
+
+
+def display(digest: str) -> str:
+    """Return ``sha256:<hex>`` for a bare hex digest (idempotent)."""
+    return digest if digest.startswith(PREFIX) else PREFIX + digest
+
+
+def strip_prefix(value: str) -> str:
+    """Accept ``sha256:<hex>`` or ``<hex>`` and return the bare lowercase hex."""
+    value = value.strip().lower()
+    return value[len(PREFIX) :] if value.startswith(PREFIX) else value

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class RecoveryAppConfig(AppConfig):
+    name = "recovery_app"
+    verbose_name = "Recovery"
