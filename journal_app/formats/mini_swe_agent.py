@@ -1,18 +1,261 @@
-"""Importer for mini-swe-agent-traj (stub: not written yet)."""
+"""Importer for mini-swe-agent ``.traj.json`` trajectories (FORMATS.md section 5, SOURCES.md 5).
+
+Pure module. A trajectory is ``{info, messages[], trajectory_format: "mini-swe-agent-1",
+instance_id}``; ``messages[]`` are ``{role, content}`` with ``extra.response`` (the raw
+ChatCompletion) on assistant messages.
+
+Mapping
+-------
+* ``system`` / ``user`` messages -> ``message`` entries.
+* An ``assistant`` message -> a ``reasoning`` entry when the provider returned reasoning
+  text (``extra.response.choices[0].message.reasoning``), then the ``message`` (usage from
+  ``extra.response.usage``, the whole ``extra`` in ``metadata``) and, when the text holds
+  exactly one fenced ```` ```bash ```` block (mini-swe-agent's own rule), a ``tool_call``
+  ``bash-<index>`` named ``bash`` with ``arguments = {"command": ...}``.
+* The next ``user`` message of the form ``<returncode>N</returncode>...`` (short
+  ``<output>`` form or the long ``<warning>/<output_head>/<elided_chars>/<output_tail>``
+  form) -> the call's ``tool_result``, verbatim, with ``exit_code = N`` and
+  ``is_error = N != 0``. In the long form ``metadata["elided_chars"] = N`` and
+  ``metadata["truncated_by_source"] = True``: it is the raw observation the agent saw,
+  so it is not ``derived``. The timeout template -> an ``is_error`` result.
+* Format-error user messages (``Please always provide EXACTLY ONE action...``) stay user
+  messages with ``metadata["format_error"] = True``; any other user message (e.g. the final
+  raw submission, ``metadata["submission"] = True`` when it equals ``info.submission``) is
+  kept verbatim as a user message, and a call it follows stays unanswered.
+"""
 
 from __future__ import annotations
 
-from journal_app.formats.base import FormatError, ParsedSession
+import re
+from typing import Any
+
+from journal_app.formats.base import (
+    FormatError,
+    ParsedEntry,
+    ParsedSession,
+    message,
+    tool_call,
+    tool_result,
+)
 from journal_app.formats.source import Source
 
 NAME = "mini-swe-agent-traj"
 
+_ROLES = ("system", "user", "assistant")
+# mini-swe-agent's own action regex (DefaultAgent.parse_action).
+_ACTION = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)
+_RETURNCODE = re.compile(r"\A\s*<returncode>(-?\d+)</returncode>")
+_ELIDED = re.compile(r"<elided_chars>\s*(\d+) characters elided\s*</elided_chars>")
+_TIMEOUT = re.compile(r"\A\s*The last command <command>.*?</command> timed out", re.DOTALL)
+_FORMAT_ERROR = "Please always provide EXACTLY ONE action"
+
 
 def detect(source: Source) -> bool:
-    """Return True when ``source`` looks like mini-swe-agent-traj."""
-    return False
+    """Return True for a mini-swe-agent trajectory.
+
+    Needs a JSON object with a ``messages`` list and ``trajectory_format`` starting with
+    ``mini-swe-agent`` (or ``info.mini_version``). Never raises.
+    """
+    if source.kind != "json" or not isinstance(source.data, dict):
+        return False
+    data = source.data
+    if not isinstance(data.get("messages"), list):
+        return False
+    fmt = data.get("trajectory_format")
+    if isinstance(fmt, str):
+        return fmt.startswith("mini-swe-agent")
+    info = data.get("info")
+    return isinstance(info, dict) and "mini_version" in info
 
 
 def parse(source: Source) -> ParsedSession:
-    """Parse ``source`` into a ParsedSession."""
-    raise FormatError(source.path, "", "", "importer mini-swe-agent-traj is not written yet")
+    """Parse a mini-swe-agent v1 trajectory.
+
+    Args:
+        source: a ``json`` source accepted by :func:`detect`.
+
+    Returns:
+        The session, entries in message order (``source_ref = "messages[i]"``).
+        ``metadata`` holds every top-level field except ``messages`` (``info`` with
+        ``submission``, ``model_stats``, ``config``; ``trajectory_format``; ``instance_id``).
+        ``title`` is the task's first line, ``source_session_id`` the ``instance_id``.
+
+    Raises:
+        FormatError: ``messages`` missing or not a list, a message that is not an object, a
+            missing or unknown ``role``, null content on a non-assistant message, content of
+            the wrong type, ``extra`` that is not an object.
+    """
+    path = source.path
+    data = source.data
+    if not isinstance(data, dict):
+        raise FormatError(path, "", "", "expected a JSON object with messages[]")
+    messages = data.get("messages")
+    if messages is None:
+        raise FormatError(path, "", "messages", "missing: a mini-swe-agent trajectory needs it")
+    if not isinstance(messages, list):
+        raise FormatError(path, "", "messages", f"expected a list, got {type(messages).__name__}")
+    info = data.get("info") if isinstance(data.get("info"), dict) else {}
+    submission = info.get("submission")
+
+    entries: list[ParsedEntry] = []
+    pending = ""
+    first_user = ""
+    for index, item in enumerate(messages):
+        where = f"messages[{index}]"
+        if not isinstance(item, dict):
+            raise FormatError(path, where, "", f"expected an object, got {type(item).__name__}")
+        if "role" not in item:
+            raise FormatError(path, where, "role", "missing")
+        role = item["role"]
+        if not isinstance(role, str) or role not in _ROLES:
+            raise FormatError(path, where, "role", f"unknown role {role!r}")
+        text, blocks = _text(path, where, item.get("content"), role)
+        meta = {k: v for k, v in item.items() if k not in ("role", "content")}
+        if blocks is not None:
+            meta["content_blocks"] = blocks
+
+        if role == "assistant":
+            pending = ""
+            entries.extend(_assistant(path, where, index, text, meta))
+            if entries[-1].kind == "tool_call":
+                pending = entries[-1].tool_call_id
+            continue
+
+        if role == "user":
+            result = _result(pending, text, where, meta) if pending else None
+            pending = ""
+            if result is not None:
+                entries.append(result)
+                continue
+            if text.lstrip().startswith(_FORMAT_ERROR):
+                meta["format_error"] = True
+            if isinstance(submission, str) and submission and text == submission:
+                meta["submission"] = True
+            if not first_user:
+                first_user = text
+        entries.append(message(role, text, source_ref=where, metadata=meta))
+
+    instance_id = data.get("instance_id")
+    return ParsedSession(
+        format=NAME,
+        entries=entries,
+        title=_title(first_user),
+        source_session_id=instance_id if isinstance(instance_id, str) else "",
+        metadata={k: v for k, v in data.items() if k != "messages"},
+    )
+
+
+def _text(path, where: str, value: Any, role: str) -> tuple[str, list | None]:
+    """Message text from a string or a list of text blocks (blocks are returned to keep)."""
+    if value is None:
+        if role == "assistant":
+            return "", None
+        raise FormatError(path, where, "content", "content is null")
+    if isinstance(value, str):
+        return value, None
+    if isinstance(value, list) and all(
+        isinstance(b, dict) and isinstance(b.get("text"), str) for b in value
+    ):
+        return "".join(b["text"] for b in value), value
+    raise FormatError(path, where, "content", f"expected a string, got {type(value).__name__}")
+
+
+def _assistant(path, where: str, index: int, text: str, meta: dict) -> list[ParsedEntry]:
+    extra = meta.get("extra")
+    if extra is not None and not isinstance(extra, dict):
+        raise FormatError(path, where, "extra", f"expected an object, got {type(extra).__name__}")
+    response = (extra or {}).get("response")
+    response = response if isinstance(response, dict) else {}
+    out: list[ParsedEntry] = []
+
+    choices = response.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices else {}
+    model_msg = choice.get("message") if isinstance(choice, dict) else None
+    reasoning = model_msg.get("reasoning") if isinstance(model_msg, dict) else None
+    if isinstance(reasoning, str) and reasoning:
+        out.append(
+            ParsedEntry(
+                kind="reasoning",
+                role="assistant",
+                content={"text": reasoning},
+                source_ref=where,
+                metadata={"from_field": "extra.response.choices[0].message.reasoning"},
+            )
+        )
+
+    actions = _ACTION.findall(text)
+    if len(actions) != 1:
+        meta["actions_found"] = len(actions)
+    out.append(message("assistant", text, source_ref=where, usage=_usage(response), metadata=meta))
+    if len(actions) == 1:
+        out.append(
+            tool_call(f"bash-{index}", "bash", {"command": actions[0].strip()}, source_ref=where)
+        )
+    return out
+
+
+def _usage(response: dict[str, Any]) -> dict[str, Any] | None:
+    usage = response.get("usage")
+    if not isinstance(usage, dict):
+        return None
+    out: dict[str, Any] = {}
+    for src, dst in (
+        ("prompt_tokens", "input_tokens"),
+        ("completion_tokens", "output_tokens"),
+        ("total_tokens", "total_tokens"),
+    ):
+        if isinstance(usage.get(src), int):
+            out[dst] = usage[src]
+    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+    if isinstance(cached, int):
+        out["cache_read_tokens"] = cached
+    reasoning = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
+    if isinstance(reasoning, int):
+        out["reasoning_tokens"] = reasoning
+    if isinstance(usage.get("cost"), int | float):
+        out["cost"] = usage["cost"]
+    return out or None
+
+
+def _result(call_id: str, text: str, where: str, meta: dict) -> ParsedEntry | None:
+    """The tool result a user observation message stands for, or None if it is not one."""
+    match = _RETURNCODE.match(text)
+    if match:
+        code = int(match.group(1))
+        elided = _ELIDED.search(text)
+        if elided:
+            meta["elided_chars"] = int(elided.group(1))
+            meta["truncated_by_source"] = True
+        return tool_result(
+            call_id,
+            text,
+            is_error=code != 0,
+            exit_code=code,
+            name="bash",
+            source_ref=where,
+            metadata=meta,
+        )
+    if _TIMEOUT.match(text):
+        meta["timeout"] = True
+        return tool_result(
+            call_id, text, is_error=True, name="bash", source_ref=where, metadata=meta
+        )
+    return None
+
+
+_MARKERS = ("<issue_description>", "<pr_description>", "<issue>", "ISSUE:")
+
+
+def _title(text: str) -> str:
+    """A short form of the task: the first real line after an issue marker, 80 chars max."""
+    for marker in _MARKERS:
+        pos = text.find(marker)
+        if pos >= 0:
+            text = text[pos + len(marker) :]
+            break
+    for line in text.splitlines():
+        line = " ".join(line.split())
+        if not line or re.fullmatch(r"</?[\w-]+>", line) or line.endswith(":"):
+            continue
+        return line if len(line) <= 80 else line[:79] + "…"
+    return ""

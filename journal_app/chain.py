@@ -1,0 +1,259 @@
+"""Building and checking the hash chain of a journal (DESIGN.md section 4). Pure.
+
+:func:`prepare_entries` turns parsed items into rows ready to insert: canonical body,
+``body_hash``, ``byte_length``, metadata hash, ``parent_hash`` and ``entry_hash``, chunks and
+token counts. :func:`check_entry` recomputes all of it from stored values and lists every
+mismatch, which is what ``verify_journal`` and the "hash verified" badge rely on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from journal_app.chunking import ChunkSpec, chunk
+from journal_app.content import content_text
+from journal_app.formats.base import KINDS, ROLES, ParsedEntry
+from journal_app.hashing import (
+    CanonicalisationError,
+    body_hash,
+    canonical_body,
+    entry_hash,
+    entry_header,
+    metadata_hash,
+)
+from journal_app.tokens import count_tokens, source_label
+
+
+class EntryInvalid(ValueError):
+    """An item cannot become an entry. ``index`` is its position in the batch, ``field`` the field."""
+
+    def __init__(self, index: int, field_name: str, reason: str, source_ref: str = "") -> None:
+        self.index = index
+        self.field = field_name
+        self.reason = reason
+        self.source_ref = source_ref
+        where = f"entry {index}" + (f" ({source_ref})" if source_ref else "")
+        super().__init__(f"{where}, field {field_name!r}: {reason}")
+
+
+@dataclass
+class PreparedEntry:
+    """A row-to-be. ``body`` and ``meta`` are canonical JSON text (UTF-8 when encoded)."""
+
+    seq: int
+    kind: str
+    role: str
+    tool_call_id: str
+    tool_name: str
+    derived: bool
+    is_error: bool
+    body: str
+    body_hash: str
+    byte_length: int
+    meta: str
+    meta_hash: str
+    parent_hash: str
+    entry_hash: str
+    token_count: int
+    token_source: str
+    source_ref: str
+    text: str
+    chunks: list[ChunkSpec] = field(default_factory=list)
+
+
+def _meta_of(item: ParsedEntry) -> dict[str, Any]:
+    meta = dict(item.metadata)
+    if item.usage is not None:
+        meta["usage"] = item.usage
+    if item.source_ref:
+        meta["source_ref"] = item.source_ref
+    return meta
+
+
+def _validate(index: int, item: ParsedEntry) -> None:
+    ref = item.source_ref
+    if item.kind not in KINDS:
+        raise EntryInvalid(index, "kind", f"unknown kind {item.kind!r} (known: {', '.join(KINDS)})", ref)
+    if item.role not in ROLES:
+        raise EntryInvalid(index, "role", f"unknown role {item.role!r} (known: {', '.join(ROLES)})", ref)
+    if not isinstance(item.content, dict):
+        raise EntryInvalid(index, "content", "content must be a JSON object", ref)
+    if item.kind == "message" and not isinstance(item.content.get("text"), str):
+        raise EntryInvalid(index, "content.text", "a message needs its text (null content)", ref)
+    if item.kind in ("tool_call", "tool_result") and not item.tool_call_id:
+        raise EntryInvalid(index, "tool_call_id", f"a {item.kind} needs a tool_call_id", ref)
+    if item.kind == "tool_result" and not isinstance(item.content.get("output"), str):
+        raise EntryInvalid(index, "content.output", "a tool result needs its output text", ref)
+
+
+def prepare_entries(
+    *,
+    scope: Mapping[str, str],
+    start_seq: int,
+    parent_hash: str,
+    items: Iterable[ParsedEntry],
+    chunk_bytes: int,
+    encoding: str = "o200k_base",
+) -> list[PreparedEntry]:
+    """Hash and chunk ``items`` as the continuation of a chain.
+
+    Args:
+        scope: ``{"tenant", "session", "lane", "branch"}`` strings.
+        start_seq: the ``seq`` of the first item (head + 1).
+        parent_hash: the head's ``entry_hash`` (``""`` for an empty journal).
+        items: parsed entries in order.
+        chunk_bytes: chunk size in bytes (DESIGN.md section 4: 4 KiB by default).
+        encoding: tiktoken encoding for ``token_count``.
+
+    Returns:
+        Prepared rows, seq ``start_seq, start_seq+1, ...``, each chained to the previous.
+
+    Raises:
+        EntryInvalid: unknown kind or role, missing text or call id, content that has no
+            RFC 8785 form (lone surrogates, NaN). Raised before anything is returned.
+    """
+    out: list[PreparedEntry] = []
+    parent = parent_hash
+    for index, item in enumerate(items):
+        _validate(index, item)
+        try:
+            body_bytes = canonical_body(item.content)
+        except CanonicalisationError as exc:
+            raise EntryInvalid(index, "content", f"cannot be canonical JSON: {exc}", item.source_ref) from None
+        meta = _meta_of(item)
+        try:
+            meta_bytes = canonical_body(meta)
+        except CanonicalisationError as exc:
+            raise EntryInvalid(index, "metadata", f"cannot be canonical JSON: {exc}", item.source_ref) from None
+        seq = start_seq + index
+        b_hash = body_hash(body_bytes)
+        m_hash = metadata_hash(meta)
+        header = entry_header(
+            tenant=scope["tenant"],
+            session=scope["session"],
+            lane=scope["lane"],
+            branch=scope["branch"],
+            seq=seq,
+            kind=item.kind,
+            role=item.role,
+            tool_call_id=item.tool_call_id,
+            body_hash=b_hash,
+            byte_length=len(body_bytes),
+            parent_hash=parent,
+            meta_hash=m_hash,
+            derived=item.derived,
+        )
+        e_hash = entry_hash(header)
+        text = content_text(item.kind, item.content)
+        out.append(
+            PreparedEntry(
+                seq=seq,
+                kind=item.kind,
+                role=item.role,
+                tool_call_id=item.tool_call_id,
+                tool_name=item.tool_name,
+                derived=item.derived,
+                is_error=bool(item.content.get("is_error")) if item.kind == "tool_result" else False,
+                body=body_bytes.decode("utf-8"),
+                body_hash=b_hash,
+                byte_length=len(body_bytes),
+                meta=meta_bytes.decode("utf-8"),
+                meta_hash=m_hash,
+                parent_hash=parent,
+                entry_hash=e_hash,
+                token_count=count_tokens(text, encoding),
+                token_source=source_label(encoding),
+                source_ref=item.source_ref[:100],
+                text=text,
+                chunks=chunk(body_bytes, chunk_bytes),
+            )
+        )
+        parent = e_hash
+    return out
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    position: int
+    offset: int
+    length: int
+    hash: str
+
+
+def check_entry(
+    *,
+    scope: Mapping[str, str],
+    seq: int,
+    kind: str,
+    role: str,
+    tool_call_id: str,
+    derived: bool,
+    body: str,
+    body_hash_stored: str,
+    byte_length: int,
+    meta: str,
+    meta_hash_stored: str,
+    parent_hash: str,
+    entry_hash_stored: str,
+    chunks: Sequence[StoredChunk],
+    expected_parent: str | None,
+    chunk_bytes: int,
+) -> list[str]:
+    """Recompute every hash of one stored entry and list what does not match.
+
+    Args:
+        expected_parent: the previous entry's stored ``entry_hash`` (``""`` for seq 1), or
+            ``None`` to skip the chain check (a single-entry badge).
+
+    Returns:
+        Problems as short sentences naming the field (``"body_hash: stored ..., recomputed
+        ..."``); empty when everything matches.
+    """
+    problems: list[str] = []
+    raw = body.encode("utf-8", errors="surrogatepass")
+    recomputed_body = body_hash(raw)
+    if recomputed_body != body_hash_stored:
+        problems.append(f"body_hash: stored {body_hash_stored}, recomputed {recomputed_body}")
+    if len(raw) != byte_length:
+        problems.append(f"byte_length: stored {byte_length}, recomputed {len(raw)}")
+    recomputed_meta = hashlib.sha256(meta.encode("utf-8", errors="surrogatepass")).hexdigest()
+    if recomputed_meta != meta_hash_stored:
+        problems.append(f"meta_hash: stored {meta_hash_stored}, recomputed {recomputed_meta}")
+    if expected_parent is not None and parent_hash != expected_parent:
+        problems.append(f"parent_hash: stored {parent_hash}, previous entry is {expected_parent}")
+    header = entry_header(
+        tenant=scope["tenant"],
+        session=scope["session"],
+        lane=scope["lane"],
+        branch=scope["branch"],
+        seq=seq,
+        kind=kind,
+        role=role,
+        tool_call_id=tool_call_id,
+        body_hash=recomputed_body,
+        byte_length=len(raw),
+        parent_hash=parent_hash,
+        meta_hash=recomputed_meta,
+        derived=derived,
+    )
+    recomputed_entry = entry_hash(header)
+    if recomputed_entry != entry_hash_stored:
+        problems.append(f"entry_hash: stored {entry_hash_stored}, recomputed {recomputed_entry}")
+    expected_chunks = chunk(raw, chunk_bytes)
+    if len(expected_chunks) != len(chunks):
+        problems.append(f"chunks: stored {len(chunks)}, recomputed {len(expected_chunks)}")
+    for want, got in zip(expected_chunks, chunks, strict=False):
+        if (want.position, want.offset, want.length, want.hash) != (
+            got.position,
+            got.offset,
+            got.length,
+            got.hash,
+        ):
+            problems.append(
+                f"chunk {got.position}: stored offset {got.offset} length {got.length} "
+                f"hash {got.hash}, recomputed offset {want.offset} length {want.length} hash {want.hash}"
+            )
+    return problems

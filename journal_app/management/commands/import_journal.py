@@ -1,0 +1,78 @@
+"""``manage.py import_journal PATH [--format F] [--tenant T --session S --lane L --branch B]``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from tqdm import tqdm
+
+from journal_app.formats import FORMATS, FormatError, ParsedSession
+from journal_app.hashing import display
+from journal_app.services import ConflictError, JournalError, journal_import
+
+
+class Command(BaseCommand):
+    help = (
+        "Import an agent transcript into the journal (one transaction: all or nothing). "
+        "Formats: " + ", ".join(FORMATS) + ". The format is detected unless --format is given. "
+        "Importing the same file into the same scope again changes nothing."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("path", help="transcript file, or an OpenCode export folder")
+        parser.add_argument("--format", dest="fmt", choices=sorted(FORMATS), help="source format (default: detect)")
+        parser.add_argument("--tenant", default="default", help="tenant slug (default: %(default)s)")
+        parser.add_argument("--session", default=None, help="session key (default: from the file name)")
+        parser.add_argument("--lane", default="main", help="lane (default: %(default)s)")
+        parser.add_argument("--branch", default="main", help="branch (default: %(default)s)")
+        parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        bar: tqdm | None = None
+        quiet = opts["no_progress"] or opts["verbosity"] == 0
+
+        def on_parsed(parsed: ParsedSession) -> None:
+            nonlocal bar
+            if not quiet:
+                self.stderr.write(f"parsed {opts['path']} as {parsed.format}: {len(parsed.entries)} entries")
+                bar = tqdm(total=len(parsed.entries), unit="entry", desc="hashing and writing", file=self.stderr._out)
+
+        def progress(done: int, total: int) -> None:
+            if bar is not None:
+                bar.n = done
+                bar.refresh()
+
+        try:
+            result = journal_import(
+                path=opts["path"],
+                fmt=opts["fmt"],
+                tenant=opts["tenant"],
+                session=opts["session"],
+                lane=opts["lane"],
+                branch=opts["branch"],
+                progress=progress,
+                on_parsed=on_parsed,
+            )
+        except FormatError as exc:
+            raise CommandError(f"import failed, nothing written: {exc}") from None
+        except ConflictError as exc:
+            raise CommandError(f"import refused, nothing written: {exc}") from None
+        except JournalError as exc:
+            raise CommandError(f"import failed, nothing written: {exc}") from None
+        finally:
+            if bar is not None:
+                bar.close()
+        j = result.journal
+        c = result.counts
+        lines = [
+            f"scope      {j.scope_label}",
+            f"format     {result.parsed.format}",
+            f"entries    {result.append.appended} appended, {result.append.unchanged} already present, head seq {j.head_seq}",
+            "kinds      "
+            + ", ".join(f"{k} {v}" for k, v in sorted(c.items()))
+            + f" (messages {c.get('message', 0)}, tool calls {c.get('tool_call', 0)}, tool results {c.get('tool_result', 0)})",
+            f"artifacts  {sum(1 for e in result.append.entries if e.artifact_id)} oversized tool results stored as artifacts",
+            f"head       {display(j.head_hash)}",
+        ]
+        self.stdout.write("\n".join(lines))

@@ -1,0 +1,271 @@
+"""Journal rows: tenants, sessions, journals (one per scope), entries, chunks, artifacts.
+
+DESIGN.md section 4. Entries, chunks and artifacts are append-only: the model layer refuses
+``save()`` on an existing row, ``delete()``, and queryset ``update()``/``delete()``; on
+PostgreSQL a trigger (migration 0002) refuses UPDATE and DELETE as well.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+
+from journal_app.content import content_text
+from journal_app.hashing import display
+
+
+class AppendOnlyError(Exception):
+    """An attempt to update or delete an append-only row (entry, chunk, artifact)."""
+
+
+class AppendOnlyQuerySet(models.QuerySet):
+    def update(self, **kwargs: Any) -> int:
+        raise AppendOnlyError(f"{self.model.__name__} rows are append-only: update refused")
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        raise AppendOnlyError(f"{self.model.__name__} rows are append-only: delete refused")
+
+
+class AppendOnlyModel(models.Model):
+    """Base for rows that may be inserted once and never changed."""
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            raise AppendOnlyError(f"{type(self).__name__} rows are append-only: update refused")
+        kwargs["force_insert"] = True
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise AppendOnlyError(f"{type(self).__name__} rows are append-only: delete refused")
+
+
+class Tenant(models.Model):
+    """An organisation; every object is reached through exactly one tenant."""
+
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    members = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, through="Membership", related_name="tenants", blank=True
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Membership(models.Model):
+    """A user's membership of a tenant with a role (DESIGN.md section 8)."""
+
+    class Role(models.TextChoices):
+        OPERATOR = "operator"
+        REVIEWER = "reviewer"
+        ADMIN = "admin"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.OPERATOR)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "tenant"], name="membership_unique_user_tenant")
+        ]
+
+
+class Session(models.Model):
+    """One agent run (or one imported transcript). Holds one or more journals (lanes, branches)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="sessions")
+    key = models.SlugField(max_length=200)
+    title = models.CharField(max_length=300, blank=True)
+    source_format = models.CharField(max_length=40, blank=True)
+    source_name = models.CharField(max_length=500, blank=True)
+    meta = models.TextField(default="{}", help_text="canonical JSON of source-level fields")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "key"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "key"], name="session_unique_tenant_key")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant.slug}/{self.key}"
+
+    @property
+    def meta_dict(self) -> dict[str, Any]:
+        return json.loads(self.meta)
+
+
+class Journal(models.Model):
+    """The append-only chain of one scope: (tenant, session, lane, branch)."""
+
+    session = models.ForeignKey(Session, on_delete=models.PROTECT, related_name="journals")
+    lane = models.CharField(max_length=100, default="main")
+    branch = models.CharField(max_length=100, default="main")
+    head_seq = models.PositiveBigIntegerField(default=0)
+    head_hash = models.CharField(max_length=64, blank=True)
+    chunk_bytes = models.PositiveIntegerField(default=4096)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["session_id", "lane", "branch"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "lane", "branch"], name="journal_unique_scope"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.scope_label
+
+    @property
+    def tenant(self) -> Tenant:
+        return self.session.tenant
+
+    @property
+    def scope_label(self) -> str:
+        """``tenant/session/lane/branch``."""
+        return f"{self.session.tenant.slug}/{self.session.key}/{self.lane}/{self.branch}"
+
+    def scope_fields(self) -> dict[str, str]:
+        """The scope as the hash header spells it."""
+        return {
+            "tenant": self.session.tenant.slug,
+            "session": self.session.key,
+            "lane": self.lane,
+            "branch": self.branch,
+        }
+
+
+class Artifact(AppendOnlyModel):
+    """An oversized tool result kept once in the content-addressed store (DESIGN.md section 4).
+
+    The bytes live in Django's default storage under ``artifacts/<tenant>/<sha256>``.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="artifacts")
+    content_hash = models.CharField(max_length=64)
+    media_type = models.CharField(max_length=100, default="text/plain")
+    byte_size = models.PositiveBigIntegerField()
+    token_count = models.PositiveBigIntegerField()
+    token_source = models.CharField(max_length=40)
+    preview = models.TextField()
+    source_tool = models.CharField(max_length=200, blank=True)
+    storage_name = models.CharField(max_length=300)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "content_hash"], name="artifact_unique_tenant_hash"
+            )
+        ]
+
+    @property
+    def reference(self) -> str:
+        """``artifact://<tenant>/<sha256>``."""
+        return f"artifact://{self.tenant.slug}/{self.content_hash}"
+
+    def receipt(self) -> dict[str, Any]:
+        """The artifact receipt carried in context instead of the content."""
+        return {
+            "reference": self.reference,
+            "media_type": self.media_type,
+            "original_size": {"tokens": self.token_count, "bytes": self.byte_size},
+            "token_source": self.token_source,
+            "preview": self.preview,
+            "content_hash": display(self.content_hash),
+            "source_tool": self.source_tool,
+        }
+
+
+class Entry(AppendOnlyModel):
+    """One journal entry, content-addressed (DESIGN.md section 4).
+
+    ``body`` is the RFC 8785 canonical JSON of the content, stored verbatim as text;
+    ``meta`` is the canonical JSON of the source fields the journal does not model.
+    """
+
+    journal = models.ForeignKey(Journal, on_delete=models.PROTECT, related_name="entries")
+    seq = models.PositiveBigIntegerField()
+    kind = models.CharField(max_length=16)
+    role = models.CharField(max_length=16)
+    tool_call_id = models.CharField(max_length=200, blank=True)
+    tool_name = models.CharField(max_length=200, blank=True)
+    derived = models.BooleanField(default=False)
+    is_error = models.BooleanField(default=False)
+    body = models.TextField()
+    body_hash = models.CharField(max_length=64)
+    byte_length = models.PositiveBigIntegerField()
+    meta = models.TextField(default="{}")
+    meta_hash = models.CharField(max_length=64)
+    parent_hash = models.CharField(max_length=64, blank=True)
+    entry_hash = models.CharField(max_length=64, unique=True)
+    token_count = models.PositiveBigIntegerField(default=0)
+    token_source = models.CharField(max_length=40, blank=True)
+    artifact = models.ForeignKey(
+        Artifact, null=True, blank=True, on_delete=models.PROTECT, related_name="entries"
+    )
+    source_ref = models.CharField(max_length=100, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["journal_id", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["journal", "seq"], name="entry_unique_journal_seq")
+        ]
+        indexes = [models.Index(fields=["journal", "kind"], name="entry_journal_kind")]
+        verbose_name_plural = "entries"
+
+    def __str__(self) -> str:
+        return f"{self.seq} {self.kind}/{self.role} {display(self.entry_hash)[:19]}"
+
+    @property
+    def content(self) -> dict[str, Any]:
+        return json.loads(self.body)
+
+    @property
+    def meta_dict(self) -> dict[str, Any]:
+        return json.loads(self.meta)
+
+    @property
+    def text(self) -> str:
+        """The human-readable text of the entry (message text, tool output, arguments)."""
+        return content_text(self.kind, self.content)
+
+    @property
+    def short_hash(self) -> str:
+        return display(self.entry_hash)[:19]
+
+    @property
+    def authoritative(self) -> bool:
+        """A system, developer or user message that is not derived (a pin source)."""
+        return self.kind == "message" and self.role in ("system", "developer", "user") and not self.derived
+
+
+class Chunk(AppendOnlyModel):
+    """A fixed-size slice of an entry's body: position, byte offset, length, sha256."""
+
+    entry = models.ForeignKey(Entry, on_delete=models.PROTECT, related_name="chunks")
+    position = models.PositiveIntegerField()
+    offset = models.PositiveBigIntegerField()
+    length = models.PositiveIntegerField()
+    hash = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["entry_id", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["entry", "position"], name="chunk_unique_entry_position")
+        ]
+

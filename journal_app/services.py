@@ -1,0 +1,547 @@
+"""Every state change of the journal (DESIGN.md section 4).
+
+Services are keyword-only and never return HTTP responses. Each write runs in one
+transaction: an import, an append batch either lands whole or leaves nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from django.db import transaction
+from django.utils.text import slugify
+
+from journal_app.artifacts import make_preview, media_type_of
+from journal_app.chain import EntryInvalid, PreparedEntry, StoredChunk, check_entry, prepare_entries
+from journal_app.formats import FormatError, ParsedEntry, ParsedSession, parse_path
+from journal_app.hashing import canonical_body, chunk_hash
+from journal_app.models import Artifact, Chunk, Entry, Journal, Session, Tenant
+from journal_app.tokens import count_tokens, source_label
+
+Progress = Callable[[int, int], None]
+
+__all__ = [
+    "AppendResult",
+    "ConflictError",
+    "EntryInvalid",
+    "FormatError",
+    "GapError",
+    "ImportResult",
+    "JournalError",
+    "VerifyReport",
+    "artifact_store",
+    "entry_check",
+    "journal_append",
+    "journal_ensure",
+    "journal_import",
+    "journal_verify",
+    "session_ensure",
+    "tenant_ensure",
+]
+
+
+class JournalError(Exception):
+    """Base of the journal's domain errors (mapped to HTTP once, in the API layer)."""
+
+
+class ConflictError(JournalError):
+    """A different entry at an existing ``seq`` (HTTP 409). Nothing was written."""
+
+    def __init__(self, seq: int, stored_hash: str, new_hash: str) -> None:
+        self.seq = seq
+        self.stored_hash = stored_hash
+        self.new_hash = new_hash
+        super().__init__(
+            f"seq {seq} already holds sha256:{stored_hash}; the new entry hashes to "
+            f"sha256:{new_hash}: conflict, nothing written"
+        )
+
+
+class GapError(JournalError):
+    """An append that would leave a gap in ``seq`` (seq is gapless per branch)."""
+
+
+BATCH = 500
+_SCOPE_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def _check_scope_part(name: str, value: str) -> str:
+    if not _SCOPE_PART.match(value):
+        raise JournalError(
+            f"{name} {value!r} is not valid: use 1-100 letters, digits, '.', '_' or '-'"
+        )
+    return value
+
+
+def tenant_ensure(*, slug: str, name: str = "") -> Tenant:
+    """Return the tenant ``slug``, creating it (name defaults to the slug)."""
+    _check_scope_part("tenant", slug)
+    tenant, _ = Tenant.objects.get_or_create(slug=slug, defaults={"name": name or slug})
+    return tenant
+
+
+def session_ensure(
+    *,
+    tenant: Tenant,
+    key: str,
+    title: str = "",
+    source_format: str = "",
+    source_name: str = "",
+    meta: dict[str, Any] | None = None,
+) -> Session:
+    """Return the session ``key`` of ``tenant``, creating it with the given descriptors."""
+    _check_scope_part("session", key)
+    session, created = Session.objects.get_or_create(
+        tenant=tenant,
+        key=key,
+        defaults={
+            "title": title[:300],
+            "source_format": source_format,
+            "source_name": source_name[:500],
+            "meta": canonical_body(meta or {}).decode("utf-8"),
+        },
+    )
+    return session
+
+
+def journal_ensure(*, session: Session, lane: str = "main", branch: str = "main") -> Journal:
+    """Return the journal of scope (session, lane, branch), creating it empty."""
+    _check_scope_part("lane", lane)
+    _check_scope_part("branch", branch)
+    journal, _ = Journal.objects.get_or_create(
+        session=session,
+        lane=lane,
+        branch=branch,
+        defaults={"chunk_bytes": settings.JOURNAL_CHUNK_BYTES},
+    )
+    return journal
+
+
+def artifact_store(
+    *, tenant: Tenant, content: str, source_tool: str = "", media_type: str | None = None
+) -> tuple[Artifact, bool]:
+    """Store ``content`` once per tenant, content-addressed (DESIGN.md section 4).
+
+    Returns:
+        ``(artifact, created)``. Content whose sha256 already exists for the tenant returns
+        the existing artifact and ``created=False`` (no A -> B -> C reload loop, seed 001).
+    """
+    data = content.encode("utf-8")
+    digest = chunk_hash(data)
+    existing = Artifact.objects.filter(tenant=tenant, content_hash=digest).first()
+    if existing is not None:
+        return existing, False
+    name = f"artifacts/{tenant.slug}/{digest}"
+    if not default_storage.exists(name):
+        default_storage.save(name, ContentFile(data))
+    mtype = media_type or media_type_of(content)
+    artifact = Artifact(
+        tenant=tenant,
+        content_hash=digest,
+        media_type=mtype,
+        byte_size=len(data),
+        token_count=count_tokens(content, settings.TOKEN_ENCODING),
+        token_source=source_label(settings.TOKEN_ENCODING),
+        preview=make_preview(content, mtype),
+        source_tool=source_tool[:200],
+        storage_name=name,
+    )
+    artifact.save()
+    return artifact, True
+
+
+def artifact_read(*, artifact: Artifact) -> tuple[str, bool]:
+    """Read an artifact's content and recompute its hash: ``(text, hash_matches)``."""
+    with default_storage.open(artifact.storage_name, "rb") as fh:
+        data = fh.read()
+    return data.decode("utf-8", errors="replace"), chunk_hash(data) == artifact.content_hash
+
+
+@dataclass
+class AppendResult:
+    """Outcome of one append batch: entries written, entries already present (no-ops), head."""
+
+    appended: int
+    unchanged: int
+    head_seq: int
+    entries: list[Entry] = field(default_factory=list)
+
+
+def _insert(journal: Journal, prepared: Sequence[PreparedEntry], progress: Progress | None, total: int, done0: int) -> list[Entry]:
+    tenant = journal.session.tenant
+    threshold = settings.ARTIFACT_THRESHOLD_TOKENS
+    rows: list[Entry] = []
+    done = done0
+    for start in range(0, len(prepared), BATCH):
+        batch = prepared[start : start + BATCH]
+        entries = []
+        for p in batch:
+            artifact = None
+            if p.kind == "tool_result" and p.token_count > threshold:
+                artifact, _ = artifact_store(tenant=tenant, content=p.text, source_tool=p.tool_name)
+            entries.append(
+                Entry(
+                    journal=journal,
+                    seq=p.seq,
+                    kind=p.kind,
+                    role=p.role,
+                    tool_call_id=p.tool_call_id[:200],
+                    tool_name=p.tool_name[:200],
+                    derived=p.derived,
+                    is_error=p.is_error,
+                    body=p.body,
+                    body_hash=p.body_hash,
+                    byte_length=p.byte_length,
+                    meta=p.meta,
+                    meta_hash=p.meta_hash,
+                    parent_hash=p.parent_hash,
+                    entry_hash=p.entry_hash,
+                    token_count=p.token_count,
+                    token_source=p.token_source,
+                    artifact=artifact,
+                    source_ref=p.source_ref,
+                )
+            )
+        created = Entry.objects.bulk_create(entries)
+        chunks = [
+            Chunk(entry=e, position=c.position, offset=c.offset, length=c.length, hash=c.hash)
+            for e, p in zip(created, batch, strict=True)
+            for c in p.chunks
+        ]
+        Chunk.objects.bulk_create(chunks, batch_size=BATCH)
+        rows.extend(created)
+        done += len(batch)
+        if progress:
+            progress(done, total)
+    return rows
+
+
+def journal_append(
+    *,
+    journal: Journal,
+    items: Sequence[ParsedEntry],
+    start_seq: int | None = None,
+    progress: Progress | None = None,
+) -> AppendResult:
+    """Append ``items`` to ``journal`` in one transaction, idempotently.
+
+    Args:
+        journal: the scope to append to.
+        items: parsed entries in order.
+        start_seq: the ``seq`` of the first item; ``None`` means head + 1. Items at seqs the
+            journal already holds must hash identically (no-op) or the batch is refused.
+        progress: called as ``progress(done, total)`` while rows are written.
+
+    Returns:
+        :class:`AppendResult`.
+
+    Raises:
+        ConflictError: a different entry hash at an existing seq (HTTP 409); nothing written.
+        GapError: ``start_seq`` beyond head + 1.
+        EntryInvalid: an item that cannot be an entry (names the index and field).
+    """
+    with transaction.atomic():
+        journal = Journal.objects.select_for_update().select_related("session__tenant").get(pk=journal.pk)
+        head = journal.head_seq
+        start = head + 1 if start_seq is None else start_seq
+        if start < 1:
+            raise GapError(f"seq starts at 1, got {start}")
+        if start > head + 1:
+            raise GapError(f"seq {start} would leave a gap: the journal's head is {head}")
+        parent = ""
+        if start > 1:
+            parent = Entry.objects.values_list("entry_hash", flat=True).get(journal=journal, seq=start - 1)
+        prepared = prepare_entries(
+            scope=journal.scope_fields(),
+            start_seq=start,
+            parent_hash=parent,
+            items=items,
+            chunk_bytes=journal.chunk_bytes,
+            encoding=settings.TOKEN_ENCODING,
+        )
+        overlap = [p for p in prepared if p.seq <= head]
+        if overlap:
+            stored = dict(
+                Entry.objects.filter(journal=journal, seq__gte=overlap[0].seq, seq__lte=overlap[-1].seq).values_list(
+                    "seq", "entry_hash"
+                )
+            )
+            for p in overlap:
+                if stored.get(p.seq) != p.entry_hash:
+                    raise ConflictError(p.seq, stored.get(p.seq, ""), p.entry_hash)
+        fresh = [p for p in prepared if p.seq > head]
+        rows = _insert(journal, fresh, progress, len(prepared), len(overlap))
+        if fresh:
+            journal.head_seq = fresh[-1].seq
+            journal.head_hash = fresh[-1].entry_hash
+            journal.save(update_fields=["head_seq", "head_hash"])
+    return AppendResult(appended=len(fresh), unchanged=len(overlap), head_seq=journal.head_seq, entries=rows)
+
+
+@dataclass
+class ImportResult:
+    """What an import did: the journal, the parsed session, and the append outcome."""
+
+    journal: Journal
+    parsed: ParsedSession
+    append: AppendResult
+    counts: dict[str, int]
+
+
+def _counts(entries: Sequence[ParsedEntry]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for e in entries:
+        key = "derived" if e.derived else e.kind
+        counts[key] = counts.get(key, 0) + 1
+        if e.kind == "tool_result" and e.content.get("is_error"):
+            counts["failed_tool_results"] = counts.get("failed_tool_results", 0) + 1
+    return counts
+
+
+def default_session_key(path: str | Path) -> str:
+    """A session key from a file or folder name: slugified, at most 80 characters."""
+    stem = Path(path).name
+    for suffix in (".traj.json", ".jsonl", ".json", ".traj"):
+        if stem.endswith(suffix):
+            stem = stem[: -len(suffix)]
+            break
+    return (slugify(stem) or "session")[:80]
+
+
+def journal_import(
+    *,
+    path: str | Path,
+    fmt: str | None = None,
+    tenant: str = "default",
+    session: str | None = None,
+    lane: str = "main",
+    branch: str = "main",
+    progress: Progress | None = None,
+    on_parsed: Callable[[ParsedSession], None] | None = None,
+) -> ImportResult:
+    """Import one transcript into the journal of one scope, in one transaction.
+
+    Args:
+        path: a transcript file, or an OpenCode export folder.
+        fmt: a format name (``journal_app.formats.FORMATS``) or ``None`` to detect.
+        tenant, session, lane, branch: the scope; ``session`` defaults to the file name.
+        progress: ``progress(done, total)`` while entries are written.
+        on_parsed: called once the source is parsed, before anything is written.
+
+    Returns:
+        :class:`ImportResult`. Importing the same file into the same scope again is a no-op
+        (every entry hashes identically).
+
+    Raises:
+        FormatError: unreadable or malformed source (names file, line/index, field).
+        EntryInvalid: an entry that cannot be stored (names the entry and field).
+        ConflictError: the scope already holds different entries at the same seqs.
+        In every case zero rows are written (tenant, session and journal included).
+    """
+    parsed = parse_path(path, fmt)
+    if on_parsed:
+        on_parsed(parsed)
+    with transaction.atomic():
+        t = tenant_ensure(slug=tenant)
+        s = session_ensure(
+            tenant=t,
+            key=session or default_session_key(path),
+            title=parsed.title,
+            source_format=parsed.format,
+            source_name=Path(path).name,
+            meta={"source_session_id": parsed.source_session_id, **parsed.metadata},
+        )
+        j = journal_ensure(session=s, lane=lane, branch=branch)
+        try:
+            result = journal_append(journal=j, items=parsed.entries, start_seq=1, progress=progress)
+        except EntryInvalid as exc:
+            where = exc.source_ref or f"entry {exc.index}"
+            raise FormatError(path, where, exc.field, exc.reason) from None
+    j.refresh_from_db()
+    return ImportResult(journal=j, parsed=parsed, append=result, counts=_counts(parsed.entries))
+
+
+@dataclass
+class VerifyReport:
+    """Result of :func:`journal_verify`: entries checked and the first mismatch, if any."""
+
+    journals: int = 0
+    entries: int = 0
+    chunks: int = 0
+    bytes: int = 0
+    first_failure: dict[str, Any] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.first_failure is None
+
+
+def _stored_chunks(entry: Entry) -> list[StoredChunk]:
+    return [StoredChunk(c.position, c.offset, c.length, c.hash) for c in entry.chunks.all()]
+
+
+def entry_check(entry: Entry, *, chain: bool = False) -> list[str]:
+    """Recompute one entry's hashes now (the UI's "hash verified" badge).
+
+    Args:
+        chain: also check ``parent_hash`` against the previous entry (one more query).
+
+    Returns:
+        Problems naming each field that does not match; empty when all match.
+    """
+    expected_parent = None
+    if chain:
+        expected_parent = (
+            Entry.objects.filter(journal_id=entry.journal_id, seq=entry.seq - 1)
+            .values_list("entry_hash", flat=True)
+            .first()
+            or ""
+        )
+    journal = entry.journal
+    return check_entry(
+        scope=journal.scope_fields(),
+        seq=entry.seq,
+        kind=entry.kind,
+        role=entry.role,
+        tool_call_id=entry.tool_call_id,
+        derived=entry.derived,
+        body=entry.body,
+        body_hash_stored=entry.body_hash,
+        byte_length=entry.byte_length,
+        meta=entry.meta,
+        meta_hash_stored=entry.meta_hash,
+        parent_hash=entry.parent_hash,
+        entry_hash_stored=entry.entry_hash,
+        chunks=_stored_chunks(entry),
+        expected_parent=expected_parent,
+        chunk_bytes=journal.chunk_bytes,
+    )
+
+
+def _iter_entries(journal: Journal, batch: int = 1000) -> Iterator[Entry]:
+    last = 0
+    while True:
+        rows = list(
+            Entry.objects.filter(journal=journal, seq__gt=last)
+            .order_by("seq")
+            .prefetch_related("chunks")[:batch]
+        )
+        if not rows:
+            return
+        yield from rows
+        last = rows[-1].seq
+
+
+def journal_verify(
+    *, journals: Sequence[Journal], progress: Progress | None = None
+) -> VerifyReport:
+    """Recompute every entry, body and chunk hash and the parent chain, streaming.
+
+    Stops at the first entry that does not match and reports it (scope, seq, entry hash,
+    the problems). Also checks the seq is gapless and the journal head matches the last entry,
+    and that each artifact's stored bytes still hash to its content hash.
+
+    Returns:
+        :class:`VerifyReport`; memory stays flat in journal size (batches of 1,000 entries).
+    """
+    report = VerifyReport()
+    total = sum(j.head_seq for j in journals)
+    for journal in journals:
+        report.journals += 1
+        scope = journal.scope_fields()
+        expected_parent = ""
+        expected_seq = 1
+        for entry in _iter_entries(journal):
+            problems: list[str] = []
+            if entry.seq != expected_seq:
+                problems.append(f"seq: expected {expected_seq}, found {entry.seq} (gap)")
+            chunks = _stored_chunks(entry)
+            problems += check_entry(
+                scope=scope,
+                seq=entry.seq,
+                kind=entry.kind,
+                role=entry.role,
+                tool_call_id=entry.tool_call_id,
+                derived=entry.derived,
+                body=entry.body,
+                body_hash_stored=entry.body_hash,
+                byte_length=entry.byte_length,
+                meta=entry.meta,
+                meta_hash_stored=entry.meta_hash,
+                parent_hash=entry.parent_hash,
+                entry_hash_stored=entry.entry_hash,
+                chunks=chunks,
+                expected_parent=expected_parent,
+                chunk_bytes=journal.chunk_bytes,
+            )
+            if entry.artifact_id is not None and not problems:
+                _, ok = artifact_read(artifact=entry.artifact)
+                if not ok:
+                    problems.append(f"artifact {entry.artifact.reference}: stored bytes do not match content_hash")
+            report.entries += 1
+            report.chunks += len(chunks)
+            report.bytes += entry.byte_length
+            if problems:
+                report.first_failure = {
+                    "scope": journal.scope_label,
+                    "seq": entry.seq,
+                    "entry_hash": entry.entry_hash,
+                    "problems": problems,
+                }
+                return report
+            expected_parent = entry.entry_hash
+            expected_seq += 1
+            if progress:
+                progress(report.entries, total)
+        if journal.head_seq != expected_seq - 1 or journal.head_hash != expected_parent:
+            report.first_failure = {
+                "scope": journal.scope_label,
+                "seq": journal.head_seq,
+                "entry_hash": journal.head_hash,
+                "problems": [
+                    f"head: journal says seq {journal.head_seq} sha256:{journal.head_hash}, "
+                    f"entries end at seq {expected_seq - 1} sha256:{expected_parent}"
+                ],
+            }
+            return report
+    return report
+
+
+def journals_for_scope(scope: str | None) -> list[Journal]:
+    """Resolve ``tenant[/session[/lane[/branch]]]`` (or ``None`` for all) to journals.
+
+    Raises:
+        JournalError: the scope names nothing.
+    """
+    qs = Journal.objects.select_related("session__tenant").order_by("session__tenant__slug", "session__key", "lane", "branch")
+    if scope:
+        parts = scope.strip("/").split("/")
+        if len(parts) > 4:
+            raise JournalError(f"scope {scope!r} has more than 4 parts (tenant/session/lane/branch)")
+        names = ["session__tenant__slug", "session__key", "lane", "branch"]
+        qs = qs.filter(**dict(zip(names, parts, strict=False)))
+    journals = list(qs)
+    if scope and not journals:
+        raise JournalError(f"no journal matches scope {scope!r}")
+    return journals
+
+
+def entry_json(entry: Entry) -> dict[str, Any]:
+    """The entry as a plain dict (for export and the API)."""
+    return {
+        "seq": entry.seq,
+        "kind": entry.kind,
+        "role": entry.role,
+        "tool_call_id": entry.tool_call_id,
+        "derived": entry.derived,
+        "content": json.loads(entry.body),
+        "entry_hash": "sha256:" + entry.entry_hash,
+    }

@@ -1,0 +1,69 @@
+"""Ledger rows: folds with their manifest, delta and computed state (DESIGN.md section 5.2).
+
+A fold is written once: its delta (the ops with the reducer's verdicts), the manifest and
+the state that the reducer computed. The state is a cache of ``reduce(deltas)`` that
+``verify_ledger`` recomputes and compares byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.db import models
+
+from journal_app.models import Journal
+
+
+class Fold(models.Model):
+    """One compaction step over a contiguous range of complete API rounds."""
+
+    class Outcome(models.TextChoices):
+        ACCEPTED = "accepted"
+        REPAIRED = "repaired"
+        FALLBACK = "fallback"
+        TARGET_UNREACHABLE = "target_unreachable"
+        FAILED = "failed"
+
+    class Kind(models.TextChoices):
+        FOLD = "fold"
+        REVIEW = "review"
+
+    journal = models.ForeignKey(Journal, on_delete=models.PROTECT, related_name="folds")
+    number = models.PositiveIntegerField()
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.FOLD)
+    previous = models.OneToOneField(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="next_fold"
+    )
+    seq_start = models.PositiveBigIntegerField(null=True, blank=True)
+    seq_end = models.PositiveBigIntegerField(null=True, blank=True)
+    revision = models.PositiveBigIntegerField()
+    range_hash = models.CharField(max_length=64, help_text="idempotency key: sha256 of covered entry hashes")
+    outcome = models.CharField(max_length=24, choices=Outcome.choices)
+    writer = models.CharField(max_length=100)
+    verifier = models.CharField(max_length=100, blank=True)
+    manifest = models.JSONField(default=dict)
+    delta = models.TextField(help_text="canonical JSON of the delta, with op verdicts")
+    state = models.TextField(help_text="canonical JSON of the ledger state after this fold")
+    state_hash = models.CharField(max_length=64)
+    facts_added = models.PositiveIntegerField(default=0)
+    ops_rejected = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["journal_id", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["journal", "number"], name="fold_unique_number"),
+            models.UniqueConstraint(fields=["journal", "range_hash"], name="fold_unique_range"),
+        ]
+
+    def __str__(self) -> str:
+        return f"fold {self.number} of {self.journal}"
+
+    @property
+    def delta_dict(self) -> dict[str, Any]:
+        return json.loads(self.delta)
+
+    @property
+    def state_dict(self) -> dict[str, Any]:
+        return json.loads(self.state)

@@ -1,0 +1,376 @@
+"""The deterministic reducer: ``state = reduce(checkpoint, deltas)`` (DESIGN.md section 5.2).
+
+Pure module: no Django, no database, no clock. Ledger state is computed from the ordered
+deltas, never edited in place; replaying every delta from an empty state reproduces the
+stored state byte for byte (same canonical JSON, same :func:`state_hash`).
+
+A delta is a dict::
+
+    {"fold": 3,                      # the fold number (later folds have larger numbers)
+     "revision": 120,                # journal head seq the fold saw
+     "evidence": {"<hex>": {"seq": 7, "kind": "message", "role": "user",
+                            "is_error": false, "derived": false, "fold": 3}},
+     "required_pins": [{"entry": "<hex>", "text": "..."}],
+     "ops": [{"op": "add", "fact": {...}}, ...]}
+
+``evidence`` describes every entry the ops may cite: raw entries of the same scope at or
+before ``revision``, with the number of the fold that covered them. It is stored with the
+delta, so the reducer needs nothing else to judge an op.
+
+The rules (each broken rule rejects the op with a reason; nothing is dropped silently):
+
+* support must resolve to raw, non-derived entries in ``evidence`` (5.1);
+* pins are written by code only, and every required pin must be present verbatim (5.2);
+* P0 retirement needs authoritative evidence from a later fold, and then only becomes a
+  pending review; a ``review`` op with ``decision="approve"`` retires it (5.2);
+* an open obligation closes only on a non-failed tool result or an authoritative
+  cancellation (5.2);
+* an assistant statement stays ``reported``: ``verified`` needs a tool result, and a
+  failed tool result cannot support a success claim (5.2, 5.3).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import rfc8785
+
+from ledger_app.facts import (
+    AUTHORITATIVE_ROLES,
+    AUTHORS,
+    CATEGORIES,
+    CONFIDENCES,
+    LIFECYCLES,
+    PRIORITIES,
+    Fact,
+)
+
+OPS = ("add", "supersede", "retire", "close", "cancel", "review", "evict")
+EMPTY_STATE: dict[str, Any] = {"facts": {}, "folds": 0}
+
+
+class PinViolation(Exception):
+    """A state in which a required pin is missing or differs from the journal text.
+
+    The fold that produced it is refused (DESIGN.md section 5.2).
+    """
+
+    def __init__(self, entry: str, reason: str) -> None:
+        self.entry = entry
+        self.reason = reason
+        super().__init__(f"pin for entry sha256:{entry}: {reason}")
+
+
+class DeltaInvalid(ValueError):
+    """A delta whose shape is wrong (not a rule breach: those are rejected ops)."""
+
+
+@dataclass
+class OpResult:
+    """The reducer's verdict on one op: ``status`` accepted/rejected/pending and why."""
+
+    index: int
+    op: str
+    status: str
+    reason: str = ""
+    fact_id: str = ""
+
+
+@dataclass
+class Reduction:
+    """Output of :func:`apply_delta`: the new state and one :class:`OpResult` per op."""
+
+    state: dict[str, Any]
+    results: list[OpResult] = field(default_factory=list)
+
+    @property
+    def rejected(self) -> list[OpResult]:
+        return [r for r in self.results if r.status == "rejected"]
+
+
+def state_bytes(state: Mapping[str, Any]) -> bytes:
+    """RFC 8785 canonical JSON of a state (what is stored and hashed)."""
+    return rfc8785.dumps(dict(state))
+
+
+def state_hash(state: Mapping[str, Any]) -> str:
+    """``sha256`` hex of :func:`state_bytes`."""
+    return hashlib.sha256(state_bytes(state)).hexdigest()
+
+
+def _check_fact_shape(fact: Any) -> str:
+    if not isinstance(fact, dict):
+        return "fact must be an object"
+    for name, allowed in (
+        ("category", CATEGORIES),
+        ("priority", PRIORITIES),
+        ("confidence", CONFIDENCES),
+    ):
+        if fact.get(name) not in allowed:
+            return f"field {name!r}: {fact.get(name)!r} is not one of {', '.join(allowed)}"
+    if fact.get("lifecycle", "active") not in LIFECYCLES:
+        return f"field 'lifecycle': {fact.get('lifecycle')!r} is not one of {', '.join(LIFECYCLES)}"
+    if not isinstance(fact.get("text"), str) or not fact["text"]:
+        return "field 'text': a fact needs non-empty text"
+    support = fact.get("support")
+    if not isinstance(support, list) or not support:
+        return "field 'support': a fact needs at least one supporting entry"
+    for s in support:
+        if not isinstance(s, dict) or not isinstance(s.get("entry"), str):
+            return "field 'support': each item needs an 'entry' hash"
+    if fact.get("author", "writer") not in AUTHORS:
+        return f"field 'author': {fact.get('author')!r} is not one of {', '.join(AUTHORS)}"
+    return ""
+
+
+def _check_support(fact: Fact, evidence: Mapping[str, Mapping[str, Any]]) -> str:
+    for s in fact["support"]:
+        info = evidence.get(s["entry"])
+        if info is None:
+            return (
+                f"support sha256:{s['entry']} does not resolve to a raw entry of this scope "
+                "at or before the fold's revision"
+            )
+        if info.get("derived"):
+            return f"support sha256:{s['entry']} is a summary or compaction marker, never valid support"
+    return ""
+
+
+def _check_confidence(fact: Fact, evidence: Mapping[str, Mapping[str, Any]]) -> str:
+    infos = [evidence[s["entry"]] for s in fact["support"]]
+    if fact["confidence"] == "verified" and not fact.get("pin"):
+        results = [i for i in infos if i.get("kind") == "tool_result"]
+        if not results:
+            return (
+                "confidence 'verified' needs a tool result that demonstrates it; "
+                "an assistant statement stays 'reported'"
+            )
+        if fact["category"] != "blocker" and all(i.get("is_error") for i in results):
+            return "a failed tool result cannot support a success claim"
+    return ""
+
+
+def _authoritative_later(
+    evidence_ids: Iterable[str], evidence: Mapping[str, Mapping[str, Any]], after_fold: int
+) -> bool:
+    for h in evidence_ids:
+        info = evidence.get(h)
+        if (
+            info
+            and info.get("kind") == "message"
+            and info.get("role") in AUTHORITATIVE_ROLES
+            and not info.get("derived")
+            and int(info.get("fold", 0)) > after_fold
+        ):
+            return True
+    return False
+
+
+def _completion(evidence_ids: Iterable[str], evidence: Mapping[str, Mapping[str, Any]]) -> bool:
+    for h in evidence_ids:
+        info = evidence.get(h)
+        if info and info.get("kind") == "tool_result" and not info.get("is_error"):
+            return True
+    return False
+
+
+def apply_delta(state: Mapping[str, Any], delta: Mapping[str, Any]) -> Reduction:
+    """Apply one delta to ``state`` and return the new state with a verdict per op.
+
+    Args:
+        state: a state produced by this module (or :data:`EMPTY_STATE`); not modified.
+        delta: see the module docstring.
+
+    Returns:
+        :class:`Reduction`.
+
+    Raises:
+        DeltaInvalid: ``delta`` lacks ``fold``/``ops``/``evidence`` or an op is not an object.
+        PinViolation: after applying the ops a required pin is missing or differs.
+    """
+    for key in ("fold", "ops", "evidence"):
+        if key not in delta:
+            raise DeltaInvalid(f"delta has no {key!r}")
+    fold = int(delta["fold"])
+    evidence: Mapping[str, Mapping[str, Any]] = delta["evidence"]
+    new = copy.deepcopy(dict(state))
+    facts: dict[str, Fact] = new.setdefault("facts", {})
+    results: list[OpResult] = []
+
+    for index, op in enumerate(delta["ops"]):
+        if not isinstance(op, dict):
+            raise DeltaInvalid(f"op {index} is not an object")
+        kind = op.get("op")
+
+        def reject(reason: str, fact_id: str = "", _i: int = index, _k: Any = kind) -> None:
+            results.append(OpResult(_i, str(_k), "rejected", reason, fact_id))
+
+        if kind not in OPS:
+            reject(f"field 'op': unknown operation {kind!r} (known: {', '.join(OPS)})")
+            continue
+
+        if kind in ("add", "supersede"):
+            fact = op.get("fact")
+            problem = _check_fact_shape(fact)
+            if problem:
+                reject(problem)
+                continue
+            fact = copy.deepcopy(fact)
+            fact_id = fact.get("id") or f"f{fold}.{index}"
+            fact["id"] = fact_id
+            fact.setdefault("lifecycle", "active")
+            fact.setdefault("author", "writer")
+            fact["origin_fold"] = fold
+            problem = _check_support(fact, evidence) or _check_confidence(fact, evidence)
+            if not problem and fact.get("pin") and fact["author"] != "code":
+                problem = "pins are written by deterministic code, never by a model"
+            if not problem and fact_id in facts:
+                problem = f"fact id {fact_id!r} already exists"
+            if not problem and fact["lifecycle"] != "active":
+                problem = "a new fact starts 'active'"
+            target = None
+            if not problem and kind == "supersede":
+                target = facts.get(str(op.get("id", "")))
+                if target is None:
+                    problem = f"field 'id': unknown fact {op.get('id')!r}"
+                elif target["lifecycle"] != "active":
+                    problem = f"fact {target['id']!r} is {target['lifecycle']}, not active"
+                elif target["priority"] == "P0":
+                    problem = "a P0 fact is never superseded; it can only be retired with review"
+            if problem:
+                reject(problem, fact_id)
+                continue
+            if target is not None:
+                target["lifecycle"] = "superseded"
+                target["superseded_by"] = fact_id
+            facts[fact_id] = fact
+            results.append(OpResult(index, kind, "accepted", "", fact_id))
+            continue
+
+        fact_id = str(op.get("id", ""))
+        target = facts.get(fact_id)
+        if kind != "evict" and target is None:
+            reject(f"field 'id': unknown fact {fact_id!r}", fact_id)
+            continue
+        ev = op.get("evidence", [])
+        if not isinstance(ev, list):
+            reject("field 'evidence': must be a list of entry hashes", fact_id)
+            continue
+        unknown = [h for h in ev if h not in evidence]
+        if unknown:
+            reject(f"field 'evidence': sha256:{unknown[0]} is not a raw entry of this scope at or before the revision", fact_id)
+            continue
+
+        if kind == "evict":
+            if target is None:
+                reject(f"field 'id': unknown fact {fact_id!r}", fact_id)
+            elif target["priority"] in ("P0", "P1") and target["lifecycle"] == "active":
+                reject("active P0 and P1 facts are never evicted", fact_id)
+            else:
+                del facts[fact_id]
+                results.append(OpResult(index, kind, "accepted", "", fact_id))
+            continue
+
+        assert target is not None
+        if target["lifecycle"] != "active":
+            reject(f"fact {fact_id!r} is {target['lifecycle']}, not active", fact_id)
+            continue
+
+        if kind == "retire":
+            if target["priority"] == "P0":
+                if not _authoritative_later(ev, evidence, int(target.get("origin_fold", 0))):
+                    reject(
+                        "a P0 fact retires only on authoritative evidence (a later user, "
+                        "developer or system entry) from a later fold",
+                        fact_id,
+                    )
+                    continue
+                target["pending_retirement"] = {"fold": fold, "evidence": list(ev), "reason": str(op.get("reason", ""))}
+                results.append(OpResult(index, kind, "pending", "awaiting review", fact_id))
+                continue
+            if not ev:
+                reject("retiring a fact needs evidence", fact_id)
+                continue
+            target["lifecycle"] = "retired"
+            target["ended_by"] = {"fold": fold, "evidence": list(ev)}
+            results.append(OpResult(index, kind, "accepted", "", fact_id))
+        elif kind == "review":
+            pending = target.get("pending_retirement")
+            decision = op.get("decision")
+            if not pending:
+                reject("no retirement of this fact awaits review", fact_id)
+            elif decision not in ("approve", "refuse"):
+                reject("field 'decision': must be 'approve' or 'refuse'", fact_id)
+            elif not op.get("reviewer"):
+                reject("field 'reviewer': a review names its reviewer", fact_id)
+            else:
+                record = {
+                    "decision": decision,
+                    "reviewer": str(op["reviewer"]),
+                    "comment": str(op.get("comment", "")),
+                    "at": str(op.get("at", "")),
+                    "retirement": pending,
+                }
+                target.setdefault("reviews", []).append(record)
+                del target["pending_retirement"]
+                if decision == "approve":
+                    target["lifecycle"] = "retired"
+                    target["ended_by"] = {"fold": pending["fold"], "evidence": pending["evidence"]}
+                results.append(OpResult(index, kind, "accepted", decision, fact_id))
+        elif kind == "close":
+            if target["category"] != "open_obligation":
+                reject("only an open obligation can be closed", fact_id)
+            elif not _completion(ev, evidence):
+                reject(
+                    "an open obligation closes only on evidence of completion (a tool result "
+                    "that demonstrates it); silence, repetition or a later timestamp do not count",
+                    fact_id,
+                )
+            else:
+                target["lifecycle"] = "closed"
+                target["ended_by"] = {"fold": fold, "evidence": list(ev)}
+                results.append(OpResult(index, kind, "accepted", "", fact_id))
+        elif kind == "cancel":
+            if target["category"] != "open_obligation":
+                reject("only an open obligation can be cancelled", fact_id)
+            elif not _authoritative_later(ev, evidence, -1):
+                reject("cancellation needs an authoritative (user, developer or system) entry", fact_id)
+            else:
+                target["lifecycle"] = "cancelled"
+                target["ended_by"] = {"fold": fold, "evidence": list(ev)}
+                results.append(OpResult(index, kind, "accepted", "", fact_id))
+
+    for pin in delta.get("required_pins", []):
+        check_pin(facts, pin["entry"], pin["text"])
+    new["folds"] = max(int(new.get("folds", 0)), fold)
+    return Reduction(state=new, results=results)
+
+
+def check_pin(facts: Mapping[str, Fact], entry: str, text: str) -> None:
+    """Raise :class:`PinViolation` unless an active P0 pin cites ``entry`` with ``text`` exactly."""
+    found = False
+    for f in facts.values():
+        if f.get("pin") and any(s["entry"] == entry for s in f["support"]):
+            found = True
+            if f["text"] != text:
+                raise PinViolation(entry, "pin text differs from the journal entry")
+            if f["priority"] != "P0":
+                raise PinViolation(entry, "pin is not P0")
+    if not found:
+        raise PinViolation(entry, "required pin is missing")
+
+
+def reduce(checkpoint: Mapping[str, Any] | None, deltas: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Fold ``deltas`` in order onto ``checkpoint`` (``None`` = empty) and return the state.
+
+    Deterministic: the same inputs give the same state and :func:`state_hash`.
+    Raises what :func:`apply_delta` raises.
+    """
+    state: Mapping[str, Any] = checkpoint if checkpoint is not None else EMPTY_STATE
+    for delta in deltas:
+        state = apply_delta(state, delta).state
+    return dict(state)
