@@ -76,9 +76,13 @@ def _meta_of(item: ParsedEntry) -> dict[str, Any]:
 def _validate(index: int, item: ParsedEntry) -> None:
     ref = item.source_ref
     if item.kind not in KINDS:
-        raise EntryInvalid(index, "kind", f"unknown kind {item.kind!r} (known: {', '.join(KINDS)})", ref)
+        raise EntryInvalid(
+            index, "kind", f"unknown kind {item.kind!r} (known: {', '.join(KINDS)})", ref
+        )
     if item.role not in ROLES:
-        raise EntryInvalid(index, "role", f"unknown role {item.role!r} (known: {', '.join(ROLES)})", ref)
+        raise EntryInvalid(
+            index, "role", f"unknown role {item.role!r} (known: {', '.join(ROLES)})", ref
+        )
     if not isinstance(item.content, dict):
         raise EntryInvalid(index, "content", "content must be a JSON object", ref)
     if item.kind == "message" and not isinstance(item.content.get("text"), str):
@@ -122,12 +126,16 @@ def prepare_entries(
         try:
             body_bytes = canonical_body(item.content)
         except CanonicalisationError as exc:
-            raise EntryInvalid(index, "content", f"cannot be canonical JSON: {exc}", item.source_ref) from None
+            raise EntryInvalid(
+                index, "content", f"cannot be canonical JSON: {exc}", item.source_ref
+            ) from None
         meta = _meta_of(item)
         try:
             meta_bytes = canonical_body(meta)
         except CanonicalisationError as exc:
-            raise EntryInvalid(index, "metadata", f"cannot be canonical JSON: {exc}", item.source_ref) from None
+            raise EntryInvalid(
+                index, "metadata", f"cannot be canonical JSON: {exc}", item.source_ref
+            ) from None
         seq = start_seq + index
         b_hash = body_hash(body_bytes)
         m_hash = metadata_hash(meta)
@@ -156,7 +164,9 @@ def prepare_entries(
                 tool_call_id=item.tool_call_id,
                 tool_name=item.tool_name,
                 derived=item.derived,
-                is_error=bool(item.content.get("is_error")) if item.kind == "tool_result" else False,
+                is_error=bool(item.content.get("is_error"))
+                if item.kind == "tool_result"
+                else False,
                 body=body_bytes.decode("utf-8"),
                 body_hash=b_hash,
                 byte_length=len(body_bytes),

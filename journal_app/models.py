@@ -251,7 +251,11 @@ class Entry(AppendOnlyModel):
     @property
     def authoritative(self) -> bool:
         """A system, developer or user message that is not derived (a pin source)."""
-        return self.kind == "message" and self.role in ("system", "developer", "user") and not self.derived
+        return (
+            self.kind == "message"
+            and self.role in ("system", "developer", "user")
+            and not self.derived
+        )
 
 
 class Chunk(AppendOnlyModel):
@@ -266,6 +270,7 @@ class Chunk(AppendOnlyModel):
     class Meta:
         ordering = ["entry_id", "position"]
         constraints = [
-            models.UniqueConstraint(fields=["entry", "position"], name="chunk_unique_entry_position")
+            models.UniqueConstraint(
+                fields=["entry", "position"], name="chunk_unique_entry_position"
+            )
         ]
-

@@ -175,7 +175,13 @@ class AppendResult:
     entries: list[Entry] = field(default_factory=list)
 
 
-def _insert(journal: Journal, prepared: Sequence[PreparedEntry], progress: Progress | None, total: int, done0: int) -> list[Entry]:
+def _insert(
+    journal: Journal,
+    prepared: Sequence[PreparedEntry],
+    progress: Progress | None,
+    total: int,
+    done0: int,
+) -> list[Entry]:
     tenant = journal.session.tenant
     threshold = settings.ARTIFACT_THRESHOLD_TOKENS
     rows: list[Entry] = []
@@ -248,8 +254,11 @@ def journal_append(
         GapError: ``start_seq`` beyond head + 1.
         EntryInvalid: an item that cannot be an entry (names the index and field).
     """
+    caller = journal
     with transaction.atomic():
-        journal = Journal.objects.select_for_update().select_related("session__tenant").get(pk=journal.pk)
+        journal = (
+            Journal.objects.select_for_update().select_related("session__tenant").get(pk=journal.pk)
+        )
         head = journal.head_seq
         start = head + 1 if start_seq is None else start_seq
         if start < 1:
@@ -258,7 +267,9 @@ def journal_append(
             raise GapError(f"seq {start} would leave a gap: the journal's head is {head}")
         parent = ""
         if start > 1:
-            parent = Entry.objects.values_list("entry_hash", flat=True).get(journal=journal, seq=start - 1)
+            parent = Entry.objects.values_list("entry_hash", flat=True).get(
+                journal=journal, seq=start - 1
+            )
         prepared = prepare_entries(
             scope=journal.scope_fields(),
             start_seq=start,
@@ -270,9 +281,9 @@ def journal_append(
         overlap = [p for p in prepared if p.seq <= head]
         if overlap:
             stored = dict(
-                Entry.objects.filter(journal=journal, seq__gte=overlap[0].seq, seq__lte=overlap[-1].seq).values_list(
-                    "seq", "entry_hash"
-                )
+                Entry.objects.filter(
+                    journal=journal, seq__gte=overlap[0].seq, seq__lte=overlap[-1].seq
+                ).values_list("seq", "entry_hash")
             )
             for p in overlap:
                 if stored.get(p.seq) != p.entry_hash:
@@ -283,7 +294,10 @@ def journal_append(
             journal.head_seq = fresh[-1].seq
             journal.head_hash = fresh[-1].entry_hash
             journal.save(update_fields=["head_seq", "head_hash"])
-    return AppendResult(appended=len(fresh), unchanged=len(overlap), head_seq=journal.head_seq, entries=rows)
+    caller.head_seq, caller.head_hash = journal.head_seq, journal.head_hash
+    return AppendResult(
+        appended=len(fresh), unchanged=len(overlap), head_seq=journal.head_seq, entries=rows
+    )
 
 
 @dataclass
@@ -455,6 +469,7 @@ def journal_verify(
     report = VerifyReport()
     total = sum(j.head_seq for j in journals)
     for journal in journals:
+        journal.refresh_from_db(fields=["head_seq", "head_hash"])
         report.journals += 1
         scope = journal.scope_fields()
         expected_parent = ""
@@ -485,7 +500,9 @@ def journal_verify(
             if entry.artifact_id is not None and not problems:
                 _, ok = artifact_read(artifact=entry.artifact)
                 if not ok:
-                    problems.append(f"artifact {entry.artifact.reference}: stored bytes do not match content_hash")
+                    problems.append(
+                        f"artifact {entry.artifact.reference}: stored bytes do not match content_hash"
+                    )
             report.entries += 1
             report.chunks += len(chunks)
             report.bytes += entry.byte_length
@@ -521,11 +538,15 @@ def journals_for_scope(scope: str | None) -> list[Journal]:
     Raises:
         JournalError: the scope names nothing.
     """
-    qs = Journal.objects.select_related("session__tenant").order_by("session__tenant__slug", "session__key", "lane", "branch")
+    qs = Journal.objects.select_related("session__tenant").order_by(
+        "session__tenant__slug", "session__key", "lane", "branch"
+    )
     if scope:
         parts = scope.strip("/").split("/")
         if len(parts) > 4:
-            raise JournalError(f"scope {scope!r} has more than 4 parts (tenant/session/lane/branch)")
+            raise JournalError(
+                f"scope {scope!r} has more than 4 parts (tenant/session/lane/branch)"
+            )
         names = ["session__tenant__slug", "session__key", "lane", "branch"]
         qs = qs.filter(**dict(zip(names, parts, strict=False)))
     journals = list(qs)

@@ -38,7 +38,9 @@ class Fold(models.Model):
     seq_start = models.PositiveBigIntegerField(null=True, blank=True)
     seq_end = models.PositiveBigIntegerField(null=True, blank=True)
     revision = models.PositiveBigIntegerField()
-    range_hash = models.CharField(max_length=64, help_text="idempotency key: sha256 of covered entry hashes")
+    range_hash = models.CharField(
+        max_length=64, help_text="idempotency key: sha256 of covered entry hashes"
+    )
     outcome = models.CharField(max_length=24, choices=Outcome.choices)
     writer = models.CharField(max_length=100)
     verifier = models.CharField(max_length=100, blank=True)

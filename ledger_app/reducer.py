@@ -262,7 +262,10 @@ def apply_delta(state: Mapping[str, Any], delta: Mapping[str, Any]) -> Reduction
             continue
         unknown = [h for h in ev if h not in evidence]
         if unknown:
-            reject(f"field 'evidence': sha256:{unknown[0]} is not a raw entry of this scope at or before the revision", fact_id)
+            reject(
+                f"field 'evidence': sha256:{unknown[0]} is not a raw entry of this scope at or before the revision",
+                fact_id,
+            )
             continue
 
         if kind == "evict":
@@ -289,7 +292,11 @@ def apply_delta(state: Mapping[str, Any], delta: Mapping[str, Any]) -> Reduction
                         fact_id,
                     )
                     continue
-                target["pending_retirement"] = {"fold": fold, "evidence": list(ev), "reason": str(op.get("reason", ""))}
+                target["pending_retirement"] = {
+                    "fold": fold,
+                    "evidence": list(ev),
+                    "reason": str(op.get("reason", "")),
+                }
                 results.append(OpResult(index, kind, "pending", "awaiting review", fact_id))
                 continue
             if not ev:
@@ -338,7 +345,9 @@ def apply_delta(state: Mapping[str, Any], delta: Mapping[str, Any]) -> Reduction
             if target["category"] != "open_obligation":
                 reject("only an open obligation can be cancelled", fact_id)
             elif not _authoritative_later(ev, evidence, -1):
-                reject("cancellation needs an authoritative (user, developer or system) entry", fact_id)
+                reject(
+                    "cancellation needs an authoritative (user, developer or system) entry", fact_id
+                )
             else:
                 target["lifecycle"] = "cancelled"
                 target["ended_by"] = {"fold": fold, "evidence": list(ev)}
@@ -364,7 +373,9 @@ def check_pin(facts: Mapping[str, Fact], entry: str, text: str) -> None:
         raise PinViolation(entry, "required pin is missing")
 
 
-def reduce(checkpoint: Mapping[str, Any] | None, deltas: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def reduce(
+    checkpoint: Mapping[str, Any] | None, deltas: Iterable[Mapping[str, Any]]
+) -> dict[str, Any]:
     """Fold ``deltas`` in order onto ``checkpoint`` (``None`` = empty) and return the state.
 
     Deterministic: the same inputs give the same state and :func:`state_hash`.

@@ -89,11 +89,15 @@ def _evidence(entries: Sequence[Entry], fold_number: int) -> dict[str, dict[str,
 
 
 def _render_tokens(state: dict[str, Any]) -> int:
-    text = "\n".join(f["text"] for f in state.get("facts", {}).values() if f["lifecycle"] == "active")
+    text = "\n".join(
+        f["text"] for f in state.get("facts", {}).values() if f["lifecycle"] == "active"
+    )
     return count_tokens(text, settings.TOKEN_ENCODING)
 
 
-def ledger_fold(*, journal: Journal, upto: int | None = None, writer: str = WRITER_MECHANICAL) -> FoldResult:
+def ledger_fold(
+    *, journal: Journal, upto: int | None = None, writer: str = WRITER_MECHANICAL
+) -> FoldResult:
     """Fold the journal's unfolded complete API rounds, up to ``upto`` (default: head).
 
     One fold at a time per branch: the journal row is locked for the whole fold. A fold
@@ -116,17 +120,25 @@ def ledger_fold(*, journal: Journal, upto: int | None = None, writer: str = WRIT
     if writer != WRITER_MECHANICAL:
         raise LedgerError(f"unknown writer {writer!r} (known: {WRITER_MECHANICAL})")
     with transaction.atomic():
-        journal = Journal.objects.select_for_update().select_related("session__tenant").get(pk=journal.pk)
+        journal = (
+            Journal.objects.select_for_update().select_related("session__tenant").get(pk=journal.pk)
+        )
         previous = latest_fold(journal)
         start = (previous.seq_end or 0) + 1 if previous else 1
         limit = journal.head_seq if upto is None else min(upto, journal.head_seq)
-        entries = list(Entry.objects.filter(journal=journal, seq__gte=start, seq__lte=journal.head_seq).order_by("seq"))
+        entries = list(
+            Entry.objects.filter(
+                journal=journal, seq__gte=start, seq__lte=journal.head_seq
+            ).order_by("seq")
+        )
         rounds = [r for r in group_rounds(entries) if r.last_seq <= limit]
         if rounds:
             rounds[-1].at_tail = rounds[-1].last_seq == journal.head_seq
         end = complete_prefix_end(rounds)
         if end is None or end < start:
-            return FoldResult(None, False, "nothing to fold: no complete API round after the last fold")
+            return FoldResult(
+                None, False, "nothing to fold: no complete API round after the last fold"
+            )
         covered = [e for e in entries if e.seq <= end]
         hashes = [e.entry_hash for e in covered]
         key = range_hash(hashes)
@@ -149,7 +161,13 @@ def ledger_fold(*, journal: Journal, upto: int | None = None, writer: str = WRIT
         except reducer.PinViolation as exc:
             raise FoldRefused(str(exc)) from exc
         verdicts = [
-            {"index": r.index, "op": r.op, "status": r.status, "reason": r.reason, "fact_id": r.fact_id}
+            {
+                "index": r.index,
+                "op": r.op,
+                "status": r.status,
+                "reason": r.reason,
+                "fact_id": r.fact_id,
+            }
             for r in reduction.results
         ]
         stored_delta = {**delta, "verdicts": verdicts}
@@ -157,7 +175,12 @@ def ledger_fold(*, journal: Journal, upto: int | None = None, writer: str = WRIT
         covered_tokens = sum(e.token_count for e in covered)
         interrupted = [c for r in rounds if r.last_seq <= end for c in r.interrupted_call_ids]
         manifest = {
-            "covered": {"seq_start": start, "seq_end": end, "entries": len(covered), "entry_hashes": hashes},
+            "covered": {
+                "seq_start": start,
+                "seq_end": end,
+                "entries": len(covered),
+                "entry_hashes": hashes,
+            },
             "range_hash": key,
             "previous_fold": previous.number if previous else None,
             "revision": journal.head_seq,
@@ -194,7 +217,9 @@ def ledger_fold(*, journal: Journal, upto: int | None = None, writer: str = WRIT
                     delta=rfc8785.dumps(stored_delta).decode("utf-8"),
                     state=reducer.state_bytes(state).decode("utf-8"),
                     state_hash=reducer.state_hash(state),
-                    facts_added=sum(1 for r in reduction.results if r.op == "add" and r.status == "accepted"),
+                    facts_added=sum(
+                        1 for r in reduction.results if r.op == "add" and r.status == "accepted"
+                    ),
                     ops_rejected=len(reduction.rejected),
                 )
         except IntegrityError:

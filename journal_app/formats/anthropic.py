@@ -121,9 +121,7 @@ def _message_entry(role: str, where: str, blocks: list[dict[str, Any]]) -> Parse
     return entry
 
 
-def _result_output(
-    path: Path, where: str, field: str, value: Any
-) -> tuple[str, list[Any] | None]:
+def _result_output(path: Path, where: str, field: str, value: Any) -> tuple[str, list[Any] | None]:
     if value is None:
         return "", None
     if isinstance(value, str):
@@ -193,7 +191,9 @@ def _blocks(path: Path, where: str, role: str, content: list[Any]) -> list[Parse
                 raise FormatError(path, where, f"{field}.is_error", "expected a boolean")
             output, extra_blocks = _result_output(path, where, f"{field}.content", b.get("content"))
             meta = {
-                k: v for k, v in b.items() if k not in ("type", "tool_use_id", "content", "is_error")
+                k: v
+                for k, v in b.items()
+                if k not in ("type", "tool_use_id", "content", "is_error")
             }
             if b.get("content", "") is None:
                 meta["content"] = None

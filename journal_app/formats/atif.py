@@ -126,7 +126,10 @@ def _variant_result(
     call_id = obs.get("tool_call_id") or obs.get("source_call_id") or (match and match[1])
     if not isinstance(call_id, str) or not call_id:
         raise FormatError(
-            path, where, "message", "tool result step names no call (expected 'Tool result for <id>')"
+            path,
+            where,
+            "message",
+            "tool result step names no call (expected 'Tool result for <id>')",
         )
     content = obs.get("content")
     if content is None:
@@ -182,9 +185,7 @@ def _canonical_results(path: Path, where: str, obs: dict[str, Any]) -> list[Pars
         call_id = r.get("source_call_id")
         if call_id is None:
             body = {"type": "observation", "content": content, **meta}
-            entries.append(
-                ParsedEntry(kind="event", role="runtime", content=body, source_ref=ref)
-            )
+            entries.append(ParsedEntry(kind="event", role="runtime", content=body, source_ref=ref))
             continue
         if not isinstance(call_id, str) or not call_id:
             raise FormatError(path, where, f"{field}.source_call_id", "expected a string")
@@ -219,7 +220,9 @@ def parse(source: Source) -> ParsedSession:
 
     for i, step in enumerate(steps):
         if not isinstance(step, dict):
-            raise FormatError(path, where_of[i], "", f"expected an object, got {type(step).__name__}")
+            raise FormatError(
+                path, where_of[i], "", f"expected an object, got {type(step).__name__}"
+            )
         if "source" not in step:
             raise FormatError(path, where_of[i], "source", "field is missing")
         if step["source"] not in SOURCES:
@@ -244,12 +247,17 @@ def parse(source: Source) -> ParsedSession:
                 meta["step_timestamp"] = steps[i].get("timestamp")
             out.append(
                 tool_call(
-                    call_id, name, arguments, source_ref=f"{where_of[i]}.tool_calls[{k}]", metadata=meta
+                    call_id,
+                    name,
+                    arguments,
+                    source_ref=f"{where_of[i]}.tool_calls[{k}]",
+                    metadata=meta,
                 )
             )
         return out
 
     entries: list[ParsedEntry] = []
+    early_first: dict[int, ParsedEntry] = {}
     title = ""
     for i, step in enumerate(steps):
         where = where_of[i]
@@ -264,7 +272,10 @@ def parse(source: Source) -> ParsedSession:
             result = _variant_result(path, where, step, obs)
             owner = step_of_call.get(result.tool_call_id)
             if owner is not None and owner > i and owner not in emitted:
-                made.extend(call_entries(owner, early=True))
+                hoisted = call_entries(owner, early=True)
+                if hoisted:
+                    early_first[owner] = hoisted[0]
+                entries.extend(hoisted)
             made.append(result)
         else:
             reasoning = step.get("reasoning_content")
@@ -293,16 +304,18 @@ def parse(source: Source) -> ParsedSession:
                         ParsedEntry(
                             kind="event",
                             role="runtime",
-                            content={"type": str(obs.get("type") or "observation"), **obs},
+                            content={**obs, "type": str(obs.get("type") or "observation")},
                             source_ref=f"{where}.observation",
                         )
                     )
-        if not made:  # e.g. an agent step whose calls were emitted early and has no text
-            made.append(message(role, text, source_ref=where))
-        first = made[0]
+        # The step's own fields go to its first entry; for a step whose only content were
+        # calls emitted early, to the first of those.
+        first = made[0] if made else early_first[i]
         step_meta = {k: v for k, v in step.items() if k not in _STEP_MODELLED}
-        if not text and not any(e.kind == "message" for e in made) and not variant_result:
+        if not any(e.kind == "message" for e in made) and not variant_result:
             step_meta["message"] = text
+        if isinstance(obs, dict) and "results" in obs and len(obs) > 1:
+            step_meta["observation"] = {k: v for k, v in obs.items() if k != "results"}
         first.metadata = {**step_meta, **first.metadata}
         if isinstance(step.get("metrics"), dict):
             first.metadata["metrics"] = step["metrics"]

@@ -104,7 +104,9 @@ class ParsedSession:
 
 def message(role: str, text: str, *, source_ref: str = "", **kw: Any) -> ParsedEntry:
     """Shorthand for a ``message`` entry with ``content={"text": text}``."""
-    return ParsedEntry(kind="message", role=role, content={"text": text}, source_ref=source_ref, **kw)
+    return ParsedEntry(
+        kind="message", role=role, content={"text": text}, source_ref=source_ref, **kw
+    )
 
 
 def tool_call(

@@ -57,6 +57,28 @@ def short_title(text: str, limit: int = TITLE_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
+def json_exit_code(output: str) -> int | None:
+    """The integer ``exit_code`` (or ``returncode``) of a tool output that is a JSON object.
+
+    Runtimes that speak Chat Completions often return command results as
+    ``{"exit_code": 1, "output": "..."}``; the code is the only failure signal there.
+    Returns ``None`` when the output is not such an object.
+    """
+    if not output.startswith("{"):
+        return None
+    try:
+        value = json.loads(output)
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    for key in ("exit_code", "returncode"):
+        code = value.get(key)
+        if isinstance(code, int) and not isinstance(code, bool):
+            return code
+    return None
+
+
 def parse_arguments(raw: Any) -> tuple[Any, str | None]:
     """Decode tool-call arguments.
 
@@ -122,9 +144,7 @@ def detect(source: Source) -> bool:
     return bool(items) and all(isinstance(m, dict) and "role" in m for m in items)
 
 
-def content_text(
-    path: Path, where: str, field: str, value: Any
-) -> tuple[str, list[Any] | None]:
+def content_text(path: Path, where: str, field: str, value: Any) -> tuple[str, list[Any] | None]:
     """Turn Chat Completions ``content`` (string or list of parts) into text.
 
     Returns:
@@ -159,9 +179,7 @@ def _tool_calls(
     path: Path, where: str, raw: Any, used: dict[str, int], pending: dict[str, str]
 ) -> list[ParsedEntry]:
     if not isinstance(raw, list):
-        raise FormatError(
-            path, where, "tool_calls", f"expected a list, got {type(raw).__name__}"
-        )
+        raise FormatError(path, where, "tool_calls", f"expected a list, got {type(raw).__name__}")
     entries: list[ParsedEntry] = []
     for k, call in enumerate(raw):
         field = f"tool_calls[{k}]"
@@ -244,13 +262,23 @@ def parse(source: Source) -> ParsedSession:
                 meta["name"] = name
                 name = ""
             is_error = output.startswith(ERROR_PREFIX)
+            exit_code = json_exit_code(output)
             if is_error:
                 meta["is_error_from"] = f"content starts with {ERROR_PREFIX!r}"
+            elif exit_code:
+                is_error = True
+                meta["is_error_from"] = f"JSON content has exit_code {exit_code}"
             journal_id = pending.pop(call_id, call_id)
             if journal_id != call_id:
                 meta["source_tool_call_id"] = call_id
             entry = tool_result(
-                journal_id, output, is_error=is_error, name=name, source_ref=where, metadata=meta
+                journal_id,
+                output,
+                is_error=is_error,
+                exit_code=exit_code,
+                name=name,
+                source_ref=where,
+                metadata=meta,
             )
             if blocks is not None:
                 entry.content["blocks"] = blocks

@@ -156,9 +156,7 @@ def _tool_entries(
     part_extra = {k: v for k, v in data.items() if k not in ("type", "callID", "tool", "state")}
     call_meta = {**base, **ids, **part_extra, "status": status}
     state_rest = {k: v for k, v in state.items() if k not in ("status", "input", "output", "error")}
-    call = tool_call(
-        journal_id, name, state.get("input", {}), source_ref=where, metadata=call_meta
-    )
+    call = tool_call(journal_id, name, state.get("input", {}), source_ref=where, metadata=call_meta)
     if "input" not in state:
         call_meta["input_missing"] = True
     if status in _OPEN_STATUSES:
@@ -255,7 +253,9 @@ def _message_entries(
     msg_meta = {
         "message": {k: v for k, v in data.items() if k not in ("role", "error")},
         "message_time_created": msg["time_created"],
-        **{f"message_{k}": v for k, v in _row_meta(msg, "id", "session_id", "time_created").items()},
+        **{
+            f"message_{k}": v for k, v in _row_meta(msg, "id", "session_id", "time_created").items()
+        },
     }
     if not entries:
         entries.append(
@@ -331,9 +331,7 @@ def parse(source: Source) -> ParsedSession:
             raise FormatError(folder / name, "", "", "no such file in the export folder")
     sessions = _rows(folder / "sessions.json", ("id", "time_created"), decode=False)
     messages = _rows(folder / "messages.json", ("id", "session_id", "time_created", "data"))
-    parts = _rows(
-        folder / "parts.json", ("id", "message_id", "session_id", "time_created", "data")
-    )
+    parts = _rows(folder / "parts.json", ("id", "message_id", "session_id", "time_created", "data"))
     events: list[dict[str, Any]] = []
     if (folder / EVENTS_FILE).is_file():
         events = _rows(folder / EVENTS_FILE, ("id", "session_id", "time_created", "data"))
@@ -368,8 +366,12 @@ def parse(source: Source) -> ParsedSession:
     used: dict[str, int] = {}
     title = ""
     for s in session_rows:
-        timeline = [(m["time_created"], 1, m["id"], m) for m in messages if m["session_id"] == s["id"]]
-        timeline += [(e["time_created"], 0, e["id"], e) for e in events if e["session_id"] == s["id"]]
+        timeline = [
+            (m["time_created"], 1, m["id"], m) for m in messages if m["session_id"] == s["id"]
+        ]
+        timeline += [
+            (e["time_created"], 0, e["id"], e) for e in events if e["session_id"] == s["id"]
+        ]
         timeline.sort(key=lambda t: t[:3])
         for _, rank, _, row in timeline:
             if rank == 0:

@@ -284,18 +284,28 @@ def _parse_arguments(raw: Any) -> Any:
     return raw
 
 
-def _usage(response: Any) -> dict[str, Any] | None:
+def _usage(response: Any, llm_metrics: Any) -> dict[str, Any] | None:
+    """Usage of one model call: ``model_response.usage``, else the matching (or last)
+    ``llm_metrics.token_usages`` item. ``accumulated_token_usage`` is cumulative: not used."""
     usage = response.get("usage") if isinstance(response, dict) else None
+    if not isinstance(usage, dict) and isinstance(llm_metrics, dict):
+        items = [u for u in llm_metrics.get("token_usages") or [] if isinstance(u, dict)]
+        response_id = response.get("id") if isinstance(response, dict) else None
+        matching = [u for u in items if response_id and u.get("response_id") == response_id]
+        usage = (matching or items or [None])[-1]
     if not isinstance(usage, dict):
         return None
     out: dict[str, Any] = {}
-    if isinstance(usage.get("prompt_tokens"), int):
-        out["input_tokens"] = usage["prompt_tokens"]
-    if isinstance(usage.get("completion_tokens"), int):
-        out["output_tokens"] = usage["completion_tokens"]
-    if isinstance(usage.get("total_tokens"), int):
-        out["total_tokens"] = usage["total_tokens"]
-    return out or None
+    for src, dst in (
+        ("prompt_tokens", "input_tokens"),
+        ("completion_tokens", "output_tokens"),
+        ("total_tokens", "total_tokens"),
+        ("cache_read_tokens", "cache_read_tokens"),
+        ("cache_write_tokens", "cache_write_tokens"),
+    ):
+        if isinstance(usage.get(src), int):
+            out[dst] = usage[src]
+    return out if "input_tokens" in out or "output_tokens" in out else None
 
 
 def _tool_action(path, where, event, args, tcm, state: _State) -> None:
@@ -324,7 +334,7 @@ def _tool_action(path, where, event, args, tcm, state: _State) -> None:
     usage = None
     response_id = response.get("id") if isinstance(response, dict) else None
     if not isinstance(response_id, str) or response_id not in state.seen_responses:
-        usage = _usage(response)
+        usage = _usage(response, event.get("llm_metrics"))
         if isinstance(response_id, str):
             state.seen_responses.add(response_id)
 

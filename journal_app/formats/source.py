@@ -102,7 +102,9 @@ def read_source(path: str | Path) -> Source:
             return Source(path=path, kind="jsonl", data=parse_jsonl(path, text))
         where = f"line {exc.lineno}"
         if exc.pos >= len(text.rstrip()):
-            raise FormatError(path, where, "", "truncated JSON (ends before the value is closed)") from None
+            raise FormatError(
+                path, where, "", "truncated JSON (ends before the value is closed)"
+            ) from None
         raise FormatError(path, where, "", f"not valid JSON ({exc.msg})") from None
     except ValueError as exc:
         raise FormatError(path, "", "", f"not valid JSON ({exc})") from None

@@ -21,9 +21,15 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("path", help="transcript file, or an OpenCode export folder")
-        parser.add_argument("--format", dest="fmt", choices=sorted(FORMATS), help="source format (default: detect)")
-        parser.add_argument("--tenant", default="default", help="tenant slug (default: %(default)s)")
-        parser.add_argument("--session", default=None, help="session key (default: from the file name)")
+        parser.add_argument(
+            "--format", dest="fmt", choices=sorted(FORMATS), help="source format (default: detect)"
+        )
+        parser.add_argument(
+            "--tenant", default="default", help="tenant slug (default: %(default)s)"
+        )
+        parser.add_argument(
+            "--session", default=None, help="session key (default: from the file name)"
+        )
         parser.add_argument("--lane", default="main", help="lane (default: %(default)s)")
         parser.add_argument("--branch", default="main", help="branch (default: %(default)s)")
         parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -35,8 +41,15 @@ class Command(BaseCommand):
         def on_parsed(parsed: ParsedSession) -> None:
             nonlocal bar
             if not quiet:
-                self.stderr.write(f"parsed {opts['path']} as {parsed.format}: {len(parsed.entries)} entries")
-                bar = tqdm(total=len(parsed.entries), unit="entry", desc="hashing and writing", file=self.stderr._out)
+                self.stderr.write(
+                    f"parsed {opts['path']} as {parsed.format}: {len(parsed.entries)} entries"
+                )
+                bar = tqdm(
+                    total=len(parsed.entries),
+                    unit="entry",
+                    desc="hashing and writing",
+                    file=self.stderr._out,
+                )
 
         def progress(done: int, total: int) -> None:
             if bar is not None:

@@ -18,7 +18,9 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("scope", nargs="?", default=None, help="tenant[/session[/lane[/branch]]]")
+        parser.add_argument(
+            "scope", nargs="?", default=None, help="tenant[/session[/lane[/branch]]]"
+        )
         parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     def handle(self, *args: Any, **opts: Any) -> None:
@@ -28,7 +30,11 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         total = sum(j.head_seq for j in journals)
         quiet = opts["no_progress"] or opts["verbosity"] == 0 or total < 2000
-        bar = None if quiet else tqdm(total=total, unit="entry", desc="verifying", file=self.stderr._out)
+        bar = (
+            None
+            if quiet
+            else tqdm(total=total, unit="entry", desc="verifying", file=self.stderr._out)
+        )
 
         def progress(done: int, _total: int) -> None:
             if bar is not None:

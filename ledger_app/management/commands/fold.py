@@ -17,7 +17,9 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("scope", nargs="?", default=None, help="tenant[/session[/lane[/branch]]]")
+        parser.add_argument(
+            "scope", nargs="?", default=None, help="tenant[/session[/lane[/branch]]]"
+        )
         parser.add_argument("--upto", type=int, default=None, help="highest seq to cover")
 
     def handle(self, *args: Any, **opts: Any) -> None:

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from journal_app.formats import FormatError, parse_path
-from journal_app.formats import claude_code
+from journal_app.formats import FormatError, claude_code, parse_path
 from journal_app.formats.source import read_source
 
 FOLDER = "claude-code-jsonl"
@@ -21,7 +20,9 @@ FILES = sorted(p.name for p in (CORPUS / FOLDER).glob("*.jsonl"))
 
 
 def raw_records(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [
+        json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
 
 
 def raw_counts(path: Path) -> dict:
@@ -143,7 +144,9 @@ def test_envelope_and_side_channel_results_are_kept_in_metadata(corpus, name):
     session = parse_path(path)
 
     side_channel = [r["toolUseResult"] for r in records if "toolUseResult" in r]
-    assert [e.metadata["toolUseResult"] for e in session.entries if "toolUseResult" in e.metadata] == side_channel
+    assert [
+        e.metadata["toolUseResult"] for e in session.entries if "toolUseResult" in e.metadata
+    ] == side_channel
     uuids = [r["uuid"] for r in records if r["type"] in ("user", "assistant")]
     seen = list(dict.fromkeys(e.metadata["uuid"] for e in session.entries if "uuid" in e.metadata))
     assert seen == uuids
@@ -160,7 +163,9 @@ def test_it_keeps_the_failing_test_run_as_an_error_result(corpus):
         if b.get("is_error")
     ]
     session = parse_path(path)
-    assert [e.tool_call_id for e in of_kind(session, "tool_result") if e.content["is_error"]] == errors
+    assert [
+        e.tool_call_id for e in of_kind(session, "tool_result") if e.content["is_error"]
+    ] == errors
     assert len(errors) == 1
     by_id = {e.tool_call_id: e for e in of_kind(session, "tool_call")}
     assert by_id[errors[0]].tool_name == "Bash"
@@ -189,7 +194,12 @@ def write_jsonl(path: Path, records: list) -> Path:
 
 
 def envelope(**kw) -> dict:
-    base = {"sessionId": "s1", "uuid": "u1", "parentUuid": None, "timestamp": "2025-01-01T00:00:00Z"}
+    base = {
+        "sessionId": "s1",
+        "uuid": "u1",
+        "parentUuid": None,
+        "timestamp": "2025-01-01T00:00:00Z",
+    }
     return {**base, **kw}
 
 
@@ -241,7 +251,10 @@ def test_compact_boundary_and_compact_summary_come_out_derived(tmp_path):
 def test_a_record_without_message_names_line_and_field(tmp_path):
     path = write_jsonl(
         tmp_path / "bad.jsonl",
-        [envelope(type="user", message={"role": "user", "content": "hi"}), envelope(type="assistant")],
+        [
+            envelope(type="user", message={"role": "user", "content": "hi"}),
+            envelope(type="assistant"),
+        ],
     )
     with pytest.raises(FormatError) as err:
         parse_path(path, "claude-code-jsonl")

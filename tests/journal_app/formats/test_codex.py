@@ -22,15 +22,23 @@ LONG = "codex-vscode-long-monorepo-session.jsonl"
 
 
 def raw_records(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [
+        json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
 
 
 def items(records: list[dict], ptype: str) -> list[dict]:
-    return [r["payload"] for r in records if r["type"] == "response_item" and r["payload"]["type"] == ptype]
+    return [
+        r["payload"]
+        for r in records
+        if r["type"] == "response_item" and r["payload"]["type"] == ptype
+    ]
 
 
 def events(records: list[dict], etype: str) -> list[dict]:
-    return [r["payload"] for r in records if r["type"] == "event_msg" and r["payload"]["type"] == etype]
+    return [
+        r["payload"] for r in records if r["type"] == "event_msg" and r["payload"]["type"] == etype
+    ]
 
 
 def unmatched_reasoning_events(records: list[dict]) -> int:
@@ -86,7 +94,9 @@ def test_the_long_session_has_123_calls_all_answered(long_session):
     _, session = long_session
     calls = of_kind(session, "tool_call")
     assert len(calls) == 123
-    assert {e.tool_call_id for e in calls} == {e.tool_call_id for e in of_kind(session, "tool_result")}
+    assert {e.tool_call_id for e in calls} == {
+        e.tool_call_id for e in of_kind(session, "tool_result")
+    }
 
 
 def test_it_keeps_four_turn_aborted_events(long_session):
@@ -124,12 +134,18 @@ def test_it_preserves_the_eight_non_zero_shell_exit_codes(long_session):
 
 def test_output_json_is_unwrapped_into_text_and_metadata(long_session):
     records, session = long_session
-    first = items(records, "function_call_output")[0]
-    wrapped = json.loads(first["output"])
-    if isinstance(wrapped, dict):
-        result = next(e for e in of_kind(session, "tool_result") if e.tool_call_id == first["call_id"])
+    results = {e.tool_call_id: e for e in of_kind(session, "tool_result")}
+    unwrapped = 0
+    for p in items(records, "function_call_output"):
+        try:
+            wrapped = json.loads(p["output"])
+        except ValueError:
+            continue
+        result = results[p["call_id"]]
         assert result.content["output"] == wrapped["output"]
         assert result.metadata["output_metadata"] == wrapped["metadata"]
+        unwrapped += 1
+    assert unwrapped == 116
 
 
 def test_sandbox_failures_and_rejected_patches_are_errors(long_session):
@@ -140,7 +156,9 @@ def test_sandbox_failures_and_rejected_patches_are_errors(long_session):
             json.loads(p["output"])
         except ValueError:
             plain[p["call_id"]] = p["output"]
-    failures = {c for c, text in plain.items() if text.startswith(("failed in sandbox", "patch rejected"))}
+    failures = {
+        c for c, text in plain.items() if text.startswith(("failed in sandbox", "patch rejected"))
+    }
     assert len(failures) == 4
     for e in of_kind(session, "tool_result"):
         if e.tool_call_id in plain:
@@ -214,7 +232,9 @@ def test_token_counts_become_usage_on_assistant_entries(long_session):
 def test_token_count_goes_to_the_model_call_written_after_it(long_session):
     records, session = long_session
     # Codex 0.40 order: turn_context, agent_reasoning, token_count, reasoning, function_call.
-    first_count = next(i for i, r in enumerate(records, 1) if r["payload"].get("type") == "token_count")
+    first_count = next(
+        i for i, r in enumerate(records, 1) if r["payload"].get("type") == "token_count"
+    )
     first_usage = next(e for e in session.entries if e.usage is not None)
     assert first_usage.kind == "reasoning"
     assert int(first_usage.source_ref.split()[1]) == first_count + 1
@@ -249,7 +269,10 @@ META = line("session_meta", {"id": "sess", "instructions": "Be terse.", "cwd": "
 
 
 def user(text: str) -> dict:
-    return line("response_item", {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})
+    return line(
+        "response_item",
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]},
+    )
 
 
 def test_instructions_compaction_and_other_events(tmp_path):
@@ -273,9 +296,15 @@ def test_instructions_compaction_and_other_events(tmp_path):
     assert (first.kind, first.role, first.content["text"]) == ("message", "developer", "Be terse.")
     assert first.metadata["injected"] is True
     compacted, marker, other = session.entries[2:5]
-    assert compacted.derived and compacted.content == {"type": "compacted", "message": "summary of earlier turns"}
+    assert compacted.derived and compacted.content == {
+        "type": "compacted",
+        "message": "summary of earlier turns",
+    }
     assert marker.derived and marker.content == {"type": "context_compacted"}
-    assert not other.derived and other.content == {"type": "task_started", "model_context_window": 1}
+    assert not other.derived and other.content == {
+        "type": "task_started",
+        "model_context_window": 1,
+    }
     assert session.entries[5].content["arguments"] == "{bad"
     assert session.metadata["trailing_turn_context"][0]["model"] == "m"
     assert session.title == "hi"
@@ -293,7 +322,10 @@ def test_a_record_without_payload_names_line_and_field(tmp_path):
 def test_a_call_without_call_id_names_line_and_field(tmp_path):
     path = write_jsonl(
         tmp_path / "nocall.jsonl",
-        [META, line("response_item", {"type": "function_call", "name": "shell", "arguments": "{}"})],
+        [
+            META,
+            line("response_item", {"type": "function_call", "name": "shell", "arguments": "{}"}),
+        ],
     )
     with pytest.raises(FormatError) as err:
         parse_path(path, "codex-rollout-jsonl")

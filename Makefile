@@ -1,0 +1,37 @@
+# Two set-up commands (README): `make demo` and `make test`. Both install what they need.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PG_URL ?= postgres://postgres@127.0.0.1:5432/ledgerkeep
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: install demo test test-sqlite test-postgres lint bench
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(BIN)/.installed
+
+demo: install
+	$(BIN)/python manage.py migrate --noinput -v0
+	$(BIN)/python manage.py demo --url http://$(HOST):$(PORT)/
+	$(BIN)/python manage.py runserver $(HOST):$(PORT)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test-sqlite: install
+	env -u DATABASE_URL $(BIN)/pytest
+
+test-postgres: install
+	DATABASE_URL=$(PG_URL) $(BIN)/pytest
+
+test: lint test-sqlite test-postgres
+
+bench: install
+	DATABASE_URL=$(PG_URL) $(BIN)/python -m bench
