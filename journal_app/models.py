@@ -81,6 +81,9 @@ class Membership(models.Model):
             models.UniqueConstraint(fields=["user", "tenant"], name="membership_unique_user_tenant")
         ]
 
+    def __str__(self) -> str:
+        return f"{self.user} in {self.tenant} as {self.role}"
+
 
 class Session(models.Model):
     """One agent run (or one imported transcript). Holds one or more journals (lanes, branches)."""
@@ -171,6 +174,9 @@ class Artifact(AppendOnlyModel):
                 fields=["tenant", "content_hash"], name="artifact_unique_tenant_hash"
             )
         ]
+
+    def __str__(self) -> str:
+        return self.reference
 
     @property
     def reference(self) -> str:
@@ -274,3 +280,6 @@ class Chunk(AppendOnlyModel):
                 fields=["entry", "position"], name="chunk_unique_entry_position"
             )
         ]
+
+    def __str__(self) -> str:
+        return f"chunk {self.position} of entry {self.entry_id}"

@@ -52,7 +52,7 @@ def test_it_chains_entries_and_keeps_text_verbatim():
     entries = list(Entry.objects.filter(journal=j).order_by("seq"))
     assert [e.seq for e in entries] == [1, 2, 3, 4]
     assert entries[0].parent_hash == ""
-    for prev, cur in zip(entries, entries[1:]):
+    for prev, cur in zip(entries, entries[1:], strict=False):
         assert cur.parent_hash == prev.entry_hash
     assert json.loads(entries[0].body)["text"] == "Never touch the payments tables."
     assert res.head_seq == 4
