@@ -24,6 +24,7 @@ from journal_app.chain import EntryInvalid, PreparedEntry, StoredChunk, check_en
 from journal_app.formats import FormatError, ParsedEntry, ParsedSession, parse_path
 from journal_app.hashing import canonical_body, chunk_hash
 from journal_app.models import Artifact, Chunk, Entry, Journal, Session, Tenant
+from journal_app.signals import entries_appended
 from journal_app.tokens import count_tokens, source_label
 
 Progress = Callable[[int, int], None]
@@ -294,6 +295,15 @@ def journal_append(
             journal.head_seq = fresh[-1].seq
             journal.head_hash = fresh[-1].entry_hash
             journal.save(update_fields=["head_seq", "head_hash"])
+            committed = journal
+            transaction.on_commit(
+                lambda: entries_appended.send(
+                    sender=Journal,
+                    journal=committed,
+                    appended=len(fresh),
+                    head_seq=committed.head_seq,
+                )
+            )
     caller.head_seq, caller.head_hash = journal.head_seq, journal.head_hash
     return AppendResult(
         appended=len(fresh), unchanged=len(overlap), head_seq=journal.head_seq, entries=rows
