@@ -10,9 +10,54 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.conf import settings
 from django.db import models
 
 from journal_app.models import Journal
+
+
+class RetirementRequest(models.Model):
+    """A P0 retirement awaiting a reviewer (DESIGN.md section 5.2, "review queue").
+
+    Created when a fold's retire op on a P0 fact has authoritative evidence from a later
+    fold; the fact stays active until a reviewer approves. The decision itself is applied
+    to the ledger as a ``review`` fold, so the state stays computed from deltas.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        REFUSED = "refused"
+
+    journal = models.ForeignKey(Journal, on_delete=models.PROTECT, related_name="retirements")
+    fact_id = models.CharField(max_length=100)
+    fact_text = models.TextField()
+    requested_in = models.ForeignKey(
+        "Fold", on_delete=models.PROTECT, related_name="retirements_requested"
+    )
+    evidence = models.JSONField(default=list)
+    reason = models.TextField(blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    comment = models.TextField(blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decided_in = models.ForeignKey(
+        "Fold", null=True, blank=True, on_delete=models.PROTECT, related_name="retirements_decided"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["journal", "fact_id", "requested_in"], name="retirement_unique_request"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"retire {self.fact_id} ({self.status})"
 
 
 class Fold(models.Model):
@@ -28,6 +73,7 @@ class Fold(models.Model):
     class Kind(models.TextChoices):
         FOLD = "fold"
         REVIEW = "review"
+        CONSOLIDATION = "consolidation"
 
     journal = models.ForeignKey(Journal, on_delete=models.PROTECT, related_name="folds")
     number = models.PositiveIntegerField()

@@ -1,0 +1,58 @@
+"""Writers propose the non-pin ops of a fold (DESIGN.md section 5.3). Pure.
+
+Pins are never a writer's business: the fold service always adds them by code. A writer sees
+the covered entries and the current state and returns ops for the reducer to judge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from ledger_app.mechanical import EntryView, interrupted_fact, outcome_fact
+
+
+class Writer(Protocol):
+    """``id`` names the writer in the manifest; ``label`` says what it is to a reader."""
+
+    id: str
+    label: str
+    prompt_version: str | None
+
+    def propose(self, entries: Sequence[EntryView], state: dict[str, Any]) -> list[dict[str, Any]]:
+        """Ops (``add``/``supersede``/``retire``/``close``/``cancel``) for ``entries``."""
+        ...
+
+
+class MechanicalWriter:
+    """Tool outcomes only (the first fold and the fallback): no model, no judgement."""
+
+    id = "mechanical"
+    label = "mechanical (no model)"
+    prompt_version = None
+
+    def propose(self, entries: Sequence[EntryView], state: dict[str, Any]) -> list[dict[str, Any]]:
+        """One ``add`` per tool call: its outcome, or "did not complete" (see mechanical)."""
+        results = {e.tool_call_id: e for e in entries if e.kind == "tool_result"}
+        ops: list[dict[str, Any]] = []
+        for e in entries:
+            if e.kind == "tool_call":
+                result = results.get(e.tool_call_id)
+                fact = outcome_fact(e, result) if result is not None else interrupted_fact(e)
+                ops.append({"op": "add", "fact": fact})
+        return ops
+
+
+class ScriptedWriter:
+    """Returns fixed ops: used for what-if re-folds and tests of the reducer's rules."""
+
+    label = "scripted"
+    prompt_version = None
+
+    def __init__(self, ops: list[dict[str, Any]], writer_id: str = "scripted") -> None:
+        self.id = writer_id
+        self._ops = ops
+
+    def propose(self, entries: Sequence[EntryView], state: dict[str, Any]) -> list[dict[str, Any]]:
+        """The ops given at construction, unchanged."""
+        return [dict(op) for op in self._ops]
