@@ -160,7 +160,11 @@ def artifact_store(
 
 
 def artifact_read(*, artifact: Artifact) -> tuple[str, bool]:
-    """Read an artifact's content and recompute its hash: ``(text, hash_matches)``."""
+    """Read an artifact's content and recompute its hash: ``(text, hash_matches)``.
+
+    Raises:
+        OSError (``FileNotFoundError``): the stored bytes are gone from the storage.
+    """
     with default_storage.open(artifact.storage_name, "rb") as fh:
         data = fh.read()
     return data.decode("utf-8", errors="replace"), chunk_hash(data) == artifact.content_hash

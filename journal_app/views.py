@@ -208,6 +208,7 @@ def entry_detail(request: HttpRequest, entry_hash: str) -> HttpResponse:
         "timeline_url": _timeline_url(journal)
         + f"?page={(entry.seq - 1) // ENTRIES_PER_PAGE + 1}#seq-{entry.seq}",
         "problems": problems,
+        "verified": not problems,
         "checked_at": checked_at,
         "text": text,
         "metadata": json.dumps(entry.meta_dict, indent=2, ensure_ascii=False, sort_keys=True),
@@ -238,6 +239,8 @@ def artifact_detail(request: HttpRequest, tenant: str, content_hash: str) -> Htt
         content[i : i + ARTIFACT_PAGE_CHARS] for i in range(0, len(content), ARTIFACT_PAGE_CHARS)
     ]
     page = Paginator(pages or [""], 1).get_page(_page_number(request))
+    page_text = page.object_list[0]
+    start = (page.number - 1) * ARTIFACT_PAGE_CHARS
     context: dict[str, Any] = {
         "artifact": artifact,
         "tenant": artifact.tenant,
@@ -246,8 +249,9 @@ def artifact_detail(request: HttpRequest, tenant: str, content_hash: str) -> Htt
         "missing": missing,
         "checked_at": timezone.now(),
         "page": page,
-        "page_text": page.object_list[0] if page.object_list else "",
-        "page_start": (page.number - 1) * ARTIFACT_PAGE_CHARS,
+        "page_text": page_text,
+        "page_start": start + 1 if page_text else 0,
+        "page_end": start + len(page_text),
         "content_chars": len(content),
         "entries": list(
             artifact.entries.select_related("journal__session__tenant").order_by("pk")[:50]

@@ -7,6 +7,7 @@ is one ledger change at a time per branch (DESIGN.md section 9).
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from collections.abc import Sequence
@@ -90,7 +91,7 @@ def latest_fold(journal: Journal, kind: str | None = None) -> Fold | None:
 def ledger_state(journal: Journal, fold: Fold | None = None) -> dict[str, Any]:
     """The ledger state after ``fold`` (default: the latest); the empty state if none."""
     fold = fold or latest_fold(journal)
-    return fold.state_dict if fold else dict(reducer.EMPTY_STATE)
+    return fold.state_dict if fold else copy.deepcopy(reducer.EMPTY_STATE)
 
 
 def _info(e: Entry, fold_number: int) -> dict[str, Any]:
@@ -277,7 +278,7 @@ def ledger_fold(
             return FoldResult(existing, False, "this range is already folded")
         number = (previous.number + 1) if previous else 1
         views = [entry_view(e) for e in covered]
-        prev_state = previous.state_dict if previous else dict(reducer.EMPTY_STATE)
+        prev_state = previous.state_dict if previous else copy.deepcopy(reducer.EMPTY_STATE)
         pin_ops = [{"op": "add", "fact": pin_fact(v)} for v in views if is_pin_source(v)]
         ops = pin_ops + w.propose(views, prev_state)
         delta = {

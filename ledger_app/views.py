@@ -22,7 +22,7 @@ from journal_app.models import Entry, Journal
 from journal_app.views import HtmxHttpRequest
 from ledger_app.facts import CATEGORIES, CONFIDENCES, LIFECYCLES, PRIORITIES, Fact, priority_rank
 from ledger_app.models import Fold
-from ledger_app.services import ledger_state
+from ledger_app.services import FALLBACK_NOTE, ledger_state
 
 FILTERS: dict[str, tuple[str, ...]] = {
     "category": CATEGORIES,
@@ -30,9 +30,7 @@ FILTERS: dict[str, tuple[str, ...]] = {
     "lifecycle": LIFECYCLES,
     "confidence": CONFIDENCES,
 }
-FALLBACK_NOTICE = (
-    "mechanical facts only: retrieve raw journal evidence before relying on omitted state"
-)
+FALLBACK_NOTICE = "mechanical facts only: " + FALLBACK_NOTE
 
 
 @dataclass
@@ -130,7 +128,7 @@ def facts(
     folds = list(
         Fold.objects.filter(journal=journal)
         .order_by("number")
-        .only("id", "journal_id", "number", "outcome", "seq_start", "seq_end", "created_at")
+        .only("id", "journal_id", "number", "kind", "outcome", "seq_start", "seq_end", "created_at")
     )
     number = _fold_number(request)
     selected: Fold | None = folds[-1] if folds else None

@@ -1,0 +1,204 @@
+"""Token budgets and consolidation of the ledger (DESIGN.md section 5.4). Pure.
+
+Deltas accumulate; once the rendered ledger reaches ``start_tokens`` it is consolidated
+towards ``target_tokens`` by evicting facts that stay recoverable from the journal.
+The target is only a target: every active or uncertain P0 and P1 fact is kept whatever
+its size, and when those alone exceed the target the plan says ``target_unreachable``
+with the figures instead of evicting an instruction to make the number.
+
+The plan is a list of reducer ``evict`` ops (:mod:`ledger_app.reducer`), so consolidation
+is one more delta and the ledger stays computed, never edited in place (section 5.2).
+All figures are tokens as counted by ``count`` (default: :func:`journal_app.tokens.count_tokens`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from journal_app.tokens import count_tokens
+from ledger_app.facts import Fact, support_hashes
+
+#: Context window the defaults are derived from (DESIGN.md 5.4), tokens.
+WINDOW_TOKENS = 270_000
+#: Consolidation starts when the ledger reaches this size: a quarter of the window (5.4).
+START_TOKENS = 67_500
+#: Checkpoint size consolidation aims for; a target, never a reason to evict P0/P1 (5.4).
+TARGET_TOKENS = 20_000
+
+OUTCOMES = ("not_needed", "accepted", "target_unreachable")
+#: Priorities consolidation never evicts (5.4: "keeps every active or uncertain P0 and P1").
+KEPT_PRIORITIES = ("P0", "P1")
+#: Hex digits of each support hash shown when a fact is rendered for a model.
+SUPPORT_PREFIX = 12
+
+Counter = Callable[[str], int]
+
+
+def render_fact(fact: Fact) -> str:
+    """How a fact is shown to a model (and counted): one record per fact.
+
+    ``[{id}] {priority} {category} {lifecycle} {confidence}: {text} (support: sha256:<12 hex>, ...)``
+
+    The text is rendered unchanged (a pin's text stays verbatim, DESIGN.md 5.2), so a
+    multi-line text spans several lines. A fact with no support says ``(support: none)``.
+    Shared with the context builder (section 6) so that counted and sent bytes agree.
+    """
+    hashes = ", ".join(f"sha256:{h[:SUPPORT_PREFIX]}" for h in support_hashes(fact)) or "none"
+    return (
+        f"[{fact.get('id', '')}] {fact.get('priority', '')} {fact.get('category', '')} "
+        f"{fact.get('lifecycle', 'active')} {fact.get('confidence', '')}: "
+        f"{fact.get('text', '')} (support: {hashes})"
+    )
+
+
+def fact_tokens(fact: Fact, count: Counter = count_tokens) -> int:
+    """Tokens of :func:`render_fact` of ``fact`` as counted by ``count(text) -> int``."""
+    return count(render_fact(fact))
+
+
+def ledger_tokens(state: Mapping[str, Any], count: Counter = count_tokens) -> int:
+    """Tokens of every fact of ``state`` (``{"facts": {id: fact}, ...}``), summed per fact."""
+    return sum(fact_tokens(f, count) for f in state.get("facts", {}).values())
+
+
+@dataclass
+class ConsolidationPlan:
+    """What consolidating a ledger state would do (DESIGN.md 5.4).
+
+    Attributes:
+        needed: the ledger had reached ``start_tokens``.
+        outcome: ``"not_needed"`` (below the start; no ops), ``"accepted"`` (at or under the
+            target after ``ops``) or ``"target_unreachable"`` (P0+P1 alone exceed the target:
+            every P2/P3 fact is evicted, every P0/P1 fact kept).
+        before_tokens / after_tokens: ledger size before and after ``ops``.
+        target_tokens / start_tokens: the budgets the plan was made for.
+        kept_p0_p1_tokens: tokens of the P0 and P1 facts, which are never evicted.
+        ops: ``[{"op": "evict", "id": ..., "reason": ...}]`` in eviction order, ready to be
+            the ``ops`` of a reducer delta.
+        evicted: the evicted fact ids, in the same order.
+    """
+
+    needed: bool
+    outcome: str
+    before_tokens: int
+    after_tokens: int
+    target_tokens: int
+    start_tokens: int
+    kept_p0_p1_tokens: int
+    ops: list[dict[str, Any]] = field(default_factory=list)
+    evicted: list[str] = field(default_factory=list)
+
+    def figures(self) -> dict[str, Any]:
+        """The numbers to store in a fold manifest (JSON-ready; ids are in the delta's ops)."""
+        return {
+            "outcome": self.outcome,
+            "needed": self.needed,
+            "before_tokens": self.before_tokens,
+            "after_tokens": self.after_tokens,
+            "target_tokens": self.target_tokens,
+            "start_tokens": self.start_tokens,
+            "kept_p0_p1_tokens": self.kept_p0_p1_tokens,
+            "evicted_count": len(self.evicted),
+            "evicted_tokens": self.before_tokens - self.after_tokens,
+        }
+
+
+def _eviction_class(fact: Fact) -> int | None:
+    """0 inactive P2/P3, 1 active P3, 2 active P2; ``None`` = never evicted."""
+    if fact.get("priority") in KEPT_PRIORITIES:
+        # Active or uncertain P0/P1 must stay (5.4). Inactive P0/P1 stay too: a retired
+        # instruction carries its review record, and the rule names only P3 and P2 as
+        # what consolidation drops.
+        return None
+    if fact.get("lifecycle", "active") != "active":
+        return 0
+    if fact.get("priority") == "P3":
+        return 1
+    if fact.get("priority") == "P2":
+        return 2
+    return None  # unknown priority: keep rather than guess
+
+
+_CLASS_LABEL = ("no longer active", "active P3", "active P2")
+
+
+def plan_consolidation(
+    state: Mapping[str, Any],
+    *,
+    target_tokens: int = TARGET_TOKENS,
+    start_tokens: int = START_TOKENS,
+    count: Counter = count_tokens,
+) -> ConsolidationPlan:
+    """Plan the consolidation of ``state`` (DESIGN.md 5.4, seed "What survives").
+
+    Order of eviction: facts no longer active (closed, retired, superseded, cancelled) of
+    P2/P3, then active P3, then active P2; within each class oldest first (``origin_fold``
+    ascending, then ``id``). Eviction stops as soon as the ledger is at or under
+    ``target_tokens``. P0 and P1 facts are never evicted. If they alone exceed the target
+    the outcome is ``"target_unreachable"``: every P2/P3 fact is still evicted and every
+    P0/P1 fact kept.
+
+    Args:
+        state: a reducer state ``{"facts": {id: fact}, "folds": n}``; not modified.
+        target_tokens: checkpoint target, tokens.
+        start_tokens: consolidation runs only when the ledger has at least this many tokens.
+        count: ``count(text) -> int`` token counter applied to :func:`render_fact`.
+
+    Returns:
+        :class:`ConsolidationPlan`; deterministic for a given state (dict order is irrelevant).
+        Its ops are all accepted by :func:`ledger_app.reducer.apply_delta`.
+    """
+    facts: Mapping[str, Fact] = state.get("facts", {})
+    sizes = {fid: fact_tokens(f, count) for fid, f in facts.items()}
+    before = sum(sizes.values())
+    kept = sum(sizes[fid] for fid, f in facts.items() if _eviction_class(f) is None)
+    plan = ConsolidationPlan(
+        needed=before >= start_tokens,
+        outcome="not_needed",
+        before_tokens=before,
+        after_tokens=before,
+        target_tokens=target_tokens,
+        start_tokens=start_tokens,
+        kept_p0_p1_tokens=kept,
+    )
+    if not plan.needed:
+        return plan
+
+    unreachable = kept > target_tokens
+    candidates = sorted(
+        (
+            (cls, int(f.get("origin_fold", 0)), str(fid))
+            for fid, f in facts.items()
+            if (cls := _eviction_class(f)) is not None
+        ),
+    )
+    total = before
+    for cls, _fold, fid in candidates:
+        if not unreachable and total <= target_tokens:
+            break
+        fact = facts[fid]
+        if unreachable:
+            why = (
+                f"target unreachable: P0+P1 facts keep {kept} tokens > target "
+                f"{target_tokens}; every P2/P3 fact is evicted"
+            )
+        else:
+            why = f"ledger {total} tokens > target {target_tokens}"
+        label = _CLASS_LABEL[cls]
+        if cls == 0:
+            label = f"{fact.get('lifecycle')} {fact.get('priority')}"
+        plan.ops.append(
+            {
+                "op": "evict",
+                "id": fid,
+                "reason": f"consolidation (DESIGN.md 5.4): {label} fact, oldest first; {why}; "
+                "recoverable from the journal",
+            }
+        )
+        plan.evicted.append(fid)
+        total -= sizes[fid]
+    plan.after_tokens = total
+    plan.outcome = "target_unreachable" if unreachable else "accepted"
+    return plan

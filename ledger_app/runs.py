@@ -1,0 +1,85 @@
+"""State changes of :class:`~ledger_app.models.TaskRun`: the record of every task execution.
+
+DESIGN.md section 9: every failure is recorded. The tasks in :mod:`ledger_app.tasks` call
+these around their one service call; the auto-scheduler calls :func:`task_run_enqueue`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from celery import Task
+from django.db import transaction
+from django.utils import timezone
+
+from journal_app.models import Journal
+from ledger_app.models import TaskRun
+
+
+def task_run_enqueue(*, task: Task, journal: Journal, **kwargs: Any) -> TaskRun:
+    """Record a ``queued`` run and send ``task(**kwargs)`` once the transaction commits.
+
+    The run's ``task_id`` is chosen here, so the execution that picks the message up claims
+    this row (:func:`task_run_start`). Sending is robust: a broker error is logged, not
+    raised, because the caller's work is already committed; the row then stays ``queued``.
+
+    Returns:
+        The queued :class:`TaskRun`.
+    """
+    run = TaskRun.objects.create(
+        task_name=task.name,
+        task_id=str(uuid.uuid4()),
+        journal=journal,
+        status=TaskRun.Status.QUEUED,
+    )
+
+    def send() -> None:
+        task.apply_async(kwargs=kwargs, task_id=run.task_id)
+
+    # Not delay_on_commit: it has no ``robust`` flag.
+    transaction.on_commit(send, robust=True)
+    return run
+
+
+def task_run_start(
+    *, task_name: str, task_id: str, journal: Journal | None, attempt: int
+) -> TaskRun:
+    """Mark an execution ``running``: claim the ``queued`` row of ``task_id``, else add a row.
+
+    The claim is a compare-and-set on the status, so a redelivered message (same
+    ``task_id``) gets a row of its own instead of taking over the first one.
+
+    Args:
+        task_name: the Celery task name.
+        task_id: the Celery task id (``""`` when called outside Celery).
+        journal: the journal, or ``None`` when the id no longer exists.
+        attempt: 1 for the first execution, Celery's ``request.retries + 1`` after that.
+    """
+    running = {"status": TaskRun.Status.RUNNING, "attempt": attempt, "started_at": timezone.now()}
+    queued = TaskRun.objects.filter(task_id=task_id, status=TaskRun.Status.QUEUED).first()
+    if queued is not None:
+        claimed = TaskRun.objects.filter(pk=queued.pk, status=TaskRun.Status.QUEUED)
+        if claimed.update(**running):
+            queued.refresh_from_db()
+            return queued
+    return TaskRun.objects.create(task_name=task_name, task_id=task_id, journal=journal, **running)
+
+
+def task_run_finish(
+    run: TaskRun, *, status: str, result: dict[str, Any] | None = None, error: str = ""
+) -> TaskRun:
+    """Record how an execution ended: ``succeeded``, ``failed`` or ``retrying``.
+
+    Args:
+        run: the row from :func:`task_run_start`.
+        status: a :class:`TaskRun.Status` value.
+        result: JSON-ready outcome, e.g. ``{"fold": 3, "created": True, "reason": ""}``.
+        error: ``"ExceptionType: message"`` for failures and retries.
+    """
+    run.status = status
+    run.result = result or {}
+    run.error = error
+    run.finished_at = timezone.now()
+    run.save(update_fields=["status", "result", "error", "finished_at"])
+    return run

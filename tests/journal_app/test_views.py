@@ -1,0 +1,369 @@
+"""Operator UI pages of the journal: sessions, timeline, entry, artifact (DESIGN.md section 8)."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import pytest
+from django.core.files.storage import default_storage
+from django.db import connection
+from django.urls import reverse
+
+from journal_app.formats.base import ParsedEntry, message, tool_call, tool_result
+from journal_app.hashing import display
+from journal_app.models import Artifact, Entry
+from tests.factories import MembershipFactory, TenantFactory, UserFactory, fold_build, journal_build
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _media(settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path / "media"
+
+
+@pytest.fixture
+def acme():
+    return TenantFactory(slug="acme")
+
+
+@pytest.fixture
+def member(acme):
+    return MembershipFactory(tenant=acme, user=UserFactory(username="alice")).user
+
+
+@pytest.fixture
+def outsider():
+    return MembershipFactory(
+        tenant=TenantFactory(slug="globex"), user=UserFactory(username="mallory")
+    ).user
+
+
+@pytest.fixture
+def journal(acme):
+    return journal_build(tenant=acme, key="refunds", title="Fix refund rounding")
+
+
+def _timeline_url(journal):
+    return reverse(
+        "journal:timeline",
+        args=[journal.session.tenant.slug, journal.session.key, journal.lane, journal.branch],
+    )
+
+
+def _entry_url(entry, **query):
+    url = reverse("journal:entry", args=[display(entry.entry_hash)])
+    if query:
+        url += "?" + urlencode(query)
+    return url
+
+
+def _raw_update(sql, params):
+    """Change a stored row behind the model layer (and, on PostgreSQL, the trigger)."""
+    with connection.cursor() as cur:
+        if connection.vendor == "postgresql":
+            cur.execute("SET session_replication_role = replica")
+        cur.execute(sql, params)
+        if connection.vendor == "postgresql":
+            cur.execute("SET session_replication_role = DEFAULT")
+
+
+def _artifact_journal(settings, acme, size=45_000):
+    settings.ARTIFACT_THRESHOLD_TOKENS = 50
+    output = "".join(f"line {i:05d} of the build log\n" for i in range(size // 28 + 1))
+    return journal_build(
+        tenant=acme,
+        key="build",
+        items=[
+            message("user", "Run the build."),
+            tool_call("b1", "exec", {"command": "make"}),
+            tool_result("b1", output),
+        ],
+    )
+
+
+# Login and tenant isolation ---------------------------------------------------------------
+
+
+def test_it_redirects_anonymous_users_to_login(client, journal):
+    entry = Entry.objects.get(journal=journal, seq=1)
+    for url in ["/", _timeline_url(journal), _entry_url(entry)]:
+        response = client.get(url)
+        assert response.status_code == 302
+        assert response["Location"].startswith(reverse("login"))
+
+
+def test_it_serves_the_login_page(client):
+    response = client.get(reverse("login"))
+    assert response.status_code == 200
+    assert b'<label for="id_username">' in response.content
+
+
+def test_it_answers_404_for_another_tenants_objects(client, settings, acme, outsider, journal):
+    art_journal = _artifact_journal(settings, acme)
+    artifact = Artifact.objects.get()
+    entry = Entry.objects.get(journal=journal, seq=2)
+    client.force_login(outsider)
+    urls = [
+        reverse("journal:session", args=["acme", "refunds"]),
+        _timeline_url(journal),
+        _timeline_url(art_journal),
+        _entry_url(entry),
+        reverse("journal:entry", args=[entry.entry_hash]),
+        reverse("journal:artifact", args=["acme", artifact.content_hash]),
+        reverse("journal:artifact", args=["globex", artifact.content_hash]),
+    ]
+    for url in urls:
+        assert client.get(url).status_code == 404, url
+
+
+def test_it_hides_other_tenants_sessions_from_the_list(client, acme, member, outsider, journal):
+    journal_build(tenant=TenantFactory(slug="globex"), key="secret-session")
+    client.force_login(member)
+    body = client.get("/").content.decode()
+    assert "refunds" in body
+    assert "secret-session" not in body
+
+
+def test_it_shows_every_tenant_to_a_superuser(client, journal):
+    journal_build(tenant=TenantFactory(slug="globex"), key="secret-session")
+    client.force_login(UserFactory(username="root", is_superuser=True))
+    body = client.get("/").content.decode()
+    assert "refunds" in body and "secret-session" in body
+
+
+# Sessions list ----------------------------------------------------------------------------
+
+
+def test_it_lists_sessions_with_counts(client, member, journal):
+    fold_build(journal)
+    client.force_login(member)
+    response = client.get("/")
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert "Fix refund rounding" in body
+    assert '<td class="num">11</td>' in body  # entries and head seq
+    assert '<td class="num">1</td>' in body  # one fold
+    assert 'href="/t/acme/refunds/"' in body
+    assert '<th scope="col">Tenant</th>' in body
+    assert "Permalink" in body
+
+
+def test_it_explains_how_to_import_when_empty(client, member):
+    client.force_login(member)
+    body = client.get("/").content.decode()
+    assert "No sessions yet" in body
+    assert "manage.py import_journal PATH" in body
+
+
+def test_it_searches_key_and_title(client, acme, member, journal):
+    journal_build(
+        tenant=acme, key="deploy", title="Ship the release", items=[message("user", "go")]
+    )
+    client.force_login(member)
+    body = client.get("/", {"q": "refund"}).content.decode()
+    assert "/t/acme/refunds/" in body and "/t/acme/deploy/" not in body
+    body = client.get("/", {"q": "RELEASE"}).content.decode()
+    assert "/t/acme/deploy/" in body and "/t/acme/refunds/" not in body
+
+
+def test_it_returns_only_the_session_table_to_htmx(client, member, journal):
+    client.force_login(member)
+    response = client.get("/", {"q": "refund"}, HTTP_HX_REQUEST="true")
+    body = response.content.decode()
+    assert body.lstrip().startswith('<section id="session-table"')
+    assert "<html" not in body
+
+
+def test_it_paginates_thirty_sessions(client, acme, member, django_assert_max_num_queries):
+    for i in range(30):
+        journal_build(tenant=acme, key=f"s{i:02d}", items=[message("user", f"task {i}")])
+    client.force_login(member)
+    with django_assert_max_num_queries(6):
+        first = client.get("/").content.decode()
+    assert first.count('<th scope="row"><a href="/t/acme/') == 25
+    assert "Page 1 of 2" in first
+    assert 'href="?page=2"' in first
+    second = client.get("/", {"page": 2}).content.decode()
+    assert second.count('<th scope="row"><a href="/t/acme/') == 5
+
+
+# Timeline ---------------------------------------------------------------------------------
+
+
+def test_it_redirects_a_session_to_its_main_journal(client, acme, member, journal):
+    journal_build(tenant=acme, key="refunds", lane="alpha", items=[message("user", "x")])
+    client.force_login(member)
+    response = client.get(reverse("journal:session", args=["acme", "refunds"]))
+    assert response.status_code == 302
+    assert response["Location"] == "/t/acme/refunds/main/main/"
+
+
+def test_it_shows_the_timeline_grouped_by_round(client, member, journal):
+    client.force_login(member)
+    response = client.get(_timeline_url(journal))
+    body = response.content.decode()
+    assert response.status_code == 200
+    entry = Entry.objects.get(journal=journal, seq=4)
+    assert entry.short_hash in body
+    assert _entry_url(entry) in body
+    assert 'id="seq-4"' in body
+    assert "Round 2" in body
+    assert "parallel · 2 calls" in body  # r1 and r2 in one response
+    assert "interrupted: no result" in body  # t2 never answered
+    assert "read_file" in body
+    assert "o200k_base" in body  # token source label
+    assert "Never modify the payments tables" in body
+    assert reverse("ledger:facts", args=["acme", "refunds", "main", "main"]) in body
+    assert reverse("ledger:folds", args=["acme", "refunds", "main", "main"]) in body
+
+
+def test_it_labels_derived_entries(client, acme, member):
+    summary = ParsedEntry(
+        kind="event", role="runtime", content={"type": "summary", "text": "so far"}, derived=True
+    )
+    j = journal_build(tenant=acme, key="sum", items=[message("user", "hi"), summary])
+    client.force_login(member)
+    body = client.get(_timeline_url(j)).content.decode()
+    assert "derived (summary/marker: never support)" in body
+
+
+def test_it_escapes_and_clips_entry_previews(client, acme, member):
+    text = "<script>alert(1)</script>" + "x" * 400
+    j = journal_build(tenant=acme, key="xss", items=[message("user", text)])
+    client.force_login(member)
+    body = client.get(_timeline_url(j)).content.decode()
+    assert "<script>alert(1)" not in body
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" + "x" * 275 + "…" in body
+
+
+def test_it_shows_artifact_receipts_in_the_timeline(client, settings, acme, member):
+    j = _artifact_journal(settings, acme)
+    artifact = Artifact.objects.get()
+    client.force_login(member)
+    body = client.get(_timeline_url(j)).content.decode()
+    assert '<details class="receipt">' in body
+    assert artifact.reference in body
+    assert reverse("journal:artifact", args=["acme", artifact.content_hash]) in body
+    assert "text/plain" in body
+
+
+def test_it_paginates_the_timeline_with_bounded_queries(
+    client, acme, member, django_assert_max_num_queries
+):
+    items = []
+    for i in range(75):
+        items += [
+            tool_call(f"c{i}", "exec", {"command": f"echo {i}"}),
+            tool_result(f"c{i}", str(i)),
+        ]
+    j = journal_build(tenant=acme, key="long", items=[message("user", "go"), *items])
+    url = _timeline_url(j)
+    client.force_login(member)
+    with django_assert_max_num_queries(7):
+        first = client.get(url).content.decode()
+    assert "Entries 1–100 of 151" in first
+    assert 'id="seq-100"' in first and 'id="seq-101"' not in first
+    # c49's call is seq 100 and its result seq 101, on the next page: not interrupted.
+    assert "interrupted: no result" not in first
+    assert "continues on another page" in first
+    second = client.get(url, {"page": 2}).content.decode()
+    assert 'id="seq-151"' in second
+
+
+# Entry page -------------------------------------------------------------------------------
+
+
+def test_it_shows_an_entry_with_a_verified_badge(client, member, journal):
+    entry = Entry.objects.get(journal=journal, seq=3)
+    parent = Entry.objects.get(journal=journal, seq=2)
+    client.force_login(member)
+    response = client.get(_entry_url(entry))
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert "Entry 3" in body
+    assert "hash verified" in body
+    assert "entry, body, chunks recomputed and matched" in body
+    assert "sha256:" + entry.entry_hash in body
+    assert "sha256:" + entry.body_hash in body
+    assert 'href="' + _entry_url(parent) + '"' in body  # parent hash links to the parent
+    assert "Reading the two files first." in body
+    assert '<th scope="col" class="num">Position</th>' in body
+    assert '<h2 id="meta-h">Metadata</h2>' in body
+    nxt = Entry.objects.get(journal=journal, seq=4)
+    assert _entry_url(nxt) in body
+
+
+def test_it_accepts_bare_hex_hashes(client, member, journal):
+    entry = Entry.objects.get(journal=journal, seq=1)
+    client.force_login(member)
+    response = client.get(reverse("journal:entry", args=[entry.entry_hash]))
+    assert response.status_code == 200
+    assert entry.short_hash in response.content.decode()
+    assert client.get(reverse("journal:entry", args=["sha256:nothex"])).status_code == 404
+
+
+def test_it_shows_a_red_badge_naming_body_hash_when_the_body_was_tampered(client, member, journal):
+    entry = Entry.objects.get(journal=journal, seq=2)
+    tampered = entry.body.replace("refund rounding", "refund ROUNDING")
+    _raw_update("UPDATE journal_app_entry SET body = %s WHERE id = %s", [tampered, entry.pk])
+    client.force_login(member)
+    body = client.get(_entry_url(entry)).content.decode()
+    assert "hash check failed" in body
+    assert "verify-bad" in body
+    assert "body_hash: stored" in body
+    assert "hash verified" not in body
+
+
+def test_it_highlights_a_quote(client, member, journal):
+    entry = Entry.objects.get(journal=journal, seq=2)
+    client.force_login(member)
+    body = client.get(_entry_url(entry, quote="refund rounding")).content.decode()
+    assert '<mark id="quote">refund rounding</mark>' in body
+    missing = client.get(_entry_url(entry, quote="not in here")).content.decode()
+    assert "does not occur in this entry" in missing
+    assert '<mark id="quote">' not in missing
+
+
+def test_it_highlights_a_chunk(client, settings, acme, member):
+    settings.JOURNAL_CHUNK_BYTES = 32
+    j = journal_build(tenant=acme, key="chunky", items=[message("user", "abcdefghij" * 10)])
+    entry = Entry.objects.get(journal=j, seq=1)
+    assert entry.chunks.count() > 2
+    client.force_login(member)
+    body = client.get(_entry_url(entry, chunk=1)).content.decode()
+    assert '<mark id="chunk-1"' in body
+    assert '<span id="chunk-0"' in body and '<span id="chunk-2"' in body
+    assert "hash verified" in body
+
+
+# Artifact page ----------------------------------------------------------------------------
+
+
+def test_it_shows_an_artifact_paginated_with_a_verified_badge(client, settings, acme, member):
+    _artifact_journal(settings, acme)
+    artifact = Artifact.objects.get()
+    url = reverse("journal:artifact", args=["acme", artifact.content_hash])
+    client.force_login(member)
+    body = client.get(url).content.decode()
+    assert "hash verified" in body
+    assert artifact.reference in body
+    assert "Page 1 of 3" in body
+    assert "line 00000 of the build log" in body
+    assert "line 01000 of the build log" not in body
+    second = client.get(url, {"page": 2}).content.decode()
+    assert "line 01000 of the build log" in second
+    assert "characters 20,001–40,000" in second
+
+
+def test_it_shows_a_red_badge_when_artifact_bytes_changed(client, settings, acme, member):
+    _artifact_journal(settings, acme)
+    artifact = Artifact.objects.get()
+    with default_storage.open(artifact.storage_name, "wb") as fh:
+        fh.write(b"something else entirely")
+    client.force_login(member)
+    body = client.get(
+        reverse("journal:artifact", args=["acme", artifact.content_hash])
+    ).content.decode()
+    assert "hash check failed" in body
+    assert "hash verified" not in body

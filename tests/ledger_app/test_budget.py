@@ -1,0 +1,183 @@
+"""Consolidation plans (DESIGN.md section 5.4). Pure: no database."""
+
+import random
+
+from journal_app.tokens import count_tokens
+from ledger_app import budget
+from ledger_app.budget import fact_tokens, ledger_tokens, plan_consolidation, render_fact
+from ledger_app.reducer import apply_delta
+
+
+def cheap(text):
+    return len(text) // 4
+
+
+def fact(fid, priority, *, fold=1, lifecycle="active", confidence="verified", size=400, **extra):
+    f = {
+        "id": fid,
+        "category": "objective" if priority == "P0" else "verified_state",
+        "priority": priority,
+        "lifecycle": lifecycle,
+        "confidence": confidence,
+        "text": "x" * size,
+        "support": [{"entry": f"{fold:02d}" * 32}],
+        "author": "code",
+        "origin_fold": fold,
+    }
+    f.update(extra)
+    return f
+
+
+def state_of(*facts, folds=3):
+    return {"facts": {f["id"]: f for f in facts}, "folds": folds}
+
+
+def evict_ids(plan):
+    return [op["id"] for op in plan.ops]
+
+
+def apply(state, plan):
+    return apply_delta(state, {"fold": state["folds"] + 1, "evidence": {}, "ops": plan.ops})
+
+
+def test_it_renders_a_fact_on_one_record_with_short_support_hashes():
+    f = fact("f1", "P2", text="pytest passed", support=[{"entry": "ab" * 32}, {"entry": "cd" * 32}])
+    assert render_fact(f) == (
+        "[f1] P2 verified_state active verified: pytest passed "
+        "(support: sha256:abababababab, sha256:cdcdcdcdcdcd)"
+    )
+    assert fact_tokens(f, cheap) == len(render_fact(f)) // 4
+    assert ledger_tokens(state_of(f, fact("f2", "P3")), cheap) == (
+        fact_tokens(f, cheap) + fact_tokens(fact("f2", "P3"), cheap)
+    )
+
+
+def test_it_keeps_a_280000_character_pin_and_reports_target_unreachable():
+    # DESIGN.md 5.4: "Test: one user message of 280,000 characters", counted for real.
+    rng = random.Random(5)
+    words = [f"{rng.choice('abcdefghij')}{rng.randrange(10**6)}" for _ in range(60_000)]
+    message = " ".join(words)[:280_000]
+    assert len(message) == 280_000
+    pin = fact("pin:user", "P0", size=0, text=message, pin=True)
+    state = state_of(
+        pin,
+        fact("p1", "P1", fold=1),
+        fact("p2-old", "P2", fold=1),
+        fact("p3-done", "P3", fold=2, lifecycle="closed"),
+        fact("p3", "P3", fold=2),
+    )
+    plan = plan_consolidation(state, count=count_tokens)  # the defaults: 67,500 / 20,000
+
+    assert fact_tokens(pin, count_tokens) > budget.START_TOKENS
+    assert plan.needed
+    assert plan.outcome == "target_unreachable"
+    assert "pin:user" not in evict_ids(plan) and "p1" not in evict_ids(plan)
+    assert evict_ids(plan) == ["p3-done", "p3", "p2-old"]
+    figures = plan.figures()
+    assert figures["outcome"] == "target_unreachable"
+    assert figures["target_tokens"] == 20_000
+    assert figures["before_tokens"] == ledger_tokens(state)
+    assert figures["after_tokens"] == fact_tokens(pin) + fact_tokens(fact("p1", "P1"))
+    assert figures["kept_p0_p1_tokens"] == figures["after_tokens"] > figures["target_tokens"]
+    after = apply(state, plan)
+    assert after.rejected == []
+    assert set(after.state["facts"]) == {"pin:user", "p1"}
+    assert after.state["facts"]["pin:user"]["text"] == message
+
+
+def test_it_evicts_p3_then_p2_oldest_first_and_stops_at_the_target():
+    facts = [
+        fact("pin", "P0", size=4000),
+        fact("work", "P1", size=2000),
+        fact("p2-c", "P2", fold=3, size=4000),
+        fact("p2-a", "P2", fold=1, size=4000),
+        fact("p2-b", "P2", fold=2, size=4000),
+        fact("p3-b", "P3", fold=2, size=4000),
+        fact("p3-a2", "P3", fold=1, size=4000),
+        fact("p3-a1", "P3", fold=1, size=4000),
+    ]
+    state = state_of(*facts)
+    before = ledger_tokens(state, cheap)
+    plan = plan_consolidation(state, target_tokens=3_300, start_tokens=7_000, count=cheap)
+
+    assert plan.needed and before >= 7_000
+    assert plan.outcome == "accepted"
+    assert evict_ids(plan) == ["p3-a1", "p3-a2", "p3-b", "p2-a", "p2-b"]
+    assert plan.evicted == evict_ids(plan)
+    assert all(op["op"] == "evict" and op["reason"] for op in plan.ops)
+    after = apply(state, plan)
+    assert after.rejected == []
+    assert set(after.state["facts"]) == {"pin", "work", "p2-c"}  # stopped early
+    assert plan.after_tokens == ledger_tokens(after.state, cheap) <= 3_300
+    assert plan.before_tokens == before
+
+
+def test_it_evicts_facts_no_longer_active_first():
+    state = state_of(
+        fact("pin", "P0"),
+        fact("p3-active", "P3", fold=1),
+        fact("p2-superseded", "P2", fold=2, lifecycle="superseded"),
+        fact("p3-retired", "P3", fold=3, lifecycle="retired"),
+        fact("p2-closed", "P2", fold=1, lifecycle="closed", category="open_obligation"),
+        fact("p1-closed", "P1", fold=1, lifecycle="closed", category="open_obligation"),
+        fact("p2-active", "P2", fold=1),
+    )
+    total = ledger_tokens(state, cheap)
+    one = fact_tokens(fact("p3-active", "P3"), cheap)
+    plan = plan_consolidation(state, target_tokens=total - 3 * one, start_tokens=0, count=cheap)
+
+    assert evict_ids(plan) == ["p2-closed", "p2-superseded", "p3-retired"]
+    assert plan.outcome == "accepted"
+
+
+def test_it_never_evicts_p0_or_p1_even_inactive_or_uncertain():
+    state = state_of(
+        fact("pin", "P0", size=40_000),
+        fact("guess", "P1", confidence="uncertain", size=8_000),
+        fact("old-rule", "P0", lifecycle="retired", size=8_000),
+        fact("done", "P1", lifecycle="closed", category="open_obligation", size=8_000),
+        fact("note", "P2"),
+    )
+    plan = plan_consolidation(state, target_tokens=100, start_tokens=100, count=cheap)
+
+    assert plan.outcome == "target_unreachable"
+    assert evict_ids(plan) == ["note"]
+    assert plan.after_tokens == plan.kept_p0_p1_tokens
+
+
+def test_it_does_nothing_below_the_start():
+    state = state_of(fact("pin", "P0"), fact("p3", "P3"))
+    plan = plan_consolidation(state, count=cheap)
+
+    assert not plan.needed
+    assert plan.outcome == "not_needed"
+    assert plan.ops == [] and plan.evicted == []
+    assert plan.before_tokens == plan.after_tokens == ledger_tokens(state, cheap)
+    assert plan.figures()["evicted_count"] == 0
+
+
+def test_it_plans_the_same_ops_for_the_same_state_in_any_order():
+    facts = [fact(f"f{i}", ("P2", "P3")[i % 2], fold=i % 4) for i in range(40)]
+    facts += [fact(f"c{i}", "P3", fold=i % 3, lifecycle="closed") for i in range(10)]
+    facts.append(fact("pin", "P0", size=2_000))
+    shuffled = facts[:]
+    random.Random(1).shuffle(shuffled)
+
+    kwargs = {"target_tokens": 2_000, "start_tokens": 1_000, "count": cheap}
+    a = plan_consolidation(state_of(*facts), **kwargs)
+    b = plan_consolidation(state_of(*shuffled), **kwargs)
+    c = plan_consolidation(state_of(*facts), **kwargs)
+
+    assert a.ops == b.ops == c.ops
+    assert a.figures() == b.figures()
+    closed_oldest_first = [f"c{i}" for i in sorted(range(10), key=lambda i: (i % 3, f"c{i}"))]
+    assert evict_ids(a)[:10] == closed_oldest_first
+
+
+def test_its_defaults_are_those_of_the_design():
+    assert (budget.WINDOW_TOKENS, budget.START_TOKENS, budget.TARGET_TOKENS) == (
+        270_000,
+        67_500,
+        20_000,
+    )
+    assert budget.START_TOKENS * 4 == budget.WINDOW_TOKENS
