@@ -115,3 +115,38 @@ class Fold(models.Model):
     @property
     def state_dict(self) -> dict[str, Any]:
         return json.loads(self.state)
+
+
+class TaskRun(models.Model):
+    """One execution of a ledger task, whatever its outcome (DESIGN.md section 9).
+
+    A row per execution: a retry or a redelivery of the same message adds a row with the
+    same ``task_id``; ``attempt`` is Celery's retry count plus one. Rows written by the
+    auto-scheduler start ``queued`` and are claimed by the run that picks them up.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        RETRYING = "retrying"
+
+    task_name = models.CharField(max_length=200)
+    journal = models.ForeignKey(
+        Journal, null=True, blank=True, on_delete=models.PROTECT, related_name="task_runs"
+    )
+    task_id = models.CharField(max_length=255, blank=True, db_index=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    attempt = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    result = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.task_name} {self.task_id} attempt {self.attempt}: {self.status}"

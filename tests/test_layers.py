@@ -18,6 +18,9 @@ PURE = [
     "ledger_app/facts.py",
     "ledger_app/reducer.py",
     "ledger_app/mechanical.py",
+    "ledger_app/writers.py",
+    "ledger_app/budget.py",
+    "ledger_app/loss.py",
 ]
 
 

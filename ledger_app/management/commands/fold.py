@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from journal_app.services import JournalError, journals_for_scope
-from ledger_app.services import LedgerError, ledger_fold
+from ledger_app.services import LedgerError, ledger_consolidate, ledger_fold
 
 
 class Command(BaseCommand):
@@ -43,3 +43,11 @@ class Command(BaseCommand):
                 f"tokens covered {m['tokens']['covered']} ledger {m['tokens']['ledger_active']}"
                 + ("" if result.created else " (already folded)")
             )
+            consolidated = ledger_consolidate(journal=journal)
+            if consolidated.fold is not None:
+                c = consolidated.fold.manifest["consolidation"]
+                self.stdout.write(
+                    f"{journal.scope_label}: consolidation fold {consolidated.fold.number} outcome "
+                    f"{consolidated.fold.outcome}: {c['before_tokens']} -> {c['after_tokens']} tokens "
+                    f"(target {c['target_tokens']}, P0+P1 {c['kept_p0_p1_tokens']})"
+                )
