@@ -115,9 +115,5 @@ def consolidate_journal(self: Task, journal_id: int) -> dict[str, Any]:
         ``created`` and ``reason``).
 
     Idempotency and retries as :func:`fold_journal`; the service owns the idempotency key.
-
-    Guard, temporary: ``ledger_app.services.ledger_consolidate(journal=...)`` is being
-    written. Until it exists the run is recorded ``failed`` with the error
-    ``not available: ...`` and nothing is raised. Drop the ``getattr`` once it lands.
     """
-    return _recorded(self, journal_id, getattr(services, "ledger_consolidate", None))
+    return _recorded(self, journal_id, services.ledger_consolidate)

@@ -176,15 +176,16 @@ def test_it_does_not_retry_other_errors(monkeypatch):
     assert run.status == TaskRun.Status.FAILED and run.error == "ValueError: bad range"
 
 
-def test_it_records_consolidation_as_not_available_until_the_service_exists(monkeypatch):
-    monkeypatch.delattr(services, "ledger_consolidate", raising=False)
+def test_it_records_a_consolidation_that_is_not_needed():
     j = _journal()
+    journal_append(journal=j, items=_items())
+    fold_journal.delay(j.pk)
 
-    result = consolidate_journal.delay(j.pk)
+    consolidate_journal.delay(j.pk)
 
-    assert result.successful()
-    (run,) = _runs()
-    assert run.status == TaskRun.Status.FAILED and run.error.startswith("not available")
+    run = _runs()[-1]
+    assert run.status == TaskRun.Status.SUCCEEDED
+    assert run.result["fold"] is None and "not needed" in run.result["reason"]
 
 
 def test_it_consolidates_through_the_service(monkeypatch):
