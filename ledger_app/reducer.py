@@ -66,7 +66,20 @@ class PinViolation(Exception):
 
 
 class DeltaInvalid(ValueError):
-    """A delta whose shape is wrong (not a rule breach: those are rejected ops)."""
+    """Bad input, not a rule breach: the whole delta is refused and nothing of it is stored.
+
+    Raised for a malformed op (not an object, unknown ``op``, a fact without its fields), a
+    reference to an unknown fact, and a support or evidence hash that is not a raw entry of
+    the scope at or before the fold's revision. Rule breaches (authority, confidence,
+    closing without evidence) are *rejected ops* kept in the delta instead.
+
+    Attributes: ``index`` (the op's position, or -1 for the delta), ``op``, ``field``.
+    """
+
+    def __init__(self, reason: str, *, index: int = -1, op: str = "", field: str = "") -> None:
+        self.index, self.op, self.field, self.reason = index, op, field, reason
+        where = f"op {index} ({op!r})" if index >= 0 else "delta"
+        super().__init__(f"{where}" + (f", field {field!r}" if field else "") + f": {reason}")
 
 
 @dataclass
@@ -127,14 +140,19 @@ def _check_fact_shape(fact: Any) -> str:
     return ""
 
 
-def _check_support(fact: Fact, evidence: Mapping[str, Mapping[str, Any]]) -> str:
+def _unresolved_support(fact: Fact, evidence: Mapping[str, Mapping[str, Any]]) -> str:
     for s in fact["support"]:
-        info = evidence.get(s["entry"])
-        if info is None:
+        if s["entry"] not in evidence:
             return (
                 f"support sha256:{s['entry']} does not resolve to a raw entry of this scope "
                 "at or before the fold's revision"
             )
+    return ""
+
+
+def _check_support(fact: Fact, evidence: Mapping[str, Mapping[str, Any]]) -> str:
+    for s in fact["support"]:
+        info = evidence[s["entry"]]
         if info.get("derived"):
             return f"support sha256:{s['entry']} is a summary or compaction marker, never valid support"
     return ""
@@ -200,7 +218,7 @@ def _apply(new: dict[str, Any], delta: Mapping[str, Any]) -> list[OpResult]:
     """Apply ``delta`` to ``new`` in place and return the verdicts (see :func:`apply_delta`)."""
     for key in ("fold", "ops", "evidence"):
         if key not in delta:
-            raise DeltaInvalid(f"delta has no {key!r}")
+            raise DeltaInvalid(f"delta has no {key!r}", field=key)
     fold = int(delta["fold"])
     evidence: Mapping[str, Mapping[str, Any]] = delta["evidence"]
     facts: dict[str, Fact] = new.setdefault("facts", {})
@@ -208,22 +226,28 @@ def _apply(new: dict[str, Any], delta: Mapping[str, Any]) -> list[OpResult]:
 
     for index, op in enumerate(delta["ops"]):
         if not isinstance(op, dict):
-            raise DeltaInvalid(f"op {index} is not an object")
+            raise DeltaInvalid("an op must be an object", index=index)
         kind = op.get("op")
 
         def reject(reason: str, fact_id: str = "", _i: int = index, _k: Any = kind) -> None:
             results.append(OpResult(_i, str(_k), "rejected", reason, fact_id))
 
+        def invalid(reason: str, field_name: str, _i: int = index, _k: Any = kind) -> DeltaInvalid:
+            return DeltaInvalid(reason, index=_i, op=str(_k), field=field_name)
+
         if kind not in OPS:
-            reject(f"field 'op': unknown operation {kind!r} (known: {', '.join(OPS)})")
-            continue
+            raise invalid(f"unknown operation {kind!r} (known: {', '.join(OPS)})", "op")
 
         if kind in ("add", "supersede"):
             fact = op.get("fact")
             problem = _check_fact_shape(fact)
             if problem:
-                reject(problem)
-                continue
+                raise invalid(problem, "fact")
+            unresolved = _unresolved_support(fact, evidence)
+            if unresolved:
+                raise invalid(unresolved, "fact.support")
+            if kind == "supersede" and str(op.get("id", "")) not in facts:
+                raise invalid(f"unknown fact {op.get('id')!r}", "id")
             fact = copy.deepcopy(fact)
             fact_id = fact.get("id") or f"f{fold}.{index}"
             fact["id"] = fact_id
@@ -258,25 +282,20 @@ def _apply(new: dict[str, Any], delta: Mapping[str, Any]) -> list[OpResult]:
 
         fact_id = str(op.get("id", ""))
         target = facts.get(fact_id)
-        if kind != "evict" and target is None:
-            reject(f"field 'id': unknown fact {fact_id!r}", fact_id)
-            continue
+        if target is None:
+            raise invalid(f"unknown fact {fact_id!r}", "id")
         ev = op.get("evidence", [])
-        if not isinstance(ev, list):
-            reject("field 'evidence': must be a list of entry hashes", fact_id)
-            continue
+        if not isinstance(ev, list) or not all(isinstance(h, str) for h in ev):
+            raise invalid("must be a list of entry hashes", "evidence")
         unknown = [h for h in ev if h not in evidence]
         if unknown:
-            reject(
-                f"field 'evidence': sha256:{unknown[0]} is not a raw entry of this scope at or before the revision",
-                fact_id,
+            raise invalid(
+                f"sha256:{unknown[0]} is not a raw entry of this scope at or before the revision",
+                "evidence",
             )
-            continue
 
         if kind == "evict":
-            if target is None:
-                reject(f"field 'id': unknown fact {fact_id!r}", fact_id)
-            elif target["priority"] in ("P0", "P1") and target["lifecycle"] == "active":
+            if target["priority"] in ("P0", "P1") and target["lifecycle"] == "active":
                 reject("active P0 and P1 facts are never evicted", fact_id)
             else:
                 del facts[fact_id]
@@ -289,6 +308,12 @@ def _apply(new: dict[str, Any], delta: Mapping[str, Any]) -> list[OpResult]:
             continue
 
         if kind == "retire":
+            if target["category"] == "open_obligation":
+                reject(
+                    "an open obligation ends only by 'close' on completion evidence or 'cancel'",
+                    fact_id,
+                )
+                continue
             if target["priority"] == "P0":
                 if not _authoritative_later(ev, evidence, int(target.get("origin_fold", 0))):
                     reject(

@@ -3,7 +3,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledger_app import reducer
-from ledger_app.reducer import PinViolation, apply_delta, reduce, state_hash
+from ledger_app.reducer import DeltaInvalid, PinViolation, apply_delta, reduce, state_hash
 
 U1, A1, T_OK, T_FAIL, U2, A2 = ("u1" * 32, "a1" * 32, "t0" * 32, "tf" * 32, "u2" * 32, "a2" * 32)
 
@@ -158,6 +158,12 @@ def test_obligations_close_only_on_a_passing_tool_result():
     assert done.state["facts"]["ob1"]["lifecycle"] == "closed"
 
 
+def test_retire_cannot_end_an_obligation():
+    r = apply_delta(first_state(), later([{"op": "retire", "id": "ob1", "evidence": [U2]}]))
+    assert r.results[0].status == "rejected"
+    assert r.state["facts"]["ob1"]["lifecycle"] == "active"
+
+
 def test_a_user_can_cancel_an_obligation():
     r = apply_delta(first_state(), later([{"op": "cancel", "id": "ob1", "evidence": [U2]}]))
     assert r.state["facts"]["ob1"]["lifecycle"] == "cancelled"
@@ -180,7 +186,7 @@ def test_assistant_statements_stay_reported_and_failures_support_no_success():
     assert r2.results[0].status == "rejected" and "failed tool result" in r2.results[0].reason
 
 
-def test_support_outside_the_evidence_is_rejected_with_the_field():
+def test_support_outside_the_evidence_refuses_the_whole_delta_naming_op_and_field():
     claim = {
         "category": "decision",
         "priority": "P2",
@@ -188,8 +194,11 @@ def test_support_outside_the_evidence_is_rejected_with_the_field():
         "text": "x",
         "support": [{"entry": "ff" * 32}],
     }
-    r = apply_delta(first_state(), later([{"op": "add", "fact": claim}]))
-    assert r.results[0].status == "rejected" and "does not resolve" in r.results[0].reason
+    ok = {"op": "add", "fact": {**claim, "support": [{"entry": A1}]}}
+    with pytest.raises(DeltaInvalid) as exc:
+        apply_delta(first_state(), later([ok, {"op": "add", "fact": claim}]))
+    assert (exc.value.index, exc.value.op, exc.value.field) == (1, "add", "fact.support")
+    assert "does not resolve" in str(exc.value)
 
 
 def test_a_missing_or_altered_pin_refuses_the_fold():
@@ -229,21 +238,47 @@ def test_active_p0_and_p1_are_never_evicted():
     assert [x.status for x in r.results] == ["rejected", "rejected"]
 
 
-def test_unknown_op_and_unknown_fact_are_rejected_not_dropped():
-    r = apply_delta(
-        first_state(), later([{"op": "explode"}, {"op": "close", "id": "nope", "evidence": []}])
-    )
-    assert [x.status for x in r.results] == ["rejected", "rejected"]
-    assert "unknown operation" in r.results[0].reason and "unknown fact" in r.results[1].reason
+@pytest.mark.parametrize(
+    "op,field",
+    [
+        ({"op": "explode"}, "op"),
+        ({"op": "close", "id": "nope", "evidence": []}, "id"),
+        ({"op": "close", "id": "ob1", "evidence": "T_OK"}, "evidence"),
+        ({"op": "close", "id": "ob1", "evidence": ["ee" * 32]}, "evidence"),
+        (
+            {
+                "op": "add",
+                "fact": {
+                    "category": "mood",
+                    "priority": "P2",
+                    "confidence": "reported",
+                    "text": "x",
+                    "support": [{"entry": A1}],
+                },
+            },
+            "fact",
+        ),
+        ({"op": "supersede", "id": "ghost", "fact": {**OBLIGATION, "id": "new"}}, "id"),
+    ],
+)
+def test_malformed_ops_refuse_the_delta_and_leave_the_state_untouched(op, field):
+    state = first_state()
+    before = state_hash(state)
+    with pytest.raises(DeltaInvalid) as exc:
+        apply_delta(state, later([op]))
+    assert exc.value.field == field and exc.value.index == 0
+    assert state_hash(state) == before
 
 
 # ---- properties ---------------------------------------------------------------------------
 
 op_strategy = st.one_of(
     st.builds(
-        lambda i: {"op": "retire", "id": i, "evidence": [A2]},
-        st.sampled_from(["pin:u1", "ob1", "x"]),
+        lambda i, e: {"op": "retire", "id": i, "evidence": [e]},
+        st.sampled_from(["pin:u1", "ob1"]),
+        st.sampled_from([A2, U2]),
     ),
+    st.builds(lambda e: {"op": "cancel", "id": "ob1", "evidence": [e]}, st.sampled_from([A2, U2])),
     st.builds(
         lambda i, e: {"op": "close", "id": i, "evidence": [e]},
         st.sampled_from(["pin:u1", "ob1"]),
@@ -280,9 +315,14 @@ def test_reduce_is_deterministic_keeps_pins_and_replays_from_a_checkpoint(batche
         "required_pins": [{"entry": U1, "text": RULE}],
         "ops": [{"op": "add", "fact": PIN}, {"op": "add", "fact": OBLIGATION}],
     }
-    deltas = [first] + [
-        {"fold": i + 2, "evidence": ev(), "ops": ops} for i, ops in enumerate(batches)
-    ]
+    deltas = [first]
+    for ops in batches:  # the service refuses an invalid delta whole; keep the valid ones
+        candidate = {"fold": len(deltas) + 1, "evidence": ev(), "ops": ops}
+        try:
+            reduce(None, [*deltas, candidate])
+        except DeltaInvalid:
+            continue
+        deltas.append(candidate)
     s1 = reduce(None, deltas)
     s2 = reduce(None, deltas)
     assert state_hash(s1) == state_hash(s2)

@@ -192,7 +192,7 @@ def test_a_pin_whose_entry_was_tampered_refuses_the_next_fold():
     assert Fold.objects.filter(journal=j).count() == 1
 
 
-def test_a_support_hash_after_the_revision_or_from_another_scope_is_rejected():
+def test_a_support_hash_from_another_scope_or_after_the_revision_refuses_the_fold():
     t, j = _setup()
     other = journal_ensure(session=session_ensure(tenant=t, key="other"))
     journal_append(journal=other, items=[message("user", "elsewhere")])
@@ -205,6 +205,17 @@ def test_a_support_hash_after_the_revision_or_from_another_scope_is_rejected():
         "text": "x",
         "support": [{"entry": foreign}],
     }
-    f = ledger_fold(journal=j, writer=ScriptedWriter([{"op": "add", "fact": fact}])).fold
-    v = f.delta_dict["verdicts"][-1]
-    assert v["status"] == "rejected" and "does not resolve" in v["reason"]
+    with pytest.raises(FoldRefused, match="fact.support"):
+        ledger_fold(journal=j, writer=ScriptedWriter([{"op": "add", "fact": fact}]))
+    assert Fold.objects.filter(journal=j).count() == 1
+    # an entry appended after the fold's range but cited by it is beyond its revision only if
+    # it does not exist yet: cite a hash that no entry has
+    ghost = {**fact, "support": [{"entry": "ab" * 32}]}
+    with pytest.raises(FoldRefused):
+        ledger_fold(
+            journal=j,
+            writer=ScriptedWriter(
+                [{"op": "close", "id": "x", "evidence": []}, {"op": "add", "fact": ghost}]
+            ),
+        )
+    assert Fold.objects.filter(journal=j).count() == 1

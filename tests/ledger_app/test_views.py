@@ -88,7 +88,7 @@ def _ops(journal):
                 "priority": "P1",
                 "confidence": "verified",
                 "text": "All tests pass.",
-                "support": [{"entry": "ab" * 32}],
+                "support": [{"entry": goal.entry_hash}],
                 "author": "writer",
             },
         },
@@ -239,7 +239,7 @@ def test_it_shows_fold_ops_with_verdicts_and_rejections_highlighted(client, memb
     body = response.content.decode()
     assert response.status_code == 200
     assert '<tr id="op-1" class="verdict-rejected">' in body
-    assert "does not resolve to a raw entry of this scope" in body
+    assert "needs a tool result that demonstrates it" in body
     assert '<tr id="op-0" class="verdict-accepted">' in body
     assert "1 rejected" in body
     assert "Manifest" in body and "&quot;id&quot;: &quot;test-writer&quot;" in body
