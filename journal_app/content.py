@@ -27,3 +27,21 @@ def content_text(kind: str, content: dict[str, Any]) -> str:
     if kind in ("message", "reasoning"):
         return str(content.get("text", "") or "")
     return json.dumps(content, ensure_ascii=False)
+
+
+AUTHORITATIVE_ROLES = ("system", "developer", "user")
+
+
+def is_authoritative(kind: str, role: str, derived: bool, meta: dict[str, Any]) -> bool:
+    """Whether an entry is an authoritative instruction (a pin source, DESIGN.md 5.2).
+
+    A system, developer or user *message* that is not derived (summaries, compaction
+    markers) and not written by the agent harness in the user's role (``meta["harness"]``,
+    e.g. mini-swe-agent's format-error nags).
+    """
+    return (
+        kind == "message"
+        and role in AUTHORITATIVE_ROLES
+        and not derived
+        and not meta.get("harness", False)
+    )

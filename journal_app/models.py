@@ -13,7 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
-from journal_app.content import content_text
+from journal_app.content import content_text, is_authoritative
 from journal_app.hashing import display
 
 
@@ -256,12 +256,8 @@ class Entry(AppendOnlyModel):
 
     @property
     def authoritative(self) -> bool:
-        """A system, developer or user message that is not derived (a pin source)."""
-        return (
-            self.kind == "message"
-            and self.role in ("system", "developer", "user")
-            and not self.derived
-        )
+        """A pin source: see :func:`journal_app.content.is_authoritative`."""
+        return is_authoritative(self.kind, self.role, self.derived, self.meta_dict)
 
 
 class Chunk(AppendOnlyModel):

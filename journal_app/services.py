@@ -322,6 +322,8 @@ class ImportResult:
     parsed: ParsedSession
     append: AppendResult
     counts: dict[str, int]
+    #: every journal written: one, or one per lane when the source holds several (OpenCode)
+    journals: list[Journal] = field(default_factory=list)
 
 
 def _counts(entries: Sequence[ParsedEntry]) -> dict[str, int]:
@@ -366,7 +368,8 @@ def journal_import(
 
     Returns:
         :class:`ImportResult`. Importing the same file into the same scope again is a no-op
-        (every entry hashes identically).
+        (every entry hashes identically). A source holding several lines of work (an
+        OpenCode export of several sessions) becomes one journal per lane of the session.
 
     Raises:
         FormatError: unreadable or malformed source (names file, line/index, field).
@@ -387,14 +390,39 @@ def journal_import(
             source_name=Path(path).name,
             meta={"source_session_id": parsed.source_session_id, **parsed.metadata},
         )
-        j = journal_ensure(session=s, lane=lane, branch=branch)
-        try:
-            result = journal_append(journal=j, items=parsed.entries, start_seq=1, progress=progress)
-        except EntryInvalid as exc:
-            where = exc.source_ref or f"entry {exc.index}"
-            raise FormatError(path, where, exc.field, exc.reason) from None
-    j.refresh_from_db()
-    return ImportResult(journal=j, parsed=parsed, append=result, counts=_counts(parsed.entries))
+        by_lane: dict[str, list[ParsedEntry]] = {}
+        for item in parsed.entries:
+            by_lane.setdefault(item.lane or lane, []).append(item)
+        journals: list[Journal] = []
+        total = AppendResult(appended=0, unchanged=0, head_seq=0)
+        done = 0
+        for lane_name, items in by_lane.items():
+            j = journal_ensure(session=s, lane=lane_name, branch=branch)
+
+            def lane_progress(n: int, _total: int, _base: int = done) -> None:
+                if progress:
+                    progress(_base + n, len(parsed.entries))
+
+            try:
+                result = journal_append(journal=j, items=items, start_seq=1, progress=lane_progress)
+            except EntryInvalid as exc:
+                where = exc.source_ref or f"entry {exc.index}"
+                raise FormatError(path, where, exc.field, exc.reason) from None
+            done += len(items)
+            total.appended += result.appended
+            total.unchanged += result.unchanged
+            total.entries.extend(result.entries)
+            journals.append(j)
+    for j in journals:
+        j.refresh_from_db()
+    total.head_seq = journals[0].head_seq
+    return ImportResult(
+        journal=journals[0],
+        parsed=parsed,
+        append=total,
+        counts=_counts(parsed.entries),
+        journals=journals,
+    )
 
 
 @dataclass

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger_app.facts import AUTHORITATIVE_ROLES, Fact
+from journal_app.content import is_authoritative
+from ledger_app.facts import Fact
 
 READ_TOOLS = {
     "read",
@@ -124,13 +125,8 @@ def pin_fact(entry: EntryView) -> Fact:
 
 
 def is_pin_source(entry: EntryView) -> bool:
-    """Authoritative message (system/developer/user, not derived) with non-empty text."""
-    return (
-        entry.kind == "message"
-        and entry.role in AUTHORITATIVE_ROLES
-        and not entry.derived
-        and entry.text != ""
-    )
+    """Authoritative message (:func:`journal_app.content.is_authoritative`) with non-empty text."""
+    return is_authoritative(entry.kind, entry.role, entry.derived, entry.meta) and entry.text != ""
 
 
 def outcome_fact(call: EntryView, result: EntryView) -> Fact:

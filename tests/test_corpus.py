@@ -5,6 +5,7 @@ import pytest
 from journal_app.models import Entry
 from journal_app.rounds import group_rounds
 from journal_app.services import journal_import, journal_verify
+from ledger_app.models import Fold
 from ledger_app.services import ledger_fold
 from tests.conftest import CORPUS
 
@@ -24,11 +25,17 @@ SOURCES = sorted(
 @pytest.mark.parametrize("path", SOURCES, ids=[p.name for p in SOURCES])
 def test_it_imports_verifies_and_folds(path):
     result = journal_import(path=path, tenant="corpus")
-    journal = result.journal
+    assert sum(j.head_seq for j in result.journals) == len(result.parsed.entries)
+    for journal in result.journals:
+        _check_journal(journal)
+
+
+def _check_journal(journal):
     entries = list(Entry.objects.filter(journal=journal).order_by("seq"))
-    assert len(entries) == len(result.parsed.entries) == journal.head_seq
+    assert len(entries) == journal.head_seq
     assert journal_verify(journals=[journal]).ok
-    fold = ledger_fold(journal=journal).fold
+    ledger_fold(journal=journal)  # the append may already have scheduled (and run) the fold
+    fold = Fold.objects.filter(journal=journal, kind="fold").order_by("-number").first()
     assert fold is not None and fold.outcome == "fallback"
     facts = fold.state_dict["facts"]
     pins = {f["support"][0]["entry"]: f["text"] for f in facts.values() if f.get("pin")}
@@ -49,6 +56,35 @@ def test_it_imports_verifies_and_folds(path):
     assert not derived & {s["entry"] for f in facts.values() for s in f["support"]}
     rounds = group_rounds(entries)
     assert sum(len(r.seqs) for r in rounds) == len(entries)
+
+
+@pytest.mark.django_db
+def test_an_opencode_export_of_five_sessions_becomes_five_lanes():
+    result = journal_import(path=CORPUS / "opencode-export" / "khala-sessions", tenant="corpus")
+    lanes = [j.lane for j in result.journals]
+    assert lanes == ["brave-wizard", "gentle-tiger", "swift-falcon", "tidy-panda", "eager-knight"]
+    for journal in result.journals:
+        ids = {e.meta_dict.get("session_id") for e in Entry.objects.filter(journal=journal)}
+        assert len(ids - {None}) == 1, "one OpenCode session per lane"
+
+
+@pytest.mark.django_db
+def test_harness_nags_are_not_pinned_and_the_submission_is_an_artifact():
+    path = (
+        CORPUS
+        / "mini-swe-agent-traj"
+        / "minisweagent-gemini3-requests-1142-oversized-output.traj.json"
+    )
+    journal = journal_import(path=path, tenant="corpus").journal
+    nags = [
+        e
+        for e in Entry.objects.filter(journal=journal, kind="message", role="user")
+        if e.meta_dict.get("format_error")
+    ]
+    assert len(nags) == 2 and not any(e.authoritative for e in nags)
+    last = Entry.objects.get(journal=journal, seq=journal.head_seq)
+    assert last.kind == "tool_result" and last.artifact is not None
+    assert last.artifact.byte_size == len(last.text.encode())
 
 
 @pytest.mark.django_db

@@ -88,7 +88,13 @@ def parse_path(path: str | Path, fmt: str | None = None) -> ParsedSession:
     source = read_source(path)
     name = fmt or detect_format(source)
     session = FORMATS[name].parse(source)
-    if not session.entries:
-        raise FormatError(path, "", "", "the transcript holds no messages or tool calls")
+    if not any(e.kind in ("message", "tool_call") for e in session.entries):
+        hint = ""
+        if fmt is not None:
+            try:
+                hint = f"; it looks like {detect_format(source)}, not {fmt}"
+            except FormatError:
+                hint = f"; is it really {fmt}?"
+        raise FormatError(path, "", "", "the transcript holds no messages or tool calls" + hint)
     check_pairing(path, session.entries)
     return session

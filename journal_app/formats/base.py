@@ -89,6 +89,9 @@ class ParsedEntry:
     metadata: dict[str, Any] = field(default_factory=dict)
     usage: dict[str, Any] | None = None
     source_ref: str = ""
+    #: the lane this entry belongs to when one source holds several lines of work (an
+    #: OpenCode export of several sessions); ``""`` = the lane the import names
+    lane: str = ""
 
 
 @dataclass

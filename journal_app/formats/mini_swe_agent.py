@@ -19,9 +19,12 @@ Mapping
   ``metadata["truncated_by_source"] = True``: it is the raw observation the agent saw,
   so it is not ``derived``. The timeout template -> an ``is_error`` result.
 * Format-error user messages (``Please always provide EXACTLY ONE action...``) stay user
-  messages with ``metadata["format_error"] = True``; any other user message (e.g. the final
-  raw submission, ``metadata["submission"] = True`` when it equals ``info.submission``) is
-  kept verbatim as a user message, and a call it follows stays unanswered.
+  messages with ``metadata["format_error"] = True`` and ``metadata["harness"] = True``
+  (the harness wrote them, not the user: they are never pinned as instructions).
+* The final raw submission (a user message equal to ``info.submission``, sent without the
+  ``<returncode>`` wrapper) is the output of the pending submit call: it becomes that call's
+  ``tool_result`` with ``metadata["submission"] = True`` (so an 868k-character diff is an
+  artifact, not a P0 pin). Any other user message is kept verbatim as a user message.
 """
 
 from __future__ import annotations
@@ -122,14 +125,27 @@ def parse(source: Source) -> ParsedSession:
             continue
 
         if role == "user":
+            is_submission = isinstance(submission, str) and bool(submission) and text == submission
             result = _result(pending, text, where, meta) if pending else None
+            if result is None and pending and is_submission:
+                # the submit command's output: mini-swe-agent sends it back without the
+                # <returncode> wrapper, but it is the result of the pending call, not a prompt
+                result = tool_result(
+                    pending,
+                    text,
+                    name="bash",
+                    source_ref=where,
+                    metadata={**meta, "submission": True},
+                )
             pending = ""
             if result is not None:
                 entries.append(result)
                 continue
             if text.lstrip().startswith(_FORMAT_ERROR):
+                # written by the harness, not the user: kept verbatim, never pinned
                 meta["format_error"] = True
-            if isinstance(submission, str) and submission and text == submission:
+                meta["harness"] = True
+            if is_submission:
                 meta["submission"] = True
             if not first_user:
                 first_user = text

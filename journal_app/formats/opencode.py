@@ -31,6 +31,7 @@ prompt as the text part (``synthetic`` text parts keep that flag in metadata).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -303,6 +304,23 @@ def _sort_key(row: dict[str, Any]) -> tuple[Any, str]:
     return (row["time_created"], row["id"])
 
 
+_LANE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def _lane_names(session_rows: list[dict[str, Any]]) -> dict[str, str]:
+    """One lane per OpenCode session of a multi-session export: its slug, else its id.
+
+    An export bundles separate conversations; each keeps its own chain and ledger (one lane
+    each) so that no conversation's instructions are pinned into another's ledger.
+    """
+    slugs = [str(s.get("slug") or "") for s in session_rows]
+    usable = len(set(slugs)) == len(slugs) and all(_LANE.match(x) for x in slugs)
+    return {
+        s["id"]: (slug if usable else str(s["id"]))
+        for s, slug in zip(session_rows, slugs, strict=True)
+    }
+
+
 def parse(source: Source) -> ParsedSession:
     """Parse an OpenCode export folder into one flattened :class:`ParsedSession`.
 
@@ -365,6 +383,7 @@ def parse(source: Source) -> ParsedSession:
     entries: list[ParsedEntry] = []
     used: dict[str, int] = {}
     title = ""
+    lanes = _lane_names(session_rows)
     for s in session_rows:
         timeline = [
             (m["time_created"], 1, m["id"], m) for m in messages if m["session_id"] == s["id"]
@@ -384,6 +403,10 @@ def parse(source: Source) -> ParsedSession:
                 text = next((e.content["text"] for e in made if e.kind == "message"), "")
                 title = short_title(text)
             entries.extend(made)
+        if len(session_rows) > 1:
+            for e in entries:
+                if not e.lane:
+                    e.lane = lanes[s["id"]]
     return ParsedSession(
         format=NAME,
         entries=entries,

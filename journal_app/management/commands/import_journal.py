@@ -70,22 +70,28 @@ class Command(BaseCommand):
         except FormatError as exc:
             raise CommandError(f"import failed, nothing written: {exc}") from None
         except ConflictError as exc:
-            raise CommandError(f"import refused, nothing written: {exc}") from None
+            raise CommandError(
+                f"import of {opts['path']} refused, nothing written: {exc}"
+            ) from None
         except JournalError as exc:
             raise CommandError(f"import failed, nothing written: {exc}") from None
         finally:
             if bar is not None:
                 bar.close()
-        j = result.journal
         c = result.counts
         lines = [
-            f"scope      {j.scope_label}",
+            f"scope      {j.scope_label}  (head seq {j.head_seq}, {display(j.head_hash)})"
+            for j in result.journals
+        ]
+        lines += [
             f"format     {result.parsed.format}",
-            f"entries    {result.append.appended} appended, {result.append.unchanged} already present, head seq {j.head_seq}",
-            "kinds      "
-            + ", ".join(f"{k} {v}" for k, v in sorted(c.items()))
-            + f" (messages {c.get('message', 0)}, tool calls {c.get('tool_call', 0)}, tool results {c.get('tool_result', 0)})",
-            f"artifacts  {sum(1 for e in result.append.entries if e.artifact_id)} oversized tool results stored as artifacts",
-            f"head       {display(j.head_hash)}",
+            f"entries    {result.append.appended} appended, {result.append.unchanged} already present",
+            f"contents   messages {c.get('message', 0)}, tool calls {c.get('tool_call', 0)}, "
+            f"tool results {c.get('tool_result', 0)} ({c.get('failed_tool_results', 0)} failed), "
+            f"reasoning {c.get('reasoning', 0)}, events {c.get('event', 0)}, derived {c.get('derived', 0)}",
+            f"artifacts  {len({e.artifact_id for e in result.append.entries if e.artifact_id})} "
+            "oversized tool results referenced as artifacts by the new entries",
+            f"next       manage.py verify_journal {result.journal.session.tenant.slug}/{result.journal.session.key}"
+            f"   |   manage.py fold {result.journal.session.tenant.slug}/{result.journal.session.key}",
         ]
         self.stdout.write("\n".join(lines))

@@ -13,7 +13,9 @@ from ledger_app.services import LedgerError, ledger_consolidate, ledger_fold
 class Command(BaseCommand):
     help = (
         "Fold the unfolded complete API rounds of each journal in SCOPE "
-        "(tenant[/session[/lane[/branch]]]) into the ledger and print one line per fold."
+        "(tenant[/session[/lane[/branch]]]; omitted: every journal) into the ledger with the "
+        "mechanical writer, consolidate when the ledger has outgrown its budget, and print "
+        "one line per fold."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -51,31 +51,33 @@ def test_counts_match_raw_file(raw, session):
         for i, m in enumerate(msgs)
         if m["role"] == "assistant" and _bash_blocks(m["content"]) == 1
     ]
+    submission = raw["info"]["submission"]
     raw_results = [
         i
         for i, m in enumerate(msgs)
-        if m["role"] == "user" and m["content"].startswith("<returncode>") and i - 1 in raw_calls
+        if m["role"] == "user"
+        and (m["content"].startswith("<returncode>") or m["content"] == submission)
+        and i - 1 in raw_calls
     ]
     raw_messages = len(msgs) - len(raw_results)
     kinds = [e.kind for e in session.entries]
-    assert kinds.count("message") == raw_messages == 76
+    assert kinds.count("message") == raw_messages == 75
     assert kinds.count("tool_call") == len(raw_calls) == 69
-    assert kinds.count("tool_result") == len(raw_results) == 68
+    # 68 <returncode> observations plus the submit command's raw output
+    assert kinds.count("tool_result") == len(raw_results) == 69
     calls = [e.tool_call_id for e in session.entries if e.kind == "tool_call"]
     answered = {e.tool_call_id for e in session.entries if e.kind == "tool_result"}
-    unanswered = set(calls) - answered
-    raw_unanswered = {f"bash-{i}" for i in raw_calls if i + 1 not in raw_results}
-    assert unanswered == raw_unanswered == {"bash-142"}  # the submit command
+    assert set(calls) == answered
     assert [e.tool_call_id for e in session.entries if e.kind == "tool_result"] == [
         f"bash-{i - 1}" for i in raw_results
     ]
 
 
-def test_final_submission_is_kept_verbatim(raw, session):
+def test_final_submission_is_the_submit_calls_result_verbatim(raw, session):
     last = session.entries[-1]
-    assert (last.kind, last.role) == ("message", "user")
-    assert len(last.content["text"]) == 868_138
-    assert last.content["text"] == raw["messages"][-1]["content"] == raw["info"]["submission"]
+    assert (last.kind, last.role, last.tool_call_id) == ("tool_result", "tool", "bash-142")
+    assert len(last.content["output"]) == 868_138
+    assert last.content["output"] == raw["messages"][-1]["content"] == raw["info"]["submission"]
     assert last.metadata["submission"] is True
     assert not last.derived
 
@@ -83,6 +85,7 @@ def test_final_submission_is_kept_verbatim(raw, session):
 def test_return_codes_and_elided_output(raw, session):
     results = [e for e in session.entries if e.kind == "tool_result"]
     raw_rc1 = [m for m in raw["messages"] if m["content"].startswith("<returncode>1</returncode>")]
+    results = [e for e in results if "exit_code" in e.content]  # all but the submission
     rc1 = [e for e in results if e.content["exit_code"] == 1]
     assert len(rc1) == len(raw_rc1) == 7
     assert all(e.content["is_error"] for e in rc1)
