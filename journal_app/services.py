@@ -293,6 +293,8 @@ def journal_append(
             for p in overlap:
                 if stored.get(p.seq) != p.entry_hash:
                     raise ConflictError(p.seq, stored.get(p.seq, ""), p.entry_hash)
+        if overlap and progress:
+            progress(len(overlap), len(prepared))
         fresh = [p for p in prepared if p.seq > head]
         rows = _insert(journal, fresh, progress, len(prepared), len(overlap))
         if fresh:

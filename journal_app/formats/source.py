@@ -71,7 +71,9 @@ def read_json_file(path: Path) -> Any:
     try:
         return loads(text)
     except json.JSONDecodeError as exc:
-        raise FormatError(path, f"line {exc.lineno}", "", f"not valid JSON ({exc.msg})") from None
+        raise FormatError(
+            path, f"line {exc.lineno}", "", f"not valid JSON ({exc.msg} at column {exc.colno})"
+        ) from None
     except ValueError as exc:
         raise FormatError(path, "", "", f"not valid JSON ({exc})") from None
 
