@@ -17,9 +17,14 @@ A delta is a dict::
 before ``revision``, with the number of the fold that covered them. It is stored with the
 delta, so the reducer needs nothing else to judge an op.
 
+Bad input refuses the whole delta (:class:`DeltaInvalid`, naming the op and field, so the
+fold stores nothing): an op that is not an object or names an unknown operation, a fact
+without its fields, a reference to an unknown fact, a support or evidence hash outside
+``evidence`` (not a raw entry of the scope at or before the revision).
+
 The rules (each broken rule rejects the op with a reason; nothing is dropped silently):
 
-* support must resolve to raw, non-derived entries in ``evidence`` (5.1);
+* support must not be a derived entry (a summary or compaction marker) (5.1);
 * pins are written by code only, and every required pin must be present verbatim (5.2);
 * P0 retirement needs authoritative evidence from a later fold, and then only becomes a
   pending review; a ``review`` op with ``decision="approve"`` retires it (5.2);
