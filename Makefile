@@ -6,7 +6,7 @@ PG_URL ?= postgres://postgres@127.0.0.1:5432/ledgerkeep
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install demo test test-sqlite test-postgres lint bench
+.PHONY: install browser demo test test-sqlite test-postgres lint bench
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +25,10 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test-sqlite: install
+browser:
+	bash scripts/ensure-chromium.sh
+
+test-sqlite: install browser
 	env -u DATABASE_URL $(BIN)/pytest
 
 test-postgres: install

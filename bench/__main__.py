@@ -1,37 +1,237 @@
-"""``python -m bench [NAME ...]``: run the benchmarks and write ``bench/results/latest.json``."""
+"""``python -m bench [NAME ...] [--small] [--keepdb]``: run the benchmarks (issue 8).
+
+Prints each benchmark's own figures, then one summary table (figure, baseline measured in the
+same run, ratio, target, met) and writes everything to ``bench/results/latest.json``.
+
+Benchmarks that touch the database run in a scratch database created for the run (the
+configured database's name plus ``_bench``, or ``BENCH_DATABASE_NAME``) and dropped at the
+end unless ``--keepdb``: journal rows are append-only, so a benchmark could not clean up
+after itself in a real database. Its URL is exported as ``BENCH_DATABASE_URL`` for
+benchmarks that start subprocesses.
+
+Each benchmark is a module ``bench/<module>.py`` with ``run(...) -> dict``, imported lazily:
+one that is not there yet is skipped with a message. ``run`` receives ``small=True`` with
+``--small`` when its signature has a ``small`` parameter, and ``profile=True`` with
+``--profile`` when it has ``profile`` (``BENCH_SMALL=1`` is set either
+way). A result may carry ``"summary"``: rows of ``{"metric", "value", "unit", "baseline",
+"ratio", "target", "met"}`` for the table; otherwise the runner summarises what it knows.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import inspect
 import json
 import os
+import platform
 import sys
+import time
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 import django
+
+#: name -> (module, needs the database)
+BENCHMARKS: dict[str, tuple[str, bool]] = {
+    "reducer": ("bench.reducer_scaling", False),
+    "ingest": ("bench.ingest", True),
+    "verify": ("bench.verify", True),
+    "memory": ("bench.memory", True),
+    "fold": ("bench.fold_overhead", True),
+    "search": ("bench.search_latency", True),
+    "context": ("bench.context_vs_trim", True),
+    "ui": ("bench.ui_pages", True),
+}
+
+
+def database_url(db: dict[str, Any]) -> str:
+    """A ``DATABASE_URL`` for the connection settings ``db`` (PostgreSQL or SQLite)."""
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    auth = quote(db.get("USER") or "")
+    if db.get("PASSWORD"):
+        auth += ":" + quote(db["PASSWORD"])
+    host = db.get("HOST") or "127.0.0.1"
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    return f"postgres://{auth + '@' if auth else ''}{host}{port}/{quote(str(db['NAME']))}"
+
+
+def _setup_database(keepdb: bool) -> tuple[str, str]:
+    from django.db import connection
+
+    old_name = connection.settings_dict["NAME"]
+    if connection.vendor == "sqlite":
+        name = os.environ.get("BENCH_DATABASE_NAME", "/tmp/ledgerkeep_bench.sqlite3")
+    else:
+        name = os.environ.get("BENCH_DATABASE_NAME", f"{old_name}_bench")
+    connection.settings_dict.setdefault("TEST", {})["NAME"] = name
+    print(f"bench database: {name} ({connection.vendor}){' kept' if keepdb else ''}")
+    connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=keepdb)
+    os.environ["BENCH_DATABASE_URL"] = database_url(connection.settings_dict)
+    return old_name, name
+
+
+def _call(module: Any, small: bool, profile: bool) -> dict[str, Any]:
+    run = module.run
+    params = inspect.signature(run).parameters
+    kwargs: dict[str, Any] = {}
+    if "small" in params:
+        kwargs["small"] = small
+    if profile and "profile" in params:
+        kwargs["profile"] = True
+    return run(**kwargs)
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
+    if isinstance(value, float):
+        if value == 0:
+            return "0"
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        return f"{value:.3g}" if abs(value) < 10 else f"{value:.1f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def summarize(name: str, result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Rows for the summary table from one benchmark's result."""
+    if "skipped" in result:
+        return [{"metric": "skipped", "value": result["skipped"]}]
+    if isinstance(result.get("summary"), list):
+        return result["summary"]
+    if isinstance(result.get("summary"), dict):  # {group: {figure: value}} or {figure: value}
+        rows = []
+        for group, value in result["summary"].items():
+            items = value.items() if isinstance(value, dict) else [("", value)]
+            for key, v in items:
+                if isinstance(v, int | float | str | None) and not isinstance(v, bool):
+                    rows.append({"metric": f"{group} {key}".strip(), "value": v})
+        if rows:
+            return rows
+    if name == "reducer" and "exponent" in result:
+        last = result["rows"][-1]
+        return [
+            {
+                "metric": f"reduce {last['deltas']:,} deltas",
+                "value": last["seconds"],
+                "unit": "s",
+                "baseline": last["baseline_seconds"],
+                "ratio": last["ratio"],
+            },
+            {
+                "metric": "scaling exponent",
+                "value": result["exponent"],
+                "target": "<= 1.1",
+                "met": result["exponent"] <= 1.1,
+            },
+        ]
+    rows = []
+    for key, value in result.items():
+        if isinstance(value, int | float | str) and not isinstance(value, bool):
+            rows.append({"metric": key, "value": value})
+    return rows or [{"metric": "result", "value": "see JSON"}]
+
+
+def print_table(summary: dict[str, list[dict[str, Any]]]) -> None:
+    """Print the one summary table."""
+    head = ("benchmark", "metric", "value", "unit", "baseline", "ratio", "target", "met")
+    lines = [head]
+    for name, rows in summary.items():
+        for r in rows:
+            lines.append(
+                (
+                    name,
+                    str(r.get("metric", "")),
+                    _fmt(r.get("value")),
+                    str(r.get("unit", "")),
+                    _fmt(r.get("baseline")),
+                    _fmt(r.get("ratio")),
+                    str(r.get("target", "")),
+                    _fmt(r.get("met")) if "met" in r else "",
+                )
+            )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
+    print()
+    for n, line in enumerate(lines):
+        print("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
+        if n == 0:
+            print("  ".join("-" * w for w in widths))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument(
-        "names", nargs="*", default=["reducer"], help="benchmarks to run (default: all): reducer"
+        "names", nargs="*", help=f"benchmarks to run (default: all): {', '.join(BENCHMARKS)}"
+    )
+    parser.add_argument("--small", action="store_true", help="small sizes: a quick smoke run")
+    parser.add_argument(
+        "--profile", action="store_true", help="benchmarks that can also print a cProfile"
+    )
+    parser.add_argument("--keepdb", action="store_true", help="keep the scratch database")
+    parser.add_argument(
+        "--out", type=Path, default=Path(__file__).parent / "results" / "latest.json"
     )
     args = parser.parse_args()
+    unknown = [n for n in args.names if n not in BENCHMARKS]
+    if unknown:
+        sys.exit(f"unknown benchmark {unknown[0]!r} (known: {', '.join(BENCHMARKS)})")
+    names = args.names or list(BENCHMARKS)
+    if args.small:
+        os.environ["BENCH_SMALL"] = "1"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("DJANGO_DEBUG", "false")  # DEBUG keeps every query in memory
     django.setup()
-    from bench import reducer_scaling
 
-    known = {"reducer": reducer_scaling.run}
-    results = {}
-    for name in args.names:
-        if name not in known:
-            sys.exit(f"unknown benchmark {name!r} (known: {', '.join(known)})")
-        print(f"== {name}")
-        results[name] = known[name]()
-    out = Path(__file__).parent / "results"
-    out.mkdir(exist_ok=True)
-    (out / "latest.json").write_text(json.dumps(results, indent=1))
-    print(f"wrote {out / 'latest.json'}")
+    modules: dict[str, Any] = {}
+    results: dict[str, Any] = {}
+    for name in names:
+        module_name = BENCHMARKS[name][0]
+        try:
+            modules[name] = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            print(f"== {name}: skipped ({module_name.replace('.', '/')}.py is not there yet)")
+            results[name] = {"skipped": f"{module_name.replace('.', '/')}.py not present"}
+
+    from django.db import connection
+
+    database = None
+    if any(BENCHMARKS[n][1] for n in modules):
+        database = _setup_database(args.keepdb)
+    try:
+        for name, module in modules.items():
+            print(f"== {name}")
+            t0 = time.perf_counter()
+            results[name] = _call(module, args.small, args.profile)
+            results[name].setdefault("wall_seconds", time.perf_counter() - t0)
+    finally:
+        if database is not None:
+            connection.creation.destroy_test_db(database[0], verbosity=0, keepdb=args.keepdb)
+
+    summary = {name: summarize(name, results[name]) for name in names}
+    print_table(summary)
+    report = {
+        "meta": {
+            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "small": args.small,
+            "database": connection.vendor,
+            "python": platform.python_version(),
+            "machine": f"{platform.machine()} x{os.cpu_count()}",
+        },
+        "summary": summary,
+        "results": results,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1, default=str))
+    print(f"\nwrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import dj_database_url
 
-from config.env import env_bool, env_int, env_list, env_str
+from config.env import env_bool, env_float, env_int, env_list, env_str
+from config.logging import configure_structlog, logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -29,10 +30,12 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "django_htmx",
+    "ninja",
     "template_partials",
     "journal_app",
     "ledger_app",
     "recovery_app",
+    "audit_app",
 ]
 
 MIDDLEWARE = [
@@ -126,10 +129,35 @@ OPENAI_BASE_URL = env_str("OPENAI_BASE_URL", "")
 OPENAI_API_KEY = env_str("OPENAI_API_KEY", "")
 WRITER_MODEL = env_str("WRITER_MODEL", "")
 VERIFIER_MODEL = env_str("VERIFIER_MODEL", "")
+MODEL_TIMEOUT_SECONDS = env_float("MODEL_TIMEOUT_SECONDS", 60.0)
+MODEL_MAX_ATTEMPTS = env_int("MODEL_MAX_ATTEMPTS", 4)
+MODEL_BACKOFF_SECONDS = env_float("MODEL_BACKOFF_SECONDS", 0.5)
+MODEL_BACKOFF_MAX_SECONDS = env_float("MODEL_BACKOFF_MAX_SECONDS", 8.0)
+MODEL_RESPONSE_FORMAT = env_str("MODEL_RESPONSE_FORMAT", "json_schema")
+MODEL_MAX_OUTPUT_TOKENS = env_int("MODEL_MAX_OUTPUT_TOKENS", 4096)
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "WARNING")},
-}
+# REST API (issue 7): bodies over this many bytes are refused with HTTP 413 before they are read.
+API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 16 * 1024 * 1024)
+# Django refuses bodies over this before the API sees them; keep it at the API's limit.
+DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
+
+# Structured logs: JSON lines in production, key=value lines locally (config/logging.py).
+LOG_FORMAT = env_str("LOG_FORMAT", "console" if DEBUG else "json")
+LOGGING = logging_config(fmt=LOG_FORMAT, level=env_str("LOG_LEVEL", "WARNING"))
+configure_structlog()
+# With JSON logs the worker logs through the same handlers instead of Celery's own format.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = LOG_FORMAT != "json"
+
+# Production (DEBUG false): HTTPS only, secure cookies, HSTS (manage.py check --deploy).
+# Behind a TLS-terminating proxy set DJANGO_SECURE_PROXY_SSL_HEADER=HTTP_X_FORWARDED_PROTO;
+# /healthz stays reachable over plain HTTP for health checks.
+if not DEBUG:
+    SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", True)
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+    SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 31_536_000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", True)
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    if env_str("DJANGO_SECURE_PROXY_SSL_HEADER"):
+        SECURE_PROXY_SSL_HEADER = (env_str("DJANGO_SECURE_PROXY_SSL_HEADER"), "https")

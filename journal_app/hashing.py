@@ -46,8 +46,15 @@ def canonical_body(content: Any) -> bytes:
     """
     try:
         return rfc8785.dumps(content)
-    except (rfc8785.CanonicalizationError, TypeError, ValueError, UnicodeEncodeError) as exc:
-        raise CanonicalisationError(str(exc) or exc.__class__.__name__) from exc
+    except UnicodeEncodeError as exc:
+        raise CanonicalisationError(
+            "a string holds a lone UTF-16 surrogate (not valid Unicode)"
+        ) from exc
+    except (rfc8785.CanonicalizationError, TypeError, ValueError) as exc:
+        reason = str(exc) or exc.__class__.__name__
+        if "non-UTF-8" in reason:
+            reason = "a string holds a lone UTF-16 surrogate (not valid Unicode)"
+        raise CanonicalisationError(reason) from exc
 
 
 def body_hash(body: bytes) -> str:

@@ -119,6 +119,12 @@ class Journal(models.Model):
     head_seq = models.PositiveBigIntegerField(default=0)
     head_hash = models.CharField(max_length=64, blank=True)
     chunk_bytes = models.PositiveIntegerField(default=4096)
+    ended_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="the run that wrote this journal has stopped (an imported transcript): "
+        "a trailing call without a result is final, not still pending",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -279,3 +285,42 @@ class Chunk(AppendOnlyModel):
 
     def __str__(self) -> str:
         return f"chunk {self.position} of entry {self.entry_id}"
+
+
+class ApiKey(models.Model):
+    """A tenant's API key (DESIGN.md sections 1 and 9: keys stored hashed, tenant from the key).
+
+    The secret is shown once, at creation (:func:`journal_app.auth.api_key_create`); only its
+    ``sha256`` is stored. ``prefix`` is the visible start of the key (``lk_<8 hex>``), unique,
+    used to look the row up and to name the key in lists and logs. A ``reviewer`` key may
+    decide P0 retirements; it names the ``user`` the decision is recorded under (that user
+    must hold a reviewer or admin membership of the tenant). A revoked key never
+    authenticates again.
+    """
+
+    class Role(models.TextChoices):
+        CLIENT = "client"
+        REVIEWER = "reviewer"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="api_keys")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="api_keys",
+        help_text="reviewer keys: the person review decisions are recorded under",
+    )
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, unique=True)
+    key_hash = models.CharField(max_length=64, unique=True, help_text="sha256 hex of the key")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.CLIENT)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["tenant_id", "-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix} ({self.role}, {self.name})"

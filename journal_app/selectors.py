@@ -8,15 +8,30 @@ exist for this user).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Count, IntegerField, Max, OuterRef, Q, QuerySet, Subquery, Value
+from django.db.models import (
+    Count,
+    F,
+    IntegerField,
+    Max,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+)
+from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce
 from django.http import Http404
+from django.utils import timezone
 
 from journal_app.hashing import strip_prefix
 from journal_app.models import Artifact, Entry, Journal, Session, Tenant
@@ -41,28 +56,264 @@ def _count_subquery(qs: QuerySet[Any], group: str) -> Coalesce:
     return Coalesce(Subquery(counted, output_field=IntegerField()), Value(0))
 
 
-def sessions_for_user(user: User, q: str = "") -> QuerySet[Session]:
-    """Sessions of the user's tenants, newest first, each annotated for the sessions list.
+def _ledger_model(relation: str) -> Any:
+    """ledger_app's model behind a reverse relation of Journal (``folds``, ``retirements``).
 
-    Annotations: ``entry_count`` (a correlated subquery, so entries and folds do not multiply
-    each other in one join), ``fold_count``, ``head_seq`` (highest head of its journals),
-    ``journal_count``. Three queries at most for a page: count, rows, nothing per row.
-    ``q`` matches key or title, case-insensitively.
+    Read from the relation so journal_app imports nothing of ledger_app (imports flow
+    journal_app <- ledger_app, STYLE.md).
     """
+    return Journal._meta.get_field(relation).related_model
+
+
+#: the sessions list's activity filter: days since the last entry (``idle``: more than 30).
+ACTIVITY_DAYS = {"day": 1, "week": 7, "month": 30, "idle": 30}
+ACTIVITY_LABELS = {
+    "day": "active in the last 24 hours",
+    "week": "active in the last 7 days",
+    "month": "active in the last 30 days",
+    "idle": "idle for more than 30 days",
+}
+
+
+def sessions_for_user(
+    user: User, q: str = "", *, tenant: str = "", lane: str = "", activity: str = ""
+) -> QuerySet[Session]:
+    """Sessions of the user's tenants, newest first, annotated for the sessions list.
+
+    Args:
+        q: matches key or title, case-insensitively.
+        tenant: a tenant slug (one of the user's; another answers nothing).
+        lane: sessions with a journal of this lane.
+        activity: a key of :data:`ACTIVITY_DAYS` (by the time of the newest entry).
+
+    Annotations: ``entry_count`` (the sum of the journals' heads: seq is gapless from 1, so a
+    head *is* the journal's entry count; no scan of the entries), ``head_seq`` (highest head),
+    ``journal_count``, and correlated subqueries ``fold_count``, ``pending_reviews`` (P0
+    retirements awaiting a reviewer) and ``last_activity`` (newest head entry's time; one
+    index lookup per journal). Subqueries, so folds and requests never multiply the journal
+    join. A page costs a fixed number of queries; open obligations come from
+    :func:`open_obligations_by_session`.
+    """
+    Fold = _ledger_model("folds")
+    RetirementRequest = _ledger_model("retirements")
     qs = Session.objects.filter(tenant__in=tenants_for_user(user)).select_related("tenant")
     q = q.strip()
     if q:
         qs = qs.filter(Q(key__icontains=q) | Q(title__icontains=q))
-    return qs.annotate(
-        entry_count=_count_subquery(
-            Entry.objects.filter(journal__session=OuterRef("pk")), "journal__session"
-        ),
-        # "folds" is ledger_app's reverse relation; a lookup string, so no import of
-        # ledger_app here (imports flow journal_app <- ledger_app).
-        fold_count=Count("journals__folds", distinct=True),
+    if tenant:
+        qs = qs.filter(tenant__slug=tenant)
+    if lane:
+        qs = qs.filter(pk__in=Journal.objects.filter(lane=lane).values("session_id"))
+    newest = (
+        Entry.objects.filter(journal__session=OuterRef("pk"), seq=F("journal__head_seq"))
+        .order_by("-created_at")
+        .values("created_at")[:1]
+    )
+    qs = qs.annotate(
+        entry_count=Coalesce(Sum("journals__head_seq"), Value(0)),
         head_seq=Coalesce(Max("journals__head_seq"), Value(0)),
-        journal_count=Count("journals", distinct=True),
-    ).order_by("-created_at", "pk")
+        journal_count=Count("journals"),
+        fold_count=_count_subquery(
+            Fold.objects.filter(journal__session=OuterRef("pk")), "journal__session"
+        ),
+        pending_reviews=_count_subquery(
+            RetirementRequest.objects.filter(journal__session=OuterRef("pk"), status="pending"),
+            "journal__session",
+        ),
+        last_activity=Subquery(newest),
+    )
+    if activity in ACTIVITY_DAYS:
+        since = timezone.now() - timedelta(days=ACTIVITY_DAYS[activity])
+        if activity == "idle":
+            qs = qs.filter(Q(last_activity__lt=since) | Q(last_activity__isnull=True))
+        else:
+            qs = qs.filter(last_activity__gte=since)
+    return qs.order_by("-created_at", "pk")
+
+
+#: open obligations per fold, by fold pk: a fold's state never changes, so neither does
+#: its count (bounded; an evicted count is recomputed from the stored state).
+_OPEN_OBLIGATIONS: dict[tuple[int, str], int] = {}
+_OPEN_OBLIGATIONS_MAX = 4096
+
+
+def _open_obligations(state_text: str) -> int:
+    facts = json.loads(state_text).get("facts", {})
+    return sum(
+        1
+        for f in facts.values()
+        if f.get("category") == "open_obligation" and f.get("lifecycle", "active") == "active"
+    )
+
+
+def latest_folds(journal_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """The latest fold of each journal: ``{journal_id: {"id", "number", "outcome", "kind",
+    "state_hash", "open_obligations"}}`` (journals without a fold are absent).
+
+    Two queries at most: the latest folds' small columns, then the states of folds whose
+    open-obligation count is not cached yet (active ``open_obligation`` facts).
+    """
+    if not journal_ids:
+        return {}
+    Fold = _ledger_model("folds")
+    top = Fold.objects.filter(journal=OuterRef("journal")).order_by("-number").values("number")[:1]
+    rows = list(
+        Fold.objects.filter(journal_id__in=journal_ids, number=Subquery(top)).values(
+            "id", "journal_id", "number", "outcome", "kind", "state_hash"
+        )
+    )
+    missing = [r["id"] for r in rows if (r["id"], r["state_hash"]) not in _OPEN_OBLIGATIONS]
+    if missing:
+        if len(_OPEN_OBLIGATIONS) > _OPEN_OBLIGATIONS_MAX:
+            _OPEN_OBLIGATIONS.clear()
+        for pk, state_hash, state in Fold.objects.filter(pk__in=missing).values_list(
+            "id", "state_hash", "state"
+        ):
+            _OPEN_OBLIGATIONS[(pk, state_hash)] = _open_obligations(state)
+    out = {}
+    for r in rows:
+        r["open_obligations"] = _OPEN_OBLIGATIONS.get((r["id"], r["state_hash"]), 0)
+        out[r["journal_id"]] = r
+    return out
+
+
+def open_obligations_by_session(sessions: Sequence[Session]) -> dict[int, int]:
+    """Active open obligations per session (summed over its journals' latest folds).
+
+    Three queries for any number of sessions: the journals, then :func:`latest_folds`.
+    """
+    journals = dict(
+        Journal.objects.filter(session__in=[s.pk for s in sessions]).values_list("id", "session_id")
+    )
+    counts: dict[int, int] = {}
+    for journal_id, fold in latest_folds(list(journals)).items():
+        sid = journals[journal_id]
+        counts[sid] = counts.get(sid, 0) + fold["open_obligations"]
+    return counts
+
+
+def session_journals(session: Session) -> list[Journal]:
+    """The session's journals (lanes and branches) with ``fold_count``, ``pending_reviews``
+    and ``latest`` (see :func:`latest_folds`, or ``None``); a fixed number of queries."""
+    Fold = _ledger_model("folds")
+    RetirementRequest = _ledger_model("retirements")
+    journals = list(
+        session.journals.annotate(
+            fold_count=_count_subquery(Fold.objects.filter(journal=OuterRef("pk")), "journal"),
+            pending_reviews=_count_subquery(
+                RetirementRequest.objects.filter(journal=OuterRef("pk"), status="pending"),
+                "journal",
+            ),
+        ).order_by("lane", "branch")
+    )
+    latest = latest_folds([j.pk for j in journals])
+    for j in journals:
+        j.session = session  # no query per journal for scope_label
+        j.latest = latest.get(j.pk)
+    return journals
+
+
+def token_buckets(journal: Journal, buckets: int = 300) -> list[tuple[int, int]]:
+    """``(last_seq, tokens)`` for about ``buckets`` equal seq ranges of the journal.
+
+    One grouped query; the database sums ``token_count`` per range, so a journal of
+    100,000 entries still sends a few hundred rows.
+    """
+    size = max(1, -(-journal.head_seq // buckets))
+    rows = (
+        Entry.objects.filter(journal=journal)
+        .annotate(bucket=(F("seq") - 1) / Value(size))
+        .values("bucket")
+        .annotate(last=Max("seq"), tokens=Sum("token_count"))
+        .order_by("bucket")
+        .values_list("last", "tokens")
+    )
+    return [(int(last), int(tokens or 0)) for last, tokens in rows]
+
+
+def fold_points(journal: Journal) -> list[dict[str, Any]]:
+    """Every fold's number, kind, outcome, end seq and active ledger tokens, for the chart.
+
+    Reads ``manifest.tokens.ledger_active`` in the database (``KT``), never the manifest
+    itself (it lists every covered entry hash).
+    """
+    Fold = _ledger_model("folds")
+    rows = (
+        Fold.objects.filter(journal=journal)
+        .order_by("number")
+        .values("number", "kind", "outcome", "seq_end", "revision")
+        .annotate(ledger_active=KT("manifest__tokens__ledger_active"))
+    )
+    out = []
+    for r in rows:
+        value = r["ledger_active"]
+        r["ledger_active"] = int(value) if value not in (None, "") else None
+        r["seq"] = r["seq_end"] or r["revision"]
+        out.append(r)
+    return out
+
+
+def entry_filter(query: Any) -> Q:
+    """A database filter for a parsed entry expression (:func:`ledger_app.filters.parse_entries`).
+
+    ``text`` searches the raw body (canonical JSON text) case-insensitively, ``tool`` and
+    ``call`` the tool name and call id, ``hash`` the entry hash prefix.
+    """
+    out = Q()
+    for t in query.terms:
+        if t.field in ("kind", "role"):
+            cond = Q(**{f"{t.field}__in": list(t.values)})
+        elif t.field == "text":
+            cond = Q(body__icontains=t.values[0])
+        elif t.field == "tool":
+            cond = Q(tool_name__icontains=t.values[0])
+        elif t.field == "call":
+            cond = Q(tool_call_id__icontains=t.values[0])
+        elif t.field in ("error", "derived"):
+            cond = Q(**{"is_error" if t.field == "error" else "derived": t.values[0]})
+        elif t.field == "hash":
+            cond = Q()
+            for prefix in t.values:
+                cond |= Q(entry_hash__startswith=prefix)
+        elif t.field in ("seq", "tokens"):
+            column = "seq" if t.field == "seq" else "token_count"
+            if t.op == "range":
+                cond = Q(**{f"{column}__gte": t.values[0], f"{column}__lte": t.values[1]})
+            else:
+                lookup = {"eq": "exact", "lt": "lt", "le": "lte", "gt": "gt", "ge": "gte"}[t.op]
+                cond = Q(**{f"{column}__{lookup}": t.values[0]})
+        else:
+            raise ValueError(f"no entry filter for field {t.field!r}")
+        out &= ~cond if t.negate else cond
+    return out
+
+
+def comment_counts(
+    *, entry_ids: Sequence[int] = (), journal: Journal | None = None
+) -> dict[Any, int]:
+    """Comment counts by entry id (``entry_ids``) or by fact id (``journal``); one query.
+
+    Comments live in audit_app; read through the reverse relation so this module imports
+    nothing above journal_app.
+    """
+    Comment = Entry._meta.get_field("comments").related_model
+    if journal is not None:
+        rows = (
+            Comment.objects.filter(journal=journal)
+            .exclude(fact_id="")
+            .values("fact_id")
+            .annotate(n=Count("pk"))
+            .values_list("fact_id", "n")
+        )
+        return dict(rows)
+    if not entry_ids:
+        return {}
+    return dict(
+        Comment.objects.filter(entry_id__in=list(entry_ids))
+        .values("entry_id")
+        .annotate(n=Count("pk"))
+        .values_list("entry_id", "n")
+    )
 
 
 def get_session_for_user(user: User, tenant_slug: str, key: str) -> Session:
@@ -163,8 +414,7 @@ class _Row:
 def journal_rounds(journal: Journal) -> list[Round]:
     """API rounds of the whole journal, from its four grouping columns only (one query).
 
-    Grouping the whole journal (not one page of it) keeps round indexes global and never
-    flags a call as interrupted because its result happens to sit on the next page.
+    Reads every row of the journal: for a page of the timeline use :func:`page_rounds`.
     """
     rows = (
         Entry.objects.filter(journal=journal)
@@ -172,6 +422,87 @@ def journal_rounds(journal: Journal) -> list[Round]:
         .values_list("seq", "kind", "role", "tool_call_id")
     )
     return group_rounds(_Row(*r) for r in rows)
+
+
+#: how far the timeline looks before and after a page to find its rounds' edges (entries)
+ROUND_WINDOW = 500
+
+
+def page_rounds(journal: Journal, first_seq: int, last_seq: int) -> list[Round]:
+    """The API rounds holding entries ``first_seq``..``last_seq``, grouped from a window.
+
+    Grouping the whole journal costs a read of every row (100,000 rows for a long run); a
+    page needs only its neighbourhood. The window starts at the last authoritative message
+    at or before the page (it always opens a round, DESIGN.md 4), at most
+    :data:`ROUND_WINDOW` entries back, and ends :data:`ROUND_WINDOW` entries after the page
+    (or at the head), so a call whose result sits on the next page is not "interrupted".
+    Two queries, at most ``100 + 2 * ROUND_WINDOW`` small rows, whatever the journal's size.
+    ``Round.index`` counts within the window; ``at_tail`` holds only when the window
+    reaches the head. A round longer than the window may be split at its edge.
+    """
+    anchor = (
+        Entry.objects.filter(
+            journal=journal,
+            kind="message",
+            role__in=("system", "developer", "user"),
+            seq__lte=first_seq,
+            seq__gte=max(1, first_seq - ROUND_WINDOW),
+        )
+        .order_by("-seq")
+        .values_list("seq", flat=True)
+        .first()
+    )
+    start = anchor or max(1, first_seq - ROUND_WINDOW)
+    end = last_seq + ROUND_WINDOW
+    rows = (
+        Entry.objects.filter(journal=journal, seq__gte=start, seq__lte=end)
+        .order_by("seq")
+        .values_list("seq", "kind", "role", "tool_call_id")
+    )
+    rounds = group_rounds(_Row(*r) for r in rows)
+    if rounds and rounds[-1].last_seq < journal.head_seq:
+        rounds[-1].at_tail = False
+    return rounds_for_seqs(rounds, range(first_seq, last_seq + 1))
+
+
+class JournalEntries:
+    """A journal's entries as a sequence for :class:`django.core.paginator.Paginator`.
+
+    seq is gapless from 1 (DESIGN.md 4), so the count is the head and a page is a seq range
+    read through the ``(journal, seq)`` index: page 500 of a 100,000-entry journal costs the
+    same as page 1 (no ``COUNT(*)``, no ``OFFSET`` scan).
+    """
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+
+    def count(self) -> int:
+        return self.journal.head_seq
+
+    def __len__(self) -> int:
+        return self.journal.head_seq
+
+    def __getitem__(self, index: slice) -> list[Entry]:
+        if not isinstance(index, slice):
+            raise TypeError("JournalEntries supports slices only")
+        start, stop = index.start or 0, index.stop or self.journal.head_seq
+        return list(
+            Entry.objects.filter(journal=self.journal, seq__gt=start, seq__lte=stop)
+            .select_related("artifact__tenant")
+            .order_by("seq")
+        )
+
+
+def unanswered_calls(journal: Journal, call_ids: Sequence[str]) -> set[str]:
+    """The tool call ids among ``call_ids`` that have no result in the journal (one query)."""
+    if not call_ids:
+        return set()
+    answered = set(
+        Entry.objects.filter(
+            journal=journal, kind="tool_result", tool_call_id__in=set(call_ids)
+        ).values_list("tool_call_id", flat=True)
+    )
+    return set(call_ids) - answered
 
 
 def rounds_for_seqs(rounds: Sequence[Round], seqs: Sequence[int]) -> list[Round]:

@@ -17,12 +17,13 @@ from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
+from django.utils import timezone
 from django.utils.text import slugify
 
 from journal_app.artifacts import make_preview, media_type_of
 from journal_app.chain import EntryInvalid, PreparedEntry, StoredChunk, check_entry, prepare_entries
 from journal_app.formats import FormatError, ParsedEntry, ParsedSession, parse_path
-from journal_app.hashing import canonical_body, chunk_hash
+from journal_app.hashing import CanonicalisationError, canonical_body, chunk_hash
 from journal_app.models import Artifact, Chunk, Entry, Journal, Session, Tenant
 from journal_app.signals import entries_appended
 from journal_app.tokens import count_tokens, source_label
@@ -382,6 +383,16 @@ def journal_import(
     parsed = parse_path(path, fmt)
     if on_parsed:
         on_parsed(parsed)
+    # A lone surrogate in the title would only fail at the database; the entry it came from
+    # is refused below with its line, so the title just must not stop us getting there.
+    parsed.title = parsed.title.encode("utf-8", errors="replace").decode("utf-8")
+    session_meta = {"source_session_id": parsed.source_session_id, **parsed.metadata}
+    try:
+        canonical_body(session_meta)
+    except CanonicalisationError as exc:
+        raise FormatError(
+            path, "", "metadata", f"source-level fields cannot be canonical JSON: {exc}"
+        ) from None
     with transaction.atomic():
         t = tenant_ensure(slug=tenant)
         s = session_ensure(
@@ -390,7 +401,7 @@ def journal_import(
             title=parsed.title,
             source_format=parsed.format,
             source_name=Path(path).name,
-            meta={"source_session_id": parsed.source_session_id, **parsed.metadata},
+            meta=session_meta,
         )
         by_lane: dict[str, list[ParsedEntry]] = {}
         for item in parsed.entries:
@@ -410,6 +421,10 @@ def journal_import(
             except EntryInvalid as exc:
                 where = exc.source_ref or f"entry {exc.index}"
                 raise FormatError(path, where, exc.field, exc.reason) from None
+            if j.ended_at is None:
+                # a transcript file is the record of a run that stopped
+                j.ended_at = timezone.now()
+                j.save(update_fields=["ended_at"])
             done += len(items)
             total.appended += result.appended
             total.unchanged += result.unchanged

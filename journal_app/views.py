@@ -2,7 +2,9 @@
 
 Reads go through :mod:`journal_app.selectors` (tenant filter, ``Http404``); the hash badges
 call :func:`journal_app.services.entry_check` and :func:`~journal_app.services.artifact_read`
-at render time, so "hash verified" always means "recomputed for this response".
+at render time, so "hash verified" always means "recomputed for this response". htmx
+requests get the page's named partial (``page.html#region``); every htmx link and form
+keeps a real ``href``/``action``, so the pages work without JavaScript (STYLE.md 4).
 """
 
 from __future__ import annotations
@@ -14,16 +16,21 @@ from typing import Any
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 from django_htmx.middleware import HtmxDetails
 
 from journal_app import selectors
+from journal_app.charts import FoldPoint, token_chart
 from journal_app.hashing import display
 from journal_app.models import Entry, Journal
 from journal_app.rounds import Round
 from journal_app.services import artifact_read, entry_check
+
+# The filter language is shared with the ledger's facts page (issue 6: one expression
+# language over facts and entries); ledger_app.filters is pure, so this adds no cycle.
+from ledger_app.filters import ENTRY_FIELDS, FilterError, describe, error_parts, parse_entries
 
 SESSIONS_PER_PAGE = 25
 ENTRIES_PER_PAGE = 100
@@ -43,43 +50,121 @@ def _page_number(request: HttpRequest) -> str:
     return request.GET.get("page") or "1"
 
 
+def _partial(request: HttpRequest, template: str, region: str) -> str:
+    """``template#region`` for an htmx request that is not boosted, else ``template``."""
+    htmx = getattr(request, "htmx", None)
+    return f"{template}#{region}" if htmx and not htmx.boosted else template
+
+
+def timeline_url(journal: Journal) -> str:
+    """The timeline of ``journal`` (its scope in the path)."""
+    return reverse("journal:timeline", kwargs=scope_kwargs(journal))
+
+
+def scope_kwargs(journal: Journal) -> dict[str, str]:
+    """URL kwargs of a journal's scope: tenant, session, lane, branch."""
+    return {
+        "tenant": journal.session.tenant.slug,
+        "session": journal.session.key,
+        "lane": journal.lane,
+        "branch": journal.branch,
+    }
+
+
+# Sessions list ----------------------------------------------------------------------------
+
+
 @login_required
 def session_list(request: HtmxHttpRequest) -> HttpResponse:
-    """Sessions of the user's tenants, searchable by key/title, 25 per page."""
+    """Sessions of the user's tenants: search, filters (tenant, lane, activity), counts.
+
+    Counts per row: entries, folds, open obligations, pending reviews. A fixed number of
+    queries for any page (no N+1): see :func:`journal_app.selectors.sessions_for_user`.
+    """
     q = request.GET.get("q", "").strip()
-    sessions = selectors.sessions_for_user(request.user, q)
+    tenant = request.GET.get("tenant", "").strip()
+    lane = request.GET.get("lane", "").strip()
+    activity = request.GET.get("activity", "")
+    if activity not in selectors.ACTIVITY_DAYS:
+        activity = ""
+    sessions = selectors.sessions_for_user(
+        request.user, q, tenant=tenant, lane=lane, activity=activity
+    )
     page = Paginator(sessions, SESSIONS_PER_PAGE).get_page(_page_number(request))
+    rows = list(page.object_list)
+    open_obligations = selectors.open_obligations_by_session(rows)
+    for s in rows:
+        s.open_obligations = open_obligations.get(s.pk, 0)
+    filtered = bool(q or tenant or lane or activity)
     context = {
         "q": q,
+        "tenant": tenant,
+        "lane": lane,
+        "activity": activity,
+        "filtered": filtered,
+        "tenants": list(selectors.tenants_for_user(request.user).values_list("slug", flat=True)),
+        "activities": selectors.ACTIVITY_LABELS,
         "page": page,
+        "rows": rows,
         "permalink": _permalink(request, request.get_full_path()),
     }
-    template = "journal_app/session_list.html"
-    if request.htmx and not request.htmx.boosted:
-        template += "#session-table"
-    return render(request, template, context)
+    return render(
+        request, _partial(request, "journal_app/session_list.html", "session-table"), context
+    )
+
+
+# Session overview -------------------------------------------------------------------------
+
+
+def _chart_journal(request: HttpRequest, journals: list[Journal]) -> Journal | None:
+    wanted = request.GET.get("journal", "")
+    for j in journals:
+        if f"{j.lane}/{j.branch}" == wanted:
+            return j
+    if wanted:
+        raise Http404("no such lane/branch in this session")
+    for j in journals:
+        if j.lane == "main" and j.branch == "main":
+            return j
+    return journals[0] if journals else None
 
 
 @login_required
-def session_detail(request: HttpRequest, tenant: str, session: str) -> HttpResponse:
-    """Redirect to the session's main/main journal (or its first journal)."""
+def session_overview(request: HttpRequest, tenant: str, session: str) -> HttpResponse:
+    """One session: its lanes and branches (revision, folds, reviews), a token chart with
+    fold points (``?journal=lane/branch``), annotations, the export link."""
     s = selectors.get_session_for_user(request.user, tenant, session)
-    journal = selectors.default_journal(s)
-    if journal is None:
-        raise Http404("this session has no journal")
-    return redirect(_timeline_url(journal))
+    journals = selectors.session_journals(s)
+    chosen = _chart_journal(request, journals)
+    chart = None
+    if chosen is not None:
+        folds = selectors.fold_points(chosen)
+        chart = token_chart(
+            selectors.token_buckets(chosen),
+            [
+                FoldPoint(f["number"], f["seq"], f["ledger_active"], f["kind"], f["outcome"])
+                for f in folds
+            ],
+            head_seq=chosen.head_seq,
+        )
+    annotations = list(s.annotations.select_related("author").order_by("-created_at", "-pk")[:50])
+    context = {
+        "session": s,
+        "tenant": s.tenant,
+        "journals": journals,
+        "chosen": chosen,
+        "chart": chart,
+        "annotations": annotations,
+        "verdicts": [("good", "good compaction example"), ("bad", "bad compaction example")],
+        "meta": json.dumps(s.meta_dict, indent=2, ensure_ascii=False, sort_keys=True),
+        "export_url": reverse("ledger:export", args=[s.tenant.slug, s.key]),
+        "annotate_url": reverse("journal:annotate", args=[s.tenant.slug, s.key]),
+        "permalink": _permalink(request, request.get_full_path()),
+    }
+    return render(request, "journal_app/session.html", context)
 
 
-def _timeline_url(journal: Journal) -> str:
-    return reverse(
-        "journal:timeline",
-        kwargs={
-            "tenant": journal.session.tenant.slug,
-            "session": journal.session.key,
-            "lane": journal.lane,
-            "branch": journal.branch,
-        },
-    )
+# Timeline ---------------------------------------------------------------------------------
 
 
 @dataclass
@@ -90,6 +175,17 @@ class EntryRow:
     preview: str
     truncated: bool
     interrupted: bool = False
+    comments: int = 0
+
+
+@dataclass
+class CallColumn:
+    """One call of a parallel round, with its result (``None``: on another page or never)."""
+
+    call: EntryRow | None
+    result: EntryRow | None
+    call_id: str
+    interrupted: bool
 
 
 @dataclass
@@ -99,39 +195,83 @@ class RoundBlock:
     round: Round
     rows: list[EntryRow] = field(default_factory=list)
     continued: bool = False  # some of the round's entries are on another page
+    preface: list[EntryRow] = field(default_factory=list)  # parallel rounds: the non-call rows
+    columns: list[CallColumn] = field(default_factory=list)  # parallel rounds: side by side
+
+
+def _row(e: Entry, interrupted: set[str], comments: dict[int, int]) -> EntryRow:
+    text = e.text
+    return EntryRow(
+        entry=e,
+        preview=text[:PREVIEW_CHARS],
+        truncated=len(text) > PREVIEW_CHARS,
+        interrupted=e.kind == "tool_call" and e.tool_call_id in interrupted,
+        comments=comments.get(e.pk, 0),
+    )
+
+
+def _side_by_side(block: RoundBlock) -> None:
+    """Split a parallel round's rows into the preface and one column per call."""
+    by_call: dict[str, CallColumn] = {
+        c: CallColumn(None, None, c, c in block.round.interrupted_call_ids)
+        for c in block.round.call_ids
+    }
+    for row in block.rows:
+        e = row.entry
+        column = by_call.get(e.tool_call_id) if e.kind in ("tool_call", "tool_result") else None
+        if column is None:
+            block.preface.append(row)
+        elif e.kind == "tool_call":
+            column.call = row
+        else:
+            column.result = row
+    block.columns = [c for c in by_call.values() if c.call or c.result]
 
 
 @login_required
 def timeline(
-    request: HttpRequest, tenant: str, session: str, lane: str, branch: str
+    request: HtmxHttpRequest, tenant: str, session: str, lane: str, branch: str
 ) -> HttpResponse:
-    """Entries of one scope, 100 per page, grouped by API round."""
+    """Entries of one scope, 100 per page, grouped by API round.
+
+    Parallel calls are laid out side by side with their results; interrupted calls are
+    flagged; artifact receipts expand in place. ``?q=`` takes an entry filter expression
+    (:data:`ledger_app.filters.ENTRY_FIELDS`): the matching entries, flat, paginated.
+    """
     journal = selectors.get_journal_for_user(request.user, tenant, session, lane, branch)
-    entries = (
-        Entry.objects.filter(journal=journal).select_related("artifact__tenant").order_by("seq")
-    )
+    q = request.GET.get("q", "").strip()
+    error: FilterError | None = None
+    query = None
+    if q:
+        try:
+            query = parse_entries(q)
+        except FilterError as exc:
+            error = exc
+    entries: Any = selectors.JournalEntries(journal)
+    if q:
+        entries = Entry.objects.filter(journal=journal).select_related("artifact__tenant")
+        entries = entries.filter(selectors.entry_filter(query)) if query else entries.none()
+        entries = entries.order_by("seq")
     page = Paginator(entries, ENTRIES_PER_PAGE).get_page(_page_number(request))
     page_entries = list(page.object_list)
+    comments = selectors.comment_counts(entry_ids=[e.pk for e in page_entries])
     by_seq = {e.seq: e for e in page_entries}
-    all_rounds = selectors.journal_rounds(journal)
     blocks: list[RoundBlock] = []
-    for r in selectors.rounds_for_seqs(all_rounds, list(by_seq)):
-        interrupted = set(r.interrupted_call_ids)
-        block = RoundBlock(round=r, continued=any(s not in by_seq for s in r.seqs))
-        for s in r.seqs:
-            e = by_seq.get(s)
-            if e is None:
-                continue
-            text = e.text
-            block.rows.append(
-                EntryRow(
-                    entry=e,
-                    preview=text[:PREVIEW_CHARS],
-                    truncated=len(text) > PREVIEW_CHARS,
-                    interrupted=e.kind == "tool_call" and e.tool_call_id in interrupted,
-                )
-            )
-        blocks.append(block)
+    matches: list[EntryRow] = []
+    if q:
+        unanswered = selectors.unanswered_calls(
+            journal, [e.tool_call_id for e in page_entries if e.kind == "tool_call"]
+        )
+        matches = [_row(e, unanswered, comments) for e in page_entries]
+    elif page_entries:
+        rounds = selectors.page_rounds(journal, page_entries[0].seq, page_entries[-1].seq)
+        for r in rounds:
+            interrupted = set(r.interrupted_call_ids)
+            block = RoundBlock(round=r, continued=any(s not in by_seq for s in r.seqs))
+            block.rows = [_row(by_seq[s], interrupted, comments) for s in r.seqs if s in by_seq]
+            if r.parallel:
+                _side_by_side(block)
+            blocks.append(block)
     context = {
         "journal": journal,
         "session": journal.session,
@@ -139,10 +279,18 @@ def timeline(
         "journals": list(journal.session.journals.order_by("lane", "branch")),
         "page": page,
         "blocks": blocks,
-        "round_count": len(all_rounds),
+        "matches": matches,
+        "q": q,
+        "error": error,
+        "error_parts": error_parts(q, error) if error else None,
+        "fields": describe(ENTRY_FIELDS),
+        "timeline_url": timeline_url(journal),
         "permalink": _permalink(request, request.get_full_path()),
     }
-    return render(request, "journal_app/timeline.html", context)
+    return render(request, _partial(request, "journal_app/timeline.html", "entry-list"), context)
+
+
+# Entry ------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -171,16 +319,9 @@ def _parse_int(value: str | None) -> int | None:
         return None
 
 
-@login_required
-def entry_detail(request: HttpRequest, entry_hash: str) -> HttpResponse:
-    """One raw entry: fields, hashes, body, chunks, and the hash badge recomputed now.
-
-    ``?chunk=N`` highlights chunk N of the body; ``?quote=...`` highlights the first
-    occurrence of the quote in the entry's text (or in the raw body), or says it is absent.
-    """
-    entry = selectors.entry_for_user(request.user, entry_hash)
+def entry_context(request: HttpRequest, entry: Entry) -> dict[str, Any]:
+    """Everything the entry page shows (shared with the comment view's re-render)."""
     problems = entry_check(entry, chain=True)
-    checked_at = timezone.now()
     raw = entry.body.encode("utf-8", errors="surrogatepass")
     chunk_no = _parse_int(request.GET.get("chunk"))
     chunks = [
@@ -200,16 +341,16 @@ def entry_detail(request: HttpRequest, entry_hash: str) -> HttpResponse:
     quote_in_body = None if quote_in_text else _split_quote(entry.body, quote)
     previous_hash, next_hash = selectors.neighbour_hashes(entry)
     journal = entry.journal
-    context = {
+    return {
         "entry": entry,
         "journal": journal,
         "session": journal.session,
         "tenant": journal.session.tenant,
-        "timeline_url": _timeline_url(journal)
+        "timeline_url": timeline_url(journal)
         + f"?page={(entry.seq - 1) // ENTRIES_PER_PAGE + 1}#seq-{entry.seq}",
         "problems": problems,
         "verified": not problems,
-        "checked_at": checked_at,
+        "checked_at": timezone.now(),
         "text": text,
         "metadata": json.dumps(entry.meta_dict, indent=2, ensure_ascii=False, sort_keys=True),
         "chunks": chunks,
@@ -220,10 +361,25 @@ def entry_detail(request: HttpRequest, entry_hash: str) -> HttpResponse:
         "quote_in_body": quote_in_body,
         "previous_hash": display(previous_hash) if previous_hash else None,
         "next_hash": display(next_hash) if next_hash else None,
+        "comments": list(entry.comments.select_related("author").order_by("created_at", "pk")),
+        "comment_url": reverse("journal:entry_comment", args=[display(entry.entry_hash)]),
         "permalink": _permalink(request, reverse("journal:entry", args=[display(entry.entry_hash)]))
         + (("?" + request.GET.urlencode()) if request.GET else ""),
     }
-    return render(request, "journal_app/entry.html", context)
+
+
+@login_required
+def entry_detail(request: HttpRequest, entry_hash: str) -> HttpResponse:
+    """One raw entry: fields, hashes, body, chunks, comments, and the hash badge recomputed now.
+
+    ``?chunk=N`` highlights chunk N of the body; ``?quote=...`` highlights the first
+    occurrence of the quote in the entry's text (or in the raw body), or says it is absent.
+    """
+    entry = selectors.entry_for_user(request.user, entry_hash)
+    return render(request, "journal_app/entry.html", entry_context(request, entry))
+
+
+# Artifact ---------------------------------------------------------------------------------
 
 
 @login_required

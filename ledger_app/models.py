@@ -150,3 +150,108 @@ class TaskRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_name} {self.task_id} attempt {self.attempt}: {self.status}"
+
+
+class FoldAttempt(models.Model):
+    """One run of a writer over one range of a journal (DESIGN.md 5.3), whatever came of it.
+
+    Written with the fold it produced (``fold``), or alone when the fold failed (``fold`` is
+    ``None``, ``outcome`` ``failed``, ``error`` says why; the ledger is untouched and a later
+    run folds the same range). ``record`` holds the writer and verifier (model names, prompt
+    versions and hashes), every model call with its usage and latency, and the fallback
+    reason. The writer's answers are the :class:`Proposal` rows, their judgements the
+    :class:`Verdict` rows: every proposal, verdict, repair and fallback is reachable from
+    the fold as ``fold.attempts``.
+    """
+
+    class Outcome(models.TextChoices):
+        ACCEPTED = "accepted"
+        REPAIRED = "repaired"
+        FALLBACK = "fallback"
+        FAILED = "failed"
+
+    journal = models.ForeignKey(Journal, on_delete=models.PROTECT, related_name="fold_attempts")
+    fold = models.ForeignKey(
+        Fold, null=True, blank=True, on_delete=models.PROTECT, related_name="attempts"
+    )
+    number = models.PositiveIntegerField(help_text="the fold number this attempt was for")
+    seq_start = models.PositiveBigIntegerField()
+    seq_end = models.PositiveBigIntegerField()
+    revision = models.PositiveBigIntegerField()
+    range_hash = models.CharField(max_length=64)
+    writer = models.CharField(max_length=100)
+    writer_label = models.CharField(max_length=200, blank=True)
+    verifier = models.CharField(max_length=100, blank=True)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices)
+    error = models.TextField(blank=True)
+    record = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["journal_id", "created_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"attempt at fold {self.number} of {self.journal}: {self.outcome}"
+
+
+class Proposal(models.Model):
+    """One writer answer of an attempt: ``round`` 0 the proposal, 1 the repair, 2 the fallback.
+
+    ``kind``: ``proposal``/``repair`` (a model's reply, ``raw`` verbatim, ``parsed`` when it
+    validated, else ``error``), ``offline`` (the offline writer's items), ``fallback`` (the
+    mechanical ops that replaced a rejected repair). ``ops`` are the ops that stood.
+    """
+
+    class Kind(models.TextChoices):
+        PROPOSAL = "proposal"
+        REPAIR = "repair"
+        OFFLINE = "offline"
+        FALLBACK = "fallback"
+
+    attempt = models.ForeignKey(FoldAttempt, on_delete=models.PROTECT, related_name="proposals")
+    round = models.PositiveSmallIntegerField()
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    raw = models.TextField(blank=True)
+    parsed = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    verifier_raw = models.TextField(blank=True)
+    verifier_error = models.TextField(blank=True)
+    ops = models.JSONField(default=list)
+
+    class Meta:
+        ordering = ["attempt_id", "round"]
+        constraints = [
+            models.UniqueConstraint(fields=["attempt", "round"], name="proposal_unique_round")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} (round {self.round}) of {self.attempt}"
+
+
+class Verdict(models.Model):
+    """One judge's two verdicts on one proposed item (DESIGN.md 5.3).
+
+    ``judge``: ``verifier`` (the verifier model), ``rules`` (the rubric applied
+    mechanically), ``reducer`` (a dry run of the reducer's rules), ``parser`` (the item could
+    not be turned into an op: unknown seq, duplicate key). An item stands only when every
+    judge accepted it (``item_accepted``).
+    """
+
+    proposal = models.ForeignKey(Proposal, on_delete=models.PROTECT, related_name="verdicts")
+    key = models.CharField(max_length=100)
+    op = models.CharField(max_length=16, blank=True)
+    claim = models.TextField()
+    support = models.JSONField(default=list, help_text="cited entry hashes (hex)")
+    judge = models.CharField(max_length=16)
+    entailment = models.CharField(max_length=16)
+    entailment_reason = models.TextField(blank=True)
+    temporal = models.CharField(max_length=16)
+    temporal_reason = models.TextField(blank=True)
+    accepted = models.BooleanField(help_text="this judge accepted the item")
+    item_accepted = models.BooleanField(help_text="every judge accepted the item")
+
+    class Meta:
+        ordering = ["proposal_id", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.judge} on {self.key}: {self.entailment}/{self.temporal}"

@@ -10,13 +10,14 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import rfc8785
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from journal_app.models import Entry, Journal, Membership
@@ -28,11 +29,21 @@ from ledger_app.budget import plan_consolidation, render_fact
 from ledger_app.facts import support_hashes
 from ledger_app.loss import loss_report
 from ledger_app.mechanical import EntryView, is_pin_source, pin_fact, required_pins
-from ledger_app.models import Fold, RetirementRequest
+from ledger_app.model_client import ModelConfig
+from ledger_app.model_writer import FALLBACK_NOTE as FALLBACK_NOTE  # re-exported: views
+from ledger_app.model_writer import (
+    Composition,
+    FoldContext,
+    ModelWriter,
+    RoundRecord,
+    WriterFailed,
+    compose,
+)
+from ledger_app.models import Fold, FoldAttempt, Proposal, RetirementRequest, Verdict
+from ledger_app.offline import OfflineWriter
 from ledger_app.writers import MechanicalWriter, Writer
 
-WRITERS: dict[str, type] = {"mechanical": MechanicalWriter}
-FALLBACK_NOTE = "retrieve raw journal evidence before relying on omitted state"
+WRITERS: dict[str, type] = {"mechanical": MechanicalWriter, "offline": OfflineWriter}
 
 
 class LedgerError(Exception):
@@ -41,6 +52,17 @@ class LedgerError(Exception):
 
 class FoldRefused(LedgerError):
     """A required pin is missing or altered, or a pin no longer matches its entry; nothing stored."""
+
+
+class FoldFailed(LedgerError):
+    """The writer's model was unreachable (or refused): the fold is recorded failed, nothing else.
+
+    ``attempt`` is the stored ``failed`` :class:`~ledger_app.models.FoldAttempt`.
+    """
+
+    def __init__(self, message: str, *, attempt: FoldAttempt) -> None:
+        super().__init__(message)
+        self.attempt = attempt
 
 
 class ReviewError(LedgerError):
@@ -53,11 +75,15 @@ class ReviewForbidden(LedgerError):
 
 @dataclass
 class FoldResult:
-    """``fold`` is the stored fold (new, or the existing one for the same range); ``created``."""
+    """``fold`` is the stored fold (new, or the existing one for the same range); ``created``.
+
+    ``attempt`` is the :class:`~ledger_app.models.FoldAttempt` stored with a new fold.
+    """
 
     fold: Fold | None
     created: bool
     reason: str = ""
+    attempt: FoldAttempt | None = None
 
 
 def entry_view(entry: Entry) -> EntryView:
@@ -220,16 +246,201 @@ def _verdicts(reduction: reducer.Reduction) -> list[dict[str, Any]]:
     ]
 
 
-def _resolve_writer(writer: str | Writer) -> Writer:
+def model_config() -> ModelConfig:
+    """The model endpoint and names from the settings (``OPENAI_BASE_URL``, ...)."""
+    return ModelConfig.from_settings(settings)
+
+
+def default_writer() -> str:
+    """``"model"`` when a model is configured (``OPENAI_BASE_URL``), else ``"offline"``."""
+    return "model" if model_config().configured else "offline"
+
+
+def writer_resolve(writer: str | Writer | ModelWriter) -> Writer | ModelWriter:
+    """A writer object for a name (``mechanical``, ``offline``, ``model``) or the object given.
+
+    Raises:
+        LedgerError: unknown name, or ``"model"`` with no model configured.
+    """
     if isinstance(writer, str):
+        if writer == "model":
+            config = model_config()
+            if not config.configured:
+                raise LedgerError(
+                    "no model configured: set OPENAI_BASE_URL and WRITER_MODEL "
+                    "(or use the offline writer)"
+                )
+            return ModelWriter(config)
         if writer not in WRITERS:
-            raise LedgerError(f"unknown writer {writer!r} (known: {', '.join(WRITERS)})")
+            known = ", ".join([*WRITERS, "model"])
+            raise LedgerError(f"unknown writer {writer!r} (known: {known})")
         return WRITERS[writer]()
     return writer
 
 
+@dataclass
+class _Plan:
+    """What a fold would cover, read from the journal (no lock needed to read it)."""
+
+    start: int
+    end: int
+    covered: list[Entry]
+    hashes: list[str]
+    key: str
+    previous: Fold | None
+    number: int
+    views: list[EntryView]
+    prev_state: dict[str, Any]
+    rounds: list[Any]
+    revision: int
+
+
+def _plan(journal: Journal, upto: int | None) -> _Plan | FoldResult:
+    previous = latest_fold(journal)
+    last_range = latest_fold(journal, Fold.Kind.FOLD)
+    start = (last_range.seq_end or 0) + 1 if last_range else 1
+    limit = journal.head_seq if upto is None else min(upto, journal.head_seq)
+    entries = list(Entry.objects.filter(journal=journal, seq__gte=start).order_by("seq"))
+    rounds = [r for r in group_rounds(entries) if r.last_seq <= limit]
+    if rounds:
+        # an ended run's unanswered tail is final: fold it, stating the calls did not complete
+        rounds[-1].at_tail = rounds[-1].last_seq == journal.head_seq and journal.ended_at is None
+    end = complete_prefix_end(rounds)
+    if end is None or end < start:
+        return FoldResult(None, False, "nothing to fold: no complete API round after the last fold")
+    covered = [e for e in entries if e.seq <= end]
+    hashes = [e.entry_hash for e in covered]
+    key = range_hash(hashes)
+    existing = Fold.objects.filter(journal=journal, range_hash=key).first()
+    if existing is not None:
+        return FoldResult(existing, False, "this range is already folded")
+    return _Plan(
+        start=start,
+        end=end,
+        covered=covered,
+        hashes=hashes,
+        key=key,
+        previous=previous,
+        number=(previous.number + 1) if previous else 1,
+        views=[entry_view(e) for e in covered],
+        prev_state=previous.state_dict if previous else copy.deepcopy(reducer.EMPTY_STATE),
+        rounds=rounds,
+        revision=journal.head_seq,
+    )
+
+
+def fold_context(
+    *, journal: Journal, covered: Sequence[Entry], number: int, revision: int
+) -> FoldContext:
+    """What a writer may read besides the covered entries (DESIGN.md 5.1, support).
+
+    ``resolve`` returns earlier raw entries of ``journal`` at or before ``revision`` (by seq
+    or hash); ``evidence`` builds the reducer's evidence index for a list of ops.
+    """
+
+    def resolve(seqs: Iterable[int], hashes: Iterable[str]) -> list[EntryView]:
+        seqs, hashes = list(seqs), list(hashes)
+        if not seqs and not hashes:
+            return []
+        rows = Entry.objects.filter(journal=journal, seq__lte=revision).filter(
+            Q(seq__in=seqs) | Q(entry_hash__in=hashes)
+        )
+        return [entry_view(e) for e in rows]
+
+    def evidence(ops: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        return _evidence(journal, covered, ops, number, revision)
+
+    return FoldContext(number=number, revision=revision, resolve=resolve, evidence=evidence)
+
+
+def _context(journal: Journal, plan: _Plan) -> FoldContext:
+    return fold_context(
+        journal=journal, covered=plan.covered, number=plan.number, revision=plan.revision
+    )
+
+
+def _attempt_record(composed: Composition | None, plan: _Plan, error: WriterFailed | None) -> dict:
+    calls = error.calls if error is not None else composed.calls  # type: ignore[union-attr]
+    writer = error.writer if error is not None else composed.writer  # type: ignore[union-attr]
+    verifier = error.verifier if error is not None else composed.verifier  # type: ignore[union-attr]
+    record: dict[str, Any] = {
+        "covered": {"seq_start": plan.start, "seq_end": plan.end, "entries": len(plan.covered)},
+        "previous_fold": plan.previous.number if plan.previous else None,
+        "writer": writer,
+        "verifier": verifier,
+        "model_calls": [c.to_dict() for c in calls],
+    }
+    if composed is not None:
+        record["model_usage"] = composed.usage()
+        record["fallback_reason"] = composed.fallback_reason
+        record["note"] = composed.note
+    return record
+
+
+def _store_attempt(
+    *,
+    journal: Journal,
+    plan: _Plan,
+    fold: Fold | None,
+    outcome: str,
+    rounds: Sequence[RoundRecord],
+    record: dict[str, Any],
+    error: str = "",
+) -> FoldAttempt:
+    """One :class:`FoldAttempt` with a :class:`Proposal` per round and its :class:`Verdict` rows."""
+    writer, verifier = record.get("writer") or {}, record.get("verifier") or {}
+    attempt = FoldAttempt.objects.create(
+        journal=journal,
+        fold=fold,
+        number=plan.number,
+        seq_start=plan.start,
+        seq_end=plan.end,
+        revision=plan.revision,
+        range_hash=plan.key,
+        writer=str(writer.get("id", ""))[:100],
+        writer_label=str(writer.get("label", ""))[:200],
+        verifier=str(verifier.get("id", ""))[:100],
+        outcome=outcome,
+        error=error,
+        record=record,
+    )
+    verdicts = []
+    for r in rounds:
+        proposal = Proposal.objects.create(
+            attempt=attempt,
+            round=r.round,
+            kind=r.kind,
+            raw=r.raw,
+            parsed=r.parsed,
+            error=r.error,
+            verifier_raw=r.verifier_raw,
+            verifier_error=r.verifier_error,
+            ops=r.ops,
+        )
+        for item in r.items:
+            for j in item.judgements:
+                verdicts.append(
+                    Verdict(
+                        proposal=proposal,
+                        key=item.key[:100],
+                        op=str(item.op.get("op", ""))[:16],
+                        claim=item.claim,
+                        support=item.support,
+                        judge=j.judge,
+                        entailment=j.entailment,
+                        entailment_reason=j.entailment_reason,
+                        temporal=j.temporal,
+                        temporal_reason=j.temporal_reason,
+                        accepted=j.accepted,
+                        item_accepted=item.accepted,
+                    )
+                )
+    Verdict.objects.bulk_create(verdicts)
+    return attempt
+
+
 def ledger_fold(
-    *, journal: Journal, upto: int | None = None, writer: str | Writer = "mechanical"
+    *, journal: Journal, upto: int | None = None, writer: str | Writer | ModelWriter = "mechanical"
 ) -> FoldResult:
     """Fold the journal's unfolded complete API rounds, up to ``upto`` (default: head).
 
@@ -239,50 +450,93 @@ def ledger_fold(
     exactly the same entries as an existing one returns that fold (idempotency key: scope +
     covered range hash, DESIGN.md section 9).
 
+    A model writer (DESIGN.md 5.3, :mod:`ledger_app.model_writer`) works outside the lock:
+    the range is read, the models are called, then under the lock the range and the
+    previous fold are checked again before the fold is stored (if another fold got there
+    first, nothing is stored and the reason says so). Its outcome is ``accepted``,
+    ``repaired`` (after the one repair) or ``fallback`` (mechanical facts, labelled, with
+    the note to retrieve raw journal evidence). Every run that stores a fold also stores a
+    :class:`~ledger_app.models.FoldAttempt` with each proposal and verdict
+    (``fold.attempts``); the manifest records the writer and verifier models, their prompt
+    versions and hashes, and the usage and latency of every model call.
+
     Args:
         journal: the scope to fold.
         upto: highest seq the fold may cover; it ends at the last complete round at or
             before it. A trailing interrupted round is left for a later fold.
-        writer: ``"mechanical"`` (tool outcomes; outcome ``fallback``) or a
-            :class:`ledger_app.writers.Writer`.
+        writer: ``"mechanical"`` (tool outcomes; outcome ``fallback``), ``"offline"``
+            (deterministic rules, :mod:`ledger_app.offline`), ``"model"`` (the configured
+            models), or a writer object.
 
     Returns:
         :class:`FoldResult`; ``fold`` is ``None`` with a ``reason`` when nothing is foldable.
 
     Raises:
+        FoldFailed: the model was unreachable after the client's retries (or refused the
+            request). Nothing of the fold is stored; a ``failed`` FoldAttempt records the
+            error and the calls; a later run folds the same range.
         FoldRefused: a required pin missing or altered, or a pin that no longer matches its
             journal entry. Nothing is stored.
-        LedgerError: unknown writer name.
+        LedgerError: unknown writer name, or ``"model"`` with no model configured.
     """
-    w = _resolve_writer(writer)
+    w = writer_resolve(writer)
+    composed: Composition | None = None
+    first: _Plan | None = None
+    if getattr(w, "calls_models", False):
+        journal = Journal.objects.select_related("session__tenant").get(pk=journal.pk)
+        planned = _plan(journal, upto)
+        if isinstance(planned, FoldResult):
+            return planned
+        first = planned
+        try:
+            composed = compose(
+                w, entries=first.views, state=first.prev_state, ctx=_context(journal, first)
+            )
+        except WriterFailed as exc:
+            with transaction.atomic():
+                attempt = _store_attempt(
+                    journal=journal,
+                    plan=first,
+                    fold=None,
+                    outcome=FoldAttempt.Outcome.FAILED,
+                    rounds=exc.rounds,
+                    record=_attempt_record(None, first, exc),
+                    error=str(exc),
+                )
+            raise FoldFailed(
+                f"{journal.scope_label}: fold {first.number} failed, nothing stored: {exc}",
+                attempt=attempt,
+            ) from exc
     with transaction.atomic():
         journal = (
             Journal.objects.select_for_update().select_related("session__tenant").get(pk=journal.pk)
         )
-        previous = latest_fold(journal)
-        last_range = latest_fold(journal, Fold.Kind.FOLD)
-        start = (last_range.seq_end or 0) + 1 if last_range else 1
-        limit = journal.head_seq if upto is None else min(upto, journal.head_seq)
-        entries = list(Entry.objects.filter(journal=journal, seq__gte=start).order_by("seq"))
-        rounds = [r for r in group_rounds(entries) if r.last_seq <= limit]
-        if rounds:
-            rounds[-1].at_tail = rounds[-1].last_seq == journal.head_seq
-        end = complete_prefix_end(rounds)
-        if end is None or end < start:
+        planned = _plan(journal, first.end if first is not None else upto)
+        if isinstance(planned, FoldResult):
+            return planned
+        plan = planned
+        if first is not None and (
+            plan.key != first.key
+            or (plan.previous and plan.previous.pk) != (first.previous and first.previous.pk)
+        ):
             return FoldResult(
-                None, False, "nothing to fold: no complete API round after the last fold"
+                None,
+                False,
+                "another fold changed the ledger while the models were working; fold again",
             )
-        covered = [e for e in entries if e.seq <= end]
-        hashes = [e.entry_hash for e in covered]
-        key = range_hash(hashes)
-        existing = Fold.objects.filter(journal=journal, range_hash=key).first()
-        if existing is not None:
-            return FoldResult(existing, False, "this range is already folded")
-        number = (previous.number + 1) if previous else 1
-        views = [entry_view(e) for e in covered]
-        prev_state = previous.state_dict if previous else copy.deepcopy(reducer.EMPTY_STATE)
+        if composed is None:
+            composed = compose(
+                w, entries=plan.views, state=plan.prev_state, ctx=_context(journal, plan)
+            )
+        start, end, covered, hashes, key = plan.start, plan.end, plan.covered, plan.hashes, plan.key
+        previous, number, views, prev_state = (
+            plan.previous,
+            plan.number,
+            plan.views,
+            plan.prev_state,
+        )
         pin_ops = [{"op": "add", "fact": pin_fact(v)} for v in views if is_pin_source(v)]
-        ops = pin_ops + w.propose(views, prev_state)
+        ops = pin_ops + composed.ops
         delta = {
             "fold": number,
             "revision": journal.head_seq,
@@ -296,8 +550,8 @@ def ledger_fold(
             raise FoldRefused(str(exc)) from exc
         state = reduction.state
         instructions = instructions_check(journal, state)
-        outcome = Fold.Outcome.FALLBACK if w.id == "mechanical" else Fold.Outcome.ACCEPTED
-        interrupted = [c for r in rounds if r.last_seq <= end for c in r.interrupted_call_ids]
+        outcome = composed.outcome
+        interrupted = [c for r in plan.rounds if r.last_seq <= end for c in r.interrupted_call_ids]
         ledger_text = "\n".join(
             render_fact(f) for f in state["facts"].values() if f["lifecycle"] == "active"
         )
@@ -311,8 +565,8 @@ def ledger_fold(
             "range_hash": key,
             "previous_fold": previous.number if previous else None,
             "revision": journal.head_seq,
-            "writer": {"id": w.id, "label": w.label, "prompt_version": w.prompt_version},
-            "verifier": {"id": "reducer-rules", "prompt_version": None},
+            "writer": composed.writer,
+            "verifier": composed.verifier,
             "tokens": {
                 "covered": sum(e.token_count for e in covered),
                 "ledger_active": _active_tokens(state),
@@ -327,8 +581,16 @@ def ledger_fold(
             "instructions": instructions,
             "loss": loss_report(views, ledger_text).to_dict(),
         }
-        if outcome == Fold.Outcome.FALLBACK:
-            manifest["note"] = "mechanical facts only: " + FALLBACK_NOTE
+        if composed.calls:
+            manifest["model_calls"] = [c.to_dict() for c in composed.calls]
+            manifest["tokens"]["model"] = {
+                **composed.usage(),
+                "source": "server-reported usage of the writer and verifier calls",
+            }
+        if composed.rounds:
+            manifest["review"] = composed.review()
+        if composed.note:
+            manifest["note"] = composed.note
         verdicts = _verdicts(reduction)
         try:
             with transaction.atomic():
@@ -341,8 +603,8 @@ def ledger_fold(
                     revision=journal.head_seq,
                     range_hash=key,
                     outcome=outcome,
-                    writer=w.id,
-                    verifier="reducer-rules",
+                    writer=str(composed.writer.get("id", w.id))[:100],
+                    verifier=str(composed.verifier.get("id", ""))[:100],
                     manifest=manifest,
                     delta=rfc8785.dumps({**delta, "verdicts": verdicts}).decode("utf-8"),
                     state=reducer.state_bytes(state).decode("utf-8"),
@@ -357,6 +619,14 @@ def ledger_fold(
             if existing is None:
                 raise
             return FoldResult(existing, False, "this range is already folded")
+        attempt = _store_attempt(
+            journal=journal,
+            plan=plan,
+            fold=fold,
+            outcome=outcome,
+            rounds=composed.rounds,
+            record=_attempt_record(composed, plan, None),
+        )
         for r in reduction.results:
             if r.op == "retire" and r.status == "pending":
                 fact = state["facts"][r.fact_id]
@@ -369,7 +639,106 @@ def ledger_fold(
                     evidence=pending["evidence"],
                     reason=pending.get("reason", ""),
                 )
-    return FoldResult(fold, True)
+    return FoldResult(fold, True, attempt=attempt)
+
+
+@dataclass
+class CompactRow:
+    """One line of ``compact``'s table: a fold, a failed attempt, or a consolidation."""
+
+    fold: Fold | None
+    outcome: str
+    created: bool = True
+    reason: str = ""
+    attempt: FoldAttempt | None = None
+
+
+@dataclass
+class CompactReport:
+    """What :func:`ledger_compact` did: the writer used, one row per fold, why it stopped."""
+
+    writer: str
+    writer_label: str
+    rows: list[CompactRow] = field(default_factory=list)
+    stopped: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return any(r.outcome == FoldAttempt.Outcome.FAILED for r in self.rows)
+
+
+def _slice_end(journal: Journal, budget_tokens: int) -> int | None:
+    """Last seq of the next fold: whole rounds after the last fold, about ``budget_tokens``."""
+    last = latest_fold(journal, Fold.Kind.FOLD)
+    start = (last.seq_end or 0) + 1 if last else 1
+    entries = list(
+        Entry.objects.filter(journal=journal, seq__gte=start)
+        .order_by("seq")
+        .only("seq", "kind", "role", "tool_call_id", "token_count")
+    )
+    tokens = {e.seq: e.token_count for e in entries}
+    end, total = None, 0
+    for r in group_rounds(entries):
+        size = sum(tokens[s] for s in r.seqs)
+        if end is not None and total + size > budget_tokens:
+            break
+        end, total = r.last_seq, total + size
+    return end
+
+
+def ledger_compact(
+    *,
+    journal: Journal,
+    writer: str | Writer | ModelWriter | None = None,
+    fold_tokens: int | None = None,
+    max_folds: int = 10_000,
+) -> CompactReport:
+    """Fold a journal's unfolded rounds in slices, then consolidate (``manage.py compact``).
+
+    Each fold covers whole API rounds worth about ``fold_tokens`` covered tokens (default
+    ``LEDGER_FOLD_THRESHOLD_TOKENS``; a single larger round is one fold), so a long
+    session becomes a sequence of folds a model can read. Stops when nothing is left, at
+    the first failed fold (the ledger keeps every fold before it; running again retries
+    from there), or after ``max_folds``. Then :func:`ledger_consolidate` runs once.
+
+    Args:
+        journal: the scope.
+        writer: ``"offline"``, ``"model"``, ``"mechanical"`` or a writer object; default
+            :func:`default_writer` (the model when ``OPENAI_BASE_URL`` is set, else offline).
+        fold_tokens: covered tokens per fold.
+
+    Returns:
+        :class:`CompactReport`.
+
+    Raises:
+        LedgerError: unknown writer, or ``"model"`` without a configured model.
+        FoldRefused: a pin check failed (nothing of that fold stored).
+    """
+    w = writer_resolve(writer if writer is not None else default_writer())
+    budget = settings.LEDGER_FOLD_THRESHOLD_TOKENS if fold_tokens is None else fold_tokens
+    report = CompactReport(writer=w.id, writer_label=w.label)
+    while len(report.rows) < max_folds:
+        upto = _slice_end(journal, budget)
+        if upto is None:
+            report.stopped = "nothing left to fold"
+            break
+        try:
+            result = ledger_fold(journal=journal, upto=upto, writer=w)
+        except FoldFailed as exc:
+            report.rows.append(
+                CompactRow(None, FoldAttempt.Outcome.FAILED, False, str(exc), exc.attempt)
+            )
+            report.stopped = "a fold failed; nothing of it was stored; run compact again"
+            return report
+        if result.fold is None or not result.created:
+            report.stopped = result.reason
+            break
+        report.rows.append(CompactRow(result.fold, result.fold.outcome, True, "", result.attempt))
+        journal.refresh_from_db()
+    consolidated = ledger_consolidate(journal=journal)
+    if consolidated.fold is not None:
+        report.rows.append(CompactRow(consolidated.fold, consolidated.fold.outcome))
+    return report
 
 
 def ledger_consolidate(

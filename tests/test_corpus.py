@@ -96,5 +96,29 @@ def test_the_claude_file_ending_on_three_unanswered_calls_shows_exactly_those_as
     interrupted = [c for r in rounds for c in r.interrupted_call_ids]
     assert len(interrupted) == 3
     assert rounds[-1].at_tail and rounds[-1].interrupted_call_ids == interrupted
-    fold = ledger_fold(journal=journal).fold
-    assert fold.seq_end < rounds[-1].first_seq
+    # an imported transcript is a run that stopped: the tail is folded as three calls that
+    # did not complete (open obligations), never as a complete round
+    assert journal.ended_at is not None
+    ledger_fold(journal=journal)
+    fold = Fold.objects.filter(journal=journal, kind="fold").order_by("-number").first()
+    assert fold.seq_end == journal.head_seq
+    calls = {
+        e.entry_hash for e in entries if e.tool_call_id in interrupted and e.kind == "tool_call"
+    }
+    open_ = [f for f in fold.state_dict["facts"].values() if f.get("outcome") == "interrupted"]
+    assert {f["support"][0]["entry"] for f in open_} == calls
+    assert all(f["category"] == "open_obligation" and f["lifecycle"] == "active" for f in open_)
+    assert fold.manifest["interrupted_calls"] == interrupted
+
+
+@pytest.mark.django_db
+def test_a_live_journal_keeps_its_unanswered_tail_out_of_the_fold():
+    from journal_app.formats.base import message, tool_call
+    from journal_app.services import journal_append, journal_ensure, session_ensure, tenant_ensure
+
+    j = journal_ensure(session=session_ensure(tenant=tenant_ensure(slug="live"), key="s"))
+    journal_append(
+        journal=j, items=[message("user", "go"), tool_call("c", "exec", {"command": "make"})]
+    )
+    fold = ledger_fold(journal=j).fold
+    assert fold.seq_end == 1 and j.ended_at is None

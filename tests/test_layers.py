@@ -7,6 +7,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PURE = [
+    "config/logging.py",
+    "config/env.py",
     "journal_app/hashing.py",
     "journal_app/chunking.py",
     "journal_app/rounds.py",
@@ -21,6 +23,12 @@ PURE = [
     "ledger_app/writers.py",
     "ledger_app/budget.py",
     "ledger_app/loss.py",
+    "ledger_app/model_client.py",
+    "ledger_app/proposals.py",
+    "ledger_app/offline.py",
+    "ledger_app/model_writer.py",
+    "ledger_app/context.py",
+    "ledger_app/validation.py",
 ]
 
 

@@ -16,6 +16,7 @@ from journal_app.formats import (
     atif,
     claude_code,
     codex,
+    ledgerkeep_export,
     mini_swe_agent,
     openai_chat,
     opencode,
@@ -27,6 +28,7 @@ from journal_app.formats.source import Source, read_source
 
 # Detection order matters: the more specific shapes first, the generic message lists last.
 _MODULES: tuple[ModuleType, ...] = (
+    ledgerkeep_export,
     opencode,
     claude_code,
     codex,

@@ -57,6 +57,25 @@ def short_title(text: str, limit: int = TITLE_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
+FAILED_STATUSES = ("interrupted", "killed", "timeout", "timed_out", "cancelled", "error", "failed")
+
+
+def json_status(output: str) -> str:
+    """The lowercased string ``status`` of a JSON-object tool output, else ``""``.
+
+    A run killed by a signal reports ``{"status": "interrupted", "exit_code": null, ...}``
+    (shared/cases/05): not a success, whatever its partial output says.
+    """
+    if not output.startswith("{"):
+        return ""
+    try:
+        value = json.loads(output)
+    except ValueError:
+        return ""
+    status = value.get("status") if isinstance(value, dict) else None
+    return status.lower() if isinstance(status, str) else ""
+
+
 def json_exit_code(output: str) -> int | None:
     """The integer ``exit_code`` (or ``returncode``) of a tool output that is a JSON object.
 
@@ -263,11 +282,15 @@ def parse(source: Source) -> ParsedSession:
                 name = ""
             is_error = output.startswith(ERROR_PREFIX)
             exit_code = json_exit_code(output)
+            status = json_status(output)
             if is_error:
                 meta["is_error_from"] = f"content starts with {ERROR_PREFIX!r}"
             elif exit_code:
                 is_error = True
                 meta["is_error_from"] = f"JSON content has exit_code {exit_code}"
+            elif status in FAILED_STATUSES:
+                is_error = True
+                meta["is_error_from"] = f"JSON content has status {status!r}"
             journal_id = pending.pop(call_id, call_id)
             if journal_id != call_id:
                 meta["source_tool_call_id"] = call_id

@@ -179,7 +179,7 @@ def test_it_paginates_thirty_sessions(client, acme, member, django_assert_max_nu
     for i in range(30):
         journal_build(tenant=acme, key=f"s{i:02d}", items=[message("user", f"task {i}")])
     client.force_login(member)
-    with django_assert_max_num_queries(6):
+    with django_assert_max_num_queries(9):
         first = client.get("/").content.decode()
     assert first.count('<th scope="row"><a href="/t/acme/') == 25
     assert "Page 1 of 2" in first
@@ -188,15 +188,106 @@ def test_it_paginates_thirty_sessions(client, acme, member, django_assert_max_nu
     assert second.count('<th scope="row"><a href="/t/acme/') == 5
 
 
-# Timeline ---------------------------------------------------------------------------------
+def _row_of(body, key):
+    start = body.index(f'<a href="/t/acme/{key}/">')
+    return body[start : body.index("</tr>", start)]
 
 
-def test_it_redirects_a_session_to_its_main_journal(client, acme, member, journal):
-    journal_build(tenant=acme, key="refunds", lane="alpha", items=[message("user", "x")])
+def test_it_counts_open_obligations_and_pending_reviews(client, acme, member, journal):
+    """The interrupted call ``t2``, once a later message closes it off, is folded as an open
+    obligation; retiring the P0 pin with later user evidence queues a review."""
+    from journal_app.services import journal_append
+    from ledger_app.services import ledger_fold
+    from ledger_app.writers import ScriptedWriter
+
+    journal_append(journal=journal, items=[message("user", "Leave the tests for now.")])
+    fold_build(journal)  # seq 1-12: t2 "did not complete" is an open obligation
+    journal_append(journal=journal, items=[message("user", "Stop; the payments rule is lifted.")])
+    pin = next(f for f in journal.folds.get().state_dict["facts"].values() if f.get("pin"))
+    lifted = Entry.objects.get(journal=journal, seq=13).entry_hash
+    ledger_fold(
+        journal=journal,
+        writer=ScriptedWriter([{"op": "retire", "id": pin["id"], "evidence": [lifted]}]),
+    )
+    client.force_login(member)
+    row = _row_of(client.get("/").content.decode(), "refunds")
+    assert row.count('<td class="num">13</td>') == 2  # entries and head seq
+    assert '<td class="num">2</td>' in row  # two folds
+    assert '<td class="num"><strong>1</strong></td>' in row  # t2 did not complete
+    assert ">1</a>" in row and "/ledger/reviews/?tenant=acme" in row  # one pending review
+
+
+def test_it_filters_sessions_by_tenant_lane_and_activity(client, acme, member, journal):
+    other = TenantFactory(slug="other")
+    MembershipFactory(tenant=other, user=member)
+    journal_build(tenant=other, key="elsewhere", lane="worker-2", items=[message("user", "x")])
+    client.force_login(member)
+    body = client.get("/", {"tenant": "other"}).content.decode()
+    assert "/t/other/elsewhere/" in body and "/t/acme/refunds/" not in body
+    body = client.get("/", {"lane": "worker-2"}).content.decode()
+    assert "/t/other/elsewhere/" in body and "/t/acme/refunds/" not in body
+    body = client.get("/", {"activity": "day"}).content.decode()
+    assert "/t/other/elsewhere/" in body and "/t/acme/refunds/" in body
+    body = client.get("/", {"activity": "idle"}).content.decode()
+    assert "No session matches these filters" in body
+    body = client.get("/", {"tenant": "globex"}).content.decode()  # not a member: nothing
+    assert "No session matches these filters" in body
+    assert '<option value="other">other</option>' in client.get("/").content.decode()
+
+
+# Session overview -------------------------------------------------------------------------
+
+
+def test_it_shows_the_session_overview_with_lanes_and_a_token_chart(client, acme, member, journal):
+    fold_build(journal)
+    journal_build(tenant=acme, key="refunds", lane="alpha", items=[message("user", "side job")])
     client.force_login(member)
     response = client.get(reverse("journal:session", args=["acme", "refunds"]))
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert "main/main" in body and "alpha/main" in body
+    assert "/t/acme/refunds/alpha/main/" in body
+    assert '<svg viewBox="0 0 760 260" role="img"' in body
+    assert 'class="series-journal"' in body and 'class="fold-point fold-fallback"' in body
+    assert reverse("ledger:fold", args=["acme", "refunds", "main", "main", 1]) in body
+    assert "Tokens over the journal of main/main" in body
+    assert reverse("ledger:export", args=["acme", "refunds"]) in body
+    assert "Label this session" in body
+    alpha = client.get(
+        reverse("journal:session", args=["acme", "refunds"]), {"journal": "alpha/main"}
+    ).content.decode()
+    assert "Tokens over the journal of alpha/main" in alpha
+    assert "No fold yet" in alpha
+    missing = client.get(reverse("journal:session", args=["acme", "refunds"]), {"journal": "x/y"})
+    assert missing.status_code == 404
+
+
+def test_the_overview_chart_sums_tokens_in_the_database(member, journal):
+    from journal_app.selectors import token_buckets
+
+    buckets = token_buckets(journal, buckets=4)
+    assert [last for last, _ in buckets] == [3, 6, 9, 11]
+    assert sum(t for _, t in buckets) == sum(journal.entries.values_list("token_count", flat=True))
+
+
+def test_it_records_an_annotation(client, member, journal):
+    from audit_app.models import Annotation
+
+    client.force_login(member)
+    url = reverse("journal:annotate", args=["acme", "refunds"])
+    response = client.post(url, {"verdict": "good", "note": "kept every pin"})
     assert response.status_code == 302
-    assert response["Location"] == "/t/acme/refunds/main/main/"
+    assert response["Location"] == "/t/acme/refunds/#annotations"
+    body = client.get(response["Location"]).content.decode()
+    assert "good compaction example" in body and "kept every pin" in body
+    assert "Annotation recorded." in body
+    assert Annotation.objects.get().author == member
+    client.post(url, {"verdict": "so-so"})
+    assert Annotation.objects.count() == 1
+    assert client.get(url).status_code == 405
+
+
+# Timeline ---------------------------------------------------------------------------------
 
 
 def test_it_shows_the_timeline_grouped_by_round(client, member, journal):
@@ -208,7 +299,7 @@ def test_it_shows_the_timeline_grouped_by_round(client, member, journal):
     assert entry.short_hash in body
     assert _entry_url(entry) in body
     assert 'id="seq-4"' in body
-    assert "Round 2" in body
+    assert '<h2 id="round-3">' in body and "API round" in body  # the parallel round, by seq
     assert "parallel · 2 calls" in body  # r1 and r2 in one response
     assert "interrupted: no result" in body  # t2 never answered
     assert "read_file" in body
@@ -260,7 +351,7 @@ def test_it_paginates_the_timeline_with_bounded_queries(
     j = journal_build(tenant=acme, key="long", items=[message("user", "go"), *items])
     url = _timeline_url(j)
     client.force_login(member)
-    with django_assert_max_num_queries(7):
+    with django_assert_max_num_queries(9):
         first = client.get(url).content.decode()
     assert "Entries 1–100 of 151" in first
     assert 'id="seq-100"' in first and 'id="seq-101"' not in first
@@ -367,3 +458,166 @@ def test_it_shows_a_red_badge_when_artifact_bytes_changed(client, settings, acme
     ).content.decode()
     assert "hash check failed" in body
     assert "hash verified" not in body
+
+
+# Timeline: filter expression and parallel calls -------------------------------------------
+
+
+def test_it_lays_parallel_calls_side_by_side_with_their_results(client, member, journal):
+    client.force_login(member)
+    body = client.get(_timeline_url(journal)).content.decode()
+    start = body.index('<div class="parallel-calls">')
+    grid = body[start : body.index("</section>", start)]
+    assert grid.count('<article class="call-column') == 2
+    r1 = grid.index('aria-label="Call r1"')
+    r2 = grid.index('aria-label="Call r2"')
+    # each column holds its call (seq 4 / 5) and then its result (seq 6 / 7)
+    assert r1 < grid.index('id="seq-4"') < grid.index('id="seq-6"') < r2
+    assert r2 < grid.index('id="seq-5"') < grid.index('id="seq-7"')
+    assert "billing/refunds.py" in grid and "def test_refund" in grid
+
+
+def test_it_flags_an_interrupted_call(client, member, journal):
+    client.force_login(member)
+    body = client.get(_timeline_url(journal)).content.decode()
+    row = body[body.index('id="seq-11"') :]
+    assert "interrupted: no result" in row[: row.index("</tr>")]
+    assert "interrupted · run stopped mid-turn" in body
+
+
+def test_it_filters_entries_with_an_expression(client, member, journal):
+    client.force_login(member)
+    body = client.get(_timeline_url(journal), {"q": "kind:tool_result error:true"}).content.decode()
+    assert "1 entry match <code>kind:tool_result error:true</code>" in body
+    assert 'id="seq-9"' in body and 'id="seq-6"' not in body
+    body = client.get(
+        _timeline_url(journal), {"q": 'text:"refund rounding" role:user'}
+    ).content.decode()
+    assert 'id="seq-2"' in body and 'id="seq-10"' not in body
+    body = client.get(_timeline_url(journal), {"q": "-kind:message seq:4..7"}).content.decode()
+    assert all(f'id="seq-{n}"' in body for n in (4, 5, 6, 7))
+    assert 'id="seq-3"' not in body and 'id="seq-8"' not in body
+    body = client.get(_timeline_url(journal), {"q": "tool:read_file"}).content.decode()
+    assert "2 entries match" in body
+
+
+def test_it_shows_a_bad_entry_expression_with_its_position(client, member, journal):
+    client.force_login(member)
+    response = client.get(_timeline_url(journal), {"q": "kind:tool_call colour:red"})
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert "Bad filter expression</strong> at position 16, token <code>colour:red</code>" in body
+    assert "unknown field &#x27;colour&#x27;" in body
+    assert "<code>kind:tool_call <mark>colour:red</mark></code>" in body
+    assert 'id="seq-4"' not in body  # nothing filtered with half an expression
+
+
+def test_it_returns_only_the_entry_list_to_htmx(client, member, journal):
+    client.force_login(member)
+    response = client.get(_timeline_url(journal), {"q": "role:user"}, HTTP_HX_REQUEST="true")
+    body = response.content.decode()
+    assert body.lstrip().startswith('<section id="entry-list"')
+    assert "<html" not in body and 'id="entry-filter"' not in body
+    assert 'id="seq-10"' in body
+
+
+def test_it_says_what_to_do_when_the_journal_is_empty(client, acme, member):
+    from journal_app.services import journal_ensure, session_ensure
+
+    j = journal_ensure(session=session_ensure(tenant=acme, key="empty"))
+    client.force_login(member)
+    body = client.get(_timeline_url(j)).content.decode()
+    assert "This journal has no entries yet" in body
+    assert "import_journal PATH --tenant acme --session empty --lane main --branch main" in body
+
+
+# Comments on entries ----------------------------------------------------------------------
+
+
+def test_it_adds_a_comment_to_an_entry(client, member, journal):
+    from audit_app.models import AuditEvent, Comment
+
+    entry = Entry.objects.get(journal=journal, seq=9)
+    client.force_login(member)
+    url = reverse("journal:entry_comment", args=[display(entry.entry_hash)])
+    response = client.post(url, {"text": "this failure is the real blocker"})
+    assert response.status_code == 302
+    assert response["Location"] == _entry_url(entry) + "#comments"
+    body = client.get(_entry_url(entry)).content.decode()
+    assert "this failure is the real blocker" in body and "<strong>alice</strong>" in body
+    assert Comment.objects.get().entry == entry
+    assert AuditEvent.objects.get().action == "comment.add"
+    timeline = client.get(_timeline_url(journal)).content.decode()
+    assert "1 comment</a>" in timeline
+
+
+def test_htmx_gets_the_comment_region_back_with_errors_in_it(client, member, journal):
+    entry = Entry.objects.get(journal=journal, seq=2)
+    client.force_login(member)
+    url = reverse("journal:entry_comment", args=[display(entry.entry_hash)])
+    response = client.post(url, {"text": "  "}, HTTP_HX_REQUEST="true")
+    body = response.content.decode()
+    assert body.lstrip().startswith('<section id="comments"')
+    assert "a comment needs text" in body
+    response = client.post(url, {"text": "ok"}, HTTP_HX_REQUEST="true")
+    assert "<strong>alice</strong>" in response.content.decode()
+    assert client.get(url).status_code == 405
+
+
+def test_comment_forms_are_csrf_protected(member, journal):
+    from django.test import Client
+
+    entry = Entry.objects.get(journal=journal, seq=2)
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(member)
+    url = reverse("journal:entry_comment", args=[display(entry.entry_hash)])
+    assert client.post(url, {"text": "no token"}).status_code == 403
+    page = client.get(_entry_url(entry)).content.decode()
+    token = page.split('name="csrfmiddlewaretoken" value="', 1)[1].split('"', 1)[0]
+    assert client.post(url, {"text": "with token", "csrfmiddlewaretoken": token}).status_code == 302
+
+
+# Audit log --------------------------------------------------------------------------------
+
+
+def test_only_tenant_admins_read_the_audit_log(client, acme, member, outsider, journal):
+    from audit_app.services import annotation_add
+    from journal_app.models import Membership
+
+    annotation_add(session=journal.session, author=member, verdict="good")
+    url = reverse("journal:audit_log", args=["acme"])
+    client.force_login(member)  # an operator
+    assert client.get(url).status_code == 403
+    client.force_login(outsider)
+    assert client.get(url).status_code == 404
+    boss = MembershipFactory(
+        tenant=acme, user=UserFactory(username="boss"), role=Membership.Role.ADMIN
+    ).user
+    client.force_login(boss)
+    body = client.get(url).content.decode()
+    assert "<code>annotation.add</code>" in body and "alice" in body
+    assert "verdict=good" in body
+
+
+def test_a_page_groups_rounds_from_a_window_not_the_whole_journal(acme, monkeypatch):
+    from journal_app import selectors
+
+    items = [message("user", "go")]
+    for i in range(60):
+        items += [tool_call(f"c{i}", "exec", {"i": i}), tool_result(f"c{i}", str(i))]
+    j = journal_build(tenant=acme, key="window", items=items)
+    monkeypatch.setattr(selectors, "ROUND_WINDOW", 10)
+    rounds = selectors.page_rounds(j, 101, 110)
+    assert [r.seqs for r in rounds] == [
+        [100, 101],
+        [102, 103],
+        [104, 105],
+        [106, 107],
+        [108, 109],
+        [110, 111],
+    ]
+    assert all(r.status == "complete" for r in rounds)  # 111, past the page, is in the window
+    assert not rounds[-1].at_tail
+    tail = selectors.page_rounds(j, 119, 121)
+    assert tail[-1].at_tail and tail[-1].seqs == [120, 121]
+    assert min(s for r in tail for s in r.seqs) >= 118

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from journal_app.formats.base import tool_result
+from journal_app.formats.base import message, tool_result
 from journal_app.hashing import display
 from journal_app.models import Entry, Journal
 from journal_app.services import journal_append
@@ -161,7 +161,7 @@ def test_it_returns_only_the_fact_table_to_htmx(client, member, folded):
     response = client.get(FACTS_URL, {"priority": "P0"}, HTTP_HX_REQUEST="true")
     body = response.content.decode()
     assert body.lstrip().startswith('<section id="fact-table"')
-    assert "<html" not in body and "<form" not in body
+    assert "<html" not in body and 'id="fact-filters"' not in body
     assert "3 of 6 facts" in body
 
 
@@ -193,7 +193,7 @@ def test_it_links_quoted_support_to_the_highlighted_entry(client, member, folded
     client.force_login(member)
     body = client.get(FACTS_URL, {"category": "decision"}).content.decode()
     link = reverse("journal:entry", args=[display(goal.entry_hash)]) + "?quote=refund+rounding"
-    assert f'href="{link}"' in body
+    assert f'href="{link}#quote"' in body
     entry_page = client.get(link).content.decode()
     assert '<mark id="quote">refund rounding</mark>' in entry_page
     assert "hash verified" in entry_page
@@ -253,3 +253,346 @@ def test_it_shows_the_mechanical_fold_manifest(client, member, folded):
     assert "&quot;entry_hashes&quot;" in body
     assert "mechanical facts only" in body
     assert client.get(reverse("ledger:fold", args=[*SCOPE, 5])).status_code == 404
+
+
+# Filter expression, pagination, comments on facts -----------------------------------------
+
+
+def test_it_filters_facts_with_an_expression_and_the_selects(client, member, folded):
+    client.force_login(member)
+    body = client.get(FACTS_URL, {"q": "pin:true text:payments"}).content.decode()
+    assert "1 of 6 facts after fold 1 matching <code>pin:true text:payments</code>." in body
+    assert "Never modify the payments tables" in body
+    body = client.get(FACTS_URL, {"q": "-pin:true", "priority": "P3"}).content.decode()
+    assert "matching priority = P3, <code>-pin:true</code>" in body
+    assert "pin, verbatim</span>" not in body
+    assert "Permalink" in body and "q=-pin%3Atrue" in body
+
+
+def test_it_shows_a_bad_fact_expression_with_its_position(client, member, folded):
+    client.force_login(member)
+    body = client.get(FACTS_URL, {"q": 'priority:P9 text:"x'}).content.decode()
+    assert "at position 1, token <code>priority:P9</code>" in body
+    assert "&#x27;P9&#x27; is not a priority (allowed: P0, P1, P2, P3)" in body
+    assert "0 of 6 facts" in body
+    assert "No fact matches these filters" not in body  # the error says why, not "no match"
+    body = client.get(FACTS_URL, {"q": 'priority:P0 text:"x'}).content.decode()
+    assert "at position 13" in body and "unterminated quote" in body
+
+
+def test_it_paginates_facts(client, acme, member):
+    from journal_app.formats.base import tool_call
+
+    items = [message("user", "go")]
+    for i in range(130):
+        items += [tool_call(f"c{i}", "exec", {"i": i}), tool_result(f"c{i}", f"ok {i}")]
+    j = journal_build(tenant=acme, key="big", items=items)
+    fold_build(j)
+    client.force_login(member)
+    url = reverse("ledger:facts", args=["acme", "big", "main", "main"])
+    first = client.get(url).content.decode()
+    assert "100 of 131 facts" not in first
+    assert "131 of 131 facts after fold 1; 1–100 shown." in first
+    assert first.count('<tr id="fact-') == 100
+    assert "Page 1 of 2" in first
+    second = client.get(url, {"page": 2}).content.decode()
+    assert second.count('<tr id="fact-') == 31
+
+
+def test_it_adds_a_comment_to_a_fact(client, member, folded):
+    from audit_app.models import Comment
+    from ledger_app.views import fact_dom_id
+
+    pin = next(f for f in folded.folds.get().state_dict["facts"].values() if f.get("pin"))
+    fact_url = reverse("ledger:fact", args=[*SCOPE, pin["id"]])
+    client.force_login(member)
+    listing = client.get(FACTS_URL, {"priority": "P0"}).content.decode()
+    assert f'href="{fact_url}#comments">comment</a>' in listing
+    url = reverse("journal:fact_comment", args=SCOPE)
+    response = client.post(url, {"fact_id": pin["id"], "text": "verbatim, good", "next": fact_url})
+    assert response.status_code == 302
+    assert response["Location"] == fact_url + "#" + fact_dom_id(pin["id"])
+    page = client.get(fact_url).content.decode()
+    assert "1 comment</summary>" in page and "verbatim, good" in page
+    assert Comment.objects.get().fact_id == pin["id"]
+    listing = client.get(FACTS_URL, {"priority": "P0"}).content.decode()
+    assert f'href="{fact_url}#comments">1 comment</a>' in listing
+    # htmx gets the fact's comment fragment; a foreign "next" is ignored
+    response = client.post(
+        url,
+        {"fact_id": pin["id"], "text": "second", "next": "https://evil.test/"},
+        HTTP_HX_REQUEST="true",
+    )
+    body = response.content.decode()
+    assert body.lstrip().startswith(f'<details id="comments-{fact_dom_id(pin["id"])}"')
+    assert "2 comments</summary>" in body and "evil.test" not in body
+    response = client.post(url, {"fact_id": "nope", "text": "x"})
+    assert response.status_code == 302
+    assert "no fact &#x27;nope&#x27;" in client.get(response["Location"]).content.decode()
+
+
+def test_the_fact_page_shows_the_fact_and_its_history(client, member, folded):
+    _writer_fold(folded, _ops(folded))
+    client.force_login(member)
+    body = client.get(reverse("ledger:fact", args=[*SCOPE, "d1"])).content.decode()
+    assert "The fix is limited to the refund rounding." in body
+    assert '<tr class="verdict-accepted"><th scope="row" class="num"><a href="' in body
+    assert reverse("ledger:fold", args=[*SCOPE, 2]) in body
+    rejected = client.get(reverse("ledger:fact", args=[*SCOPE, "d2"])).content.decode()
+    assert "not in the ledger after fold 2" in rejected  # d2 was rejected: history only
+    assert "needs a tool result that demonstrates it" in rejected
+    before = client.get(reverse("ledger:fact", args=[*SCOPE, "d1"]), {"fold": 1}).content.decode()
+    assert "not in the ledger after fold 1" in before
+    assert client.get(reverse("ledger:fact", args=[*SCOPE, "nope"])).status_code == 404
+
+
+# Fold detail, diff ------------------------------------------------------------------------
+
+
+def test_the_fold_page_lists_rejections_first(client, member, folded):
+    _writer_fold(folded, _ops(folded))
+    client.force_login(member)
+    body = client.get(reverse("ledger:fold", args=[*SCOPE, 2])).content.decode()
+    summary = body[body.index('id="rejected-h"') : body.index('id="summary-h"')]
+    assert "Rejected: 1 op" in summary
+    assert '<a href="#op-1">op 1</a> <code>add</code> <code>d2</code>' in summary
+    assert "needs a tool result that demonstrates it" in summary
+
+
+def test_the_fold_page_prints_twenty_covered_hashes_of_many(client, acme, member):
+    j = journal_build(tenant=acme, key="long", items=[message("user", f"m{i}") for i in range(30)])
+    fold_build(j)
+    client.force_login(member)
+    body = client.get(
+        reverse("ledger:fold", args=["acme", "long", "main", "main", 1])
+    ).content.decode()
+    assert "30 covered entry hashes, the first 20 shown" in body
+    assert "... 10 more (all in the session export)" in body
+    last = Entry.objects.get(journal=j, seq=30).entry_hash
+    assert last not in body.split('id="manifest-h"')[1]
+
+
+def test_it_diffs_the_ledger_between_two_folds(client, member, folded):
+    _writer_fold(folded, _ops(folded))
+    client.force_login(member)
+    url = reverse("ledger:fold_diff", args=[*SCOPE, 1, 2])
+    body = client.get(url).content.decode()
+    assert "1 added</span>" in body and "0 changed</span>" in body and "0 removed</span>" in body
+    assert "6 unchanged" in body
+    assert "The fix is limited to the refund rounding." in body
+    assert 'class="diff-added"' in body
+    goal = _entry(folded, 2)
+    assert (
+        reverse("journal:entry", args=[display(goal.entry_hash)]) + "?quote=refund+rounding" in body
+    )
+    swapped = client.get(reverse("ledger:fold_diff", args=[*SCOPE, 2, 1])).content.decode()
+    assert "1 removed</span>" in swapped
+    empty = client.get(reverse("ledger:fold_diff", args=[*SCOPE, 0, 1])).content.decode()
+    assert "6 added</span>" in empty
+    same = client.get(reverse("ledger:fold_diff", args=[*SCOPE, 1, 1])).content.decode()
+    assert "The ledger is the same after fold 1 and after fold 1" in same
+    assert client.get(reverse("ledger:fold_diff", args=[*SCOPE, 1, 7])).status_code == 404
+
+
+def test_the_diff_shows_changed_fields(client, member, folded):
+    ops = _ops(folded)[:1]
+    _writer_fold(folded, ops)
+    journal_append(journal=folded, items=[message("assistant", "Superseding the decision.")])
+    said = _entry(folded, 13)
+    result = ledger_fold(
+        journal=folded,
+        writer=ScriptedWriter(
+            [
+                {
+                    "op": "supersede",
+                    "id": "d1",
+                    "fact": {
+                        "id": "d1b",
+                        "category": "decision",
+                        "priority": "P1",
+                        "confidence": "reported",
+                        "text": "The fix also covers the tests.",
+                        "support": [{"entry": said.entry_hash}],
+                        "author": "writer",
+                    },
+                }
+            ]
+        ),
+    )
+    assert result.fold is not None
+    client.force_login(member)
+    body = client.get(reverse("ledger:fold_diff", args=[*SCOPE, 2, 3])).content.decode()
+    assert "1 added</span>" in body and "1 changed</span>" in body
+    assert (
+        "<dt><code>lifecycle</code></dt><dd><del>active</del> → <ins>superseded</ins></dd>" in body
+    )
+
+
+def test_the_compare_form_redirects_to_the_diff_permalink(client, member, folded):
+    client.force_login(member)
+    response = client.get(reverse("ledger:fold_compare", args=SCOPE), {"a": 0, "b": 1})
+    assert response.status_code == 302
+    assert response["Location"] == reverse("ledger:fold_diff", args=[*SCOPE, 0, 1])
+    bad = client.get(reverse("ledger:fold_compare", args=SCOPE), {"a": "x"})
+    assert bad.status_code == 302 and bad["Location"] == reverse("ledger:folds", args=SCOPE)
+    assert "Pick two folds to compare." in client.get(bad["Location"]).content.decode()
+    folds_page = client.get(reverse("ledger:folds", args=SCOPE)).content.decode()
+    assert f'action="{reverse("ledger:fold_compare", args=SCOPE)}"' in folds_page
+
+
+# Review queue -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def pending(acme):
+    """A journal whose P0 pin has a pending retirement (later user evidence, fold 2)."""
+    from ledger_app.models import RetirementRequest
+
+    j = journal_build(
+        tenant=acme,
+        key="perm",
+        items=[
+            message("user", "Always ask before changing file permissions."),
+            message("assistant", "OK."),
+        ],
+    )
+    fold_build(j)
+    journal_append(journal=j, items=[message("user", "The permission rule no longer applies.")])
+    pin = next(f for f in j.folds.get(number=1).state_dict["facts"].values() if f.get("pin"))
+    ledger_fold(
+        journal=j,
+        writer=ScriptedWriter(
+            [{"op": "retire", "id": pin["id"], "evidence": [_entry(j, 3).entry_hash]}]
+        ),
+    )
+    return RetirementRequest.objects.get(journal=j)
+
+
+def _member(tenant, name, role):
+    return MembershipFactory(tenant=tenant, user=UserFactory(username=name), role=role).user
+
+
+def test_operators_see_the_queue_and_the_form(client, acme, pending):
+    oscar = _member(acme, "oscar", "operator")
+    client.force_login(oscar)
+    body = client.get(reverse("ledger:reviews")).content.decode()
+    assert f'href="{reverse("ledger:review", args=[pending.pk])}"' in body
+    assert "Always ask before changing file permissions." in body
+    detail = client.get(reverse("ledger:review", args=[pending.pk])).content.decode()
+    assert '<button type="submit" name="decision" value="approve">' in detail
+    assert "Your role in acme is <strong>operator</strong>" in detail
+    third = _entry(pending.journal, 3)
+    assert reverse("journal:entry", args=[display(third.entry_hash)]) in detail
+
+
+def test_an_operator_gets_403_and_nothing_changes(client, acme, pending):
+    from audit_app.models import AuditEvent
+
+    client.force_login(_member(acme, "oscar", "operator"))
+    url = reverse("ledger:review", args=[pending.pk])
+    response = client.post(url, {"decision": "approve", "comment": "looks fine"})
+    assert response.status_code == 403
+    assert "oscar is not a reviewer of tenant acme" in response.content.decode()
+    htmx = client.post(url, {"decision": "approve", "comment": "x"}, HTTP_HX_REQUEST="true")
+    assert htmx.status_code == 403  # a fragment request is refused the same way
+    assert htmx.content.decode().lstrip().startswith('<section id="review-decision"')
+    assert "Refused (403): oscar is not a reviewer" in htmx.content.decode()
+    pending.refresh_from_db()
+    assert pending.status == "pending"
+    assert list(AuditEvent.objects.values_list("action", flat=True)) == ["review.denied"] * 2
+
+
+def test_a_reviewer_approves_and_the_decision_is_recorded(client, acme, pending):
+    rita = _member(acme, "rita", "reviewer")
+    client.force_login(rita)
+    url = reverse("ledger:review", args=[pending.pk])
+    response = client.post(url, {"decision": "approve", "comment": "confirmed with the user"})
+    assert response.status_code == 302 and response["Location"] == url
+    pending.refresh_from_db()
+    assert (pending.status, pending.reviewer, pending.comment) == (
+        "approved",
+        rita,
+        "confirmed with the user",
+    )
+    body = client.get(url).content.decode()
+    assert "approved</span>" in body and "<strong>rita</strong>" in body
+    assert (
+        "review fold 3" in body and "<code>review.approve</code> by <strong>rita</strong>" in body
+    )
+    assert "Retirement of" in body and "approved; review fold 3 recorded." in body
+    facts = client.get(
+        reverse("ledger:facts", args=["acme", "perm", "main", "main"]),
+        {"q": "pin:true lifecycle:retired"},
+    )
+    assert "Always ask before changing file permissions." in facts.content.decode()
+    assert (
+        client.get(reverse("ledger:reviews"))
+        .content.decode()
+        .count("/ledger/reviews/" + str(pending.pk))
+        == 0
+    )
+    assert (
+        str(pending.pk)
+        in client.get(reverse("ledger:reviews"), {"status": "approved"}).content.decode()
+    )
+
+
+def test_a_reviewer_refuses_over_htmx_and_needs_a_comment(client, acme, pending):
+    client.force_login(_member(acme, "rita", "reviewer"))
+    url = reverse("ledger:review", args=[pending.pk])
+    response = client.post(url, {"decision": "refuse", "comment": ""})
+    assert response.status_code == 400
+    assert "a decision needs a comment saying why" in response.content.decode()
+    response = client.post(
+        url, {"decision": "refuse", "comment": "still applies"}, HTTP_HX_REQUEST="true"
+    )
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert body.lstrip().startswith('<section id="review-decision"')
+    assert "refused</span>" in body and "still applies" in body
+    again = client.post(url, {"decision": "approve", "comment": "changed my mind"})
+    assert again.status_code == 400 and "already refused" in again.content.decode()
+
+
+def test_review_posts_need_a_csrf_token(acme, pending):
+    from django.test import Client
+
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(_member(acme, "rita", "reviewer"))
+    url = reverse("ledger:review", args=[pending.pk])
+    assert client.post(url, {"decision": "approve", "comment": "x"}).status_code == 403
+    pending.refresh_from_db()
+    assert pending.status == "pending"
+    page = client.get(url).content.decode()
+    token = page.split('name="csrfmiddlewaretoken" value="', 1)[1].split('"', 1)[0]
+    response = client.post(
+        url, {"decision": "approve", "comment": "x", "csrfmiddlewaretoken": token}
+    )
+    assert response.status_code == 302
+
+
+def test_the_queue_explains_itself_when_empty(client, member):
+    client.force_login(member)
+    body = client.get(reverse("ledger:reviews")).content.decode()
+    assert "Nothing awaits review" in body
+
+
+# Export -----------------------------------------------------------------------------------
+
+
+def test_it_exports_the_session_and_logs_the_digest(client, member, folded):
+    import hashlib
+
+    from audit_app.models import AuditEvent
+
+    client.force_login(member)
+    response = client.get(reverse("ledger:export", args=["acme", "refunds"]))
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/x-ndjson"
+    assert 'attachment; filename="refunds.jsonl"' in response["Content-Disposition"]
+    data = b"".join(response.streaming_content)
+    event = AuditEvent.objects.get(action="session.export")
+    assert event.actor == member and event.object_id == "acme/refunds"
+    head = data[: data.rstrip(b"\n").rfind(b"\n") + 1]
+    assert event.details["sha256"] == hashlib.sha256(head).hexdigest()
+    assert event.details["entries"] == 11 and event.details["folds"] == 1

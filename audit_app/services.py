@@ -1,0 +1,359 @@
+"""Every state change of the audit app: comments, annotations, reviews, exports, accounts.
+
+Issue 6 (items 1, 4 and 6); DESIGN.md sections 8 and 9. Services are keyword-only, raise
+domain errors (never HTTP), and record an :class:`~audit_app.models.AuditEvent` in the same
+transaction as the change they log, so the log holds exactly what happened. A review the
+user may not make is refused *and* logged (``review.denied``).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from audit_app.models import Annotation, AuditEvent, Comment
+from audit_app.roles import REVIEW_PERMISSION, roles_ensure, tenant_role, user_roles_sync
+from journal_app.models import Entry, Journal, Membership, Session, Tenant
+from ledger_app.models import Fold, RetirementRequest
+from ledger_app.services import ReviewError, ReviewForbidden, ledger_review
+
+COMMENT_MAX_CHARS = 10_000
+
+
+class AuditError(Exception):
+    """Base of the audit app's domain errors."""
+
+
+class CommentInvalid(AuditError):
+    """An empty or oversized comment, or a target that is not in the scope."""
+
+
+class AccountError(AuditError):
+    """A bad username, role or tenant given to the account services."""
+
+
+def _actor_name(user: Any) -> str:
+    return user.get_username() if user is not None else ""
+
+
+def audit_record(
+    *,
+    actor: Any,
+    tenant: Tenant | None,
+    action: str,
+    object_type: str,
+    object_id: str,
+    object_label: str = "",
+    details: dict[str, Any] | None = None,
+) -> AuditEvent:
+    """Append one audit event.
+
+    Args:
+        actor: the user (``None`` for a command run without one).
+        tenant: the tenant the object belongs to (``None`` for account-level events).
+        action: a dotted verb: ``review.approve``, ``review.refuse``, ``review.denied``,
+            ``comment.add``, ``annotation.add``, ``session.export``, ``account.create``...
+        object_type, object_id, object_label: what was acted on.
+        details: any JSON-serialisable extra facts (the comment text, the export digest).
+
+    Returns:
+        The stored event (append-only).
+    """
+    return AuditEvent.objects.create(
+        tenant=tenant,
+        actor=actor,
+        actor_name=_actor_name(actor),
+        action=action,
+        object_type=object_type,
+        object_id=str(object_id)[:300],
+        object_label=object_label[:300],
+        details=details or {},
+    )
+
+
+def _clean_text(text: str) -> str:
+    text = (text or "").strip()
+    if not text:
+        raise CommentInvalid("a comment needs text")
+    if len(text) > COMMENT_MAX_CHARS:
+        raise CommentInvalid(f"a comment is at most {COMMENT_MAX_CHARS:,} characters")
+    return text
+
+
+def comment_on_entry(*, entry: Entry, author: Any, text: str) -> Comment:
+    """Add a comment to a journal entry and log it (``comment.add``).
+
+    Raises:
+        CommentInvalid: empty text or more than :data:`COMMENT_MAX_CHARS` characters.
+    """
+    text = _clean_text(text)
+    journal = entry.journal
+    with transaction.atomic():
+        comment = Comment.objects.create(
+            tenant_id=journal.session.tenant_id,
+            journal=journal,
+            entry=entry,
+            author=author,
+            text=text,
+        )
+        audit_record(
+            actor=author,
+            tenant=journal.session.tenant,
+            action="comment.add",
+            object_type="entry",
+            object_id="sha256:" + entry.entry_hash,
+            object_label=f"{journal.scope_label} seq {entry.seq}",
+            details={"comment": comment.pk, "text": text},
+        )
+    return comment
+
+
+def comment_on_fact(*, journal: Journal, fact_id: str, author: Any, text: str) -> Comment:
+    """Add a comment to the ledger fact ``fact_id`` of ``journal`` and log it.
+
+    The fact must exist in some fold of the journal (a comment may outlive the fact's
+    active life: it stays attached to the id).
+
+    Raises:
+        CommentInvalid: empty text, too long, or no fold of the journal holds ``fact_id``.
+    """
+    text = _clean_text(text)
+    fact_id = (fact_id or "").strip()
+    if not fact_id or not _fact_exists(journal, fact_id):
+        raise CommentInvalid(f"no fact {fact_id!r} in the ledger of {journal.scope_label}")
+    with transaction.atomic():
+        comment = Comment.objects.create(
+            tenant_id=journal.session.tenant_id,
+            journal=journal,
+            fact_id=fact_id,
+            author=author,
+            text=text,
+        )
+        audit_record(
+            actor=author,
+            tenant=journal.session.tenant,
+            action="comment.add",
+            object_type="fact",
+            object_id=fact_id,
+            object_label=journal.scope_label,
+            details={"comment": comment.pk, "text": text},
+        )
+    return comment
+
+
+def _fact_exists(journal: Journal, fact_id: str) -> bool:
+    key = json.dumps(
+        fact_id, ensure_ascii=False
+    )  # canonical JSON writes the id as this string literal
+    for state in (
+        Fold.objects.filter(journal=journal, state__contains=key)
+        .order_by("-number")
+        .values_list("state", flat=True)[:1]
+    ):
+        return fact_id in json.loads(state).get("facts", {})
+    return False
+
+
+def annotation_add(*, session: Session, author: Any, verdict: str, note: str = "") -> Annotation:
+    """Label ``session`` a good or bad compaction example and log it (``annotation.add``).
+
+    Raises:
+        CommentInvalid: ``verdict`` is not ``good`` or ``bad``, or the note is too long.
+    """
+    if verdict not in Annotation.Verdict.values:
+        raise CommentInvalid(f"verdict must be 'good' or 'bad', got {verdict!r}")
+    note = (note or "").strip()
+    if len(note) > COMMENT_MAX_CHARS:
+        raise CommentInvalid(f"a note is at most {COMMENT_MAX_CHARS:,} characters")
+    with transaction.atomic():
+        annotation = Annotation.objects.create(
+            tenant_id=session.tenant_id, session=session, author=author, verdict=verdict, note=note
+        )
+        audit_record(
+            actor=author,
+            tenant=session.tenant,
+            action="annotation.add",
+            object_type="session",
+            object_id=f"{session.tenant.slug}/{session.key}",
+            details={"annotation": annotation.pk, "verdict": verdict, "note": note},
+        )
+    return annotation
+
+
+def retirement_decide(
+    *, request: RetirementRequest, user: Any, decision: str, comment: str
+) -> Fold:
+    """Approve or refuse a pending P0 retirement as ``user``, logged (DESIGN.md 5.2, 9).
+
+    The permission is checked twice, both server-side: the role permission
+    ``audit_app.review_retirement`` (reviewer and admin groups) here, and the reviewer or
+    admin membership of the request's tenant in :func:`ledger_app.services.ledger_review`.
+    A refused attempt is logged as ``review.denied`` and nothing else changes.
+
+    Args:
+        request: the pending retirement request.
+        user: the deciding user.
+        decision: ``"approve"`` or ``"refuse"``.
+        comment: why (required, stored with who and when on the request and in the log).
+
+    Returns:
+        The review fold that applied the decision to the ledger.
+
+    Raises:
+        ReviewForbidden: the user may not review in this tenant.
+        ReviewError: not pending, bad decision, or no comment.
+    """
+    journal = request.journal
+    tenant = journal.session.tenant
+    label = f"{journal.scope_label} fact {request.fact_id}"
+    if not user.has_perm(REVIEW_PERMISSION) or tenant_role(user, tenant.pk) not in (
+        Membership.Role.REVIEWER,
+        Membership.Role.ADMIN,
+    ):
+        audit_record(
+            actor=user,
+            tenant=tenant,
+            action="review.denied",
+            object_type="retirement",
+            object_id=str(request.pk),
+            object_label=label,
+            details={"decision": decision, "role": tenant_role(user, tenant.pk)},
+        )
+        raise ReviewForbidden(
+            f"{user.get_username()} is not a reviewer of tenant {tenant.slug}: "
+            "only reviewers and admins decide P0 retirements"
+        )
+    comment = (comment or "").strip()
+    if not comment:
+        raise ReviewError("a decision needs a comment saying why")
+    with transaction.atomic():
+        fold = ledger_review(request=request, reviewer=user, decision=decision, comment=comment)
+        audit_record(
+            actor=user,
+            tenant=tenant,
+            action=f"review.{decision}",
+            object_type="retirement",
+            object_id=str(request.pk),
+            object_label=label,
+            details={"comment": comment, "fold": fold.number, "fact_id": request.fact_id},
+        )
+    return fold
+
+
+def export_record(*, user: Any, session: Session, details: dict[str, Any]) -> AuditEvent:
+    """Log one session export (``session.export``) with its figures and digest."""
+    return audit_record(
+        actor=user,
+        tenant=session.tenant,
+        action="session.export",
+        object_type="session",
+        object_id=f"{session.tenant.slug}/{session.key}",
+        details=details,
+    )
+
+
+# Accounts (the create_tenant / create_user commands) --------------------------------------
+
+
+def account_ensure(
+    *,
+    username: str,
+    password: str | None = None,
+    email: str = "",
+    memberships: list[tuple[Tenant, str]] | None = None,
+    superuser: bool = False,
+) -> tuple[Any, bool, str | None]:
+    """Create or update a user and set their tenant memberships and roles.
+
+    Args:
+        username: the login name.
+        password: set when given; a new user without one gets a random password.
+        email: stored when given.
+        memberships: ``[(tenant, role)]``; each sets (or changes) the user's role in that
+            tenant. Memberships of other tenants are left alone.
+        superuser: make the user a superuser (sees every tenant).
+
+    Returns:
+        ``(user, created, generated_password)``; the password is ``None`` unless generated.
+
+    Raises:
+        AccountError: empty username or an unknown role (nothing written).
+    """
+    username = (username or "").strip()
+    if not username:
+        raise AccountError("a user needs a username")
+    for _tenant, role in memberships or []:
+        if role not in Membership.Role.values:
+            raise AccountError(
+                f"unknown role {role!r} (known: {', '.join(Membership.Role.values)})"
+            )
+    User = get_user_model()
+    generated = None
+    with transaction.atomic():
+        roles_ensure()
+        user, created = User.objects.get_or_create(username=username)
+        if password:
+            user.set_password(password)
+        elif created:
+            generated = secrets.token_urlsafe(12)
+            user.set_password(generated)
+        if email:
+            user.email = email
+        if superuser:
+            user.is_superuser = user.is_staff = True
+        user.save()
+        for tenant, role in memberships or []:
+            Membership.objects.update_or_create(user=user, tenant=tenant, defaults={"role": role})
+        user_roles_sync(user)
+        audit_record(
+            actor=None,
+            tenant=None,
+            action="account.create" if created else "account.update",
+            object_type="user",
+            object_id=username,
+            details={"memberships": [[t.slug, r] for t, r in memberships or []]},
+        )
+    return user, created, generated
+
+
+def export_records(session: Session, journals: list[Journal]) -> list[dict[str, Any]]:
+    """The session export's ``comment`` and ``annotation`` records (see ``ledger_app.export``).
+
+    Registered as an export provider in :meth:`audit_app.apps.AuditAppConfig.ready`.
+    """
+    by_pk = {j.pk: j for j in journals}
+    records: list[dict[str, Any]] = []
+    for c in (
+        Comment.objects.filter(journal__in=journals)
+        .select_related("author", "entry")
+        .order_by("created_at", "pk")
+    ):
+        j = by_pk[c.journal_id]
+        records.append(
+            {
+                "type": "comment",
+                "lane": j.lane,
+                "branch": j.branch,
+                "target": "fact" if c.fact_id else "entry",
+                "fact_id": c.fact_id or None,
+                "entry_hash": c.entry.entry_hash if c.entry_id else None,
+                "author": c.author.get_username(),
+                "text": c.text,
+                "created_at": c.created_at,
+            }
+        )
+    for a in session.annotations.select_related("author").order_by("created_at", "pk"):
+        records.append(
+            {
+                "type": "annotation",
+                "verdict": a.verdict,
+                "note": a.note,
+                "author": a.author.get_username(),
+                "created_at": a.created_at,
+            }
+        )
+    return records

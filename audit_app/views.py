@@ -1,0 +1,165 @@
+"""Operator UI actions of the audit app: comments, annotations, the audit log (issue 6).
+
+Routed from :mod:`journal_app.urls`. Thin views: resolve the object through the tenant
+filter (``Http404``), call one service, then redirect a normal request back (PRG) or render
+the fragment for an htmx one (STYLE.md 4). Forms carry CSRF tokens; htmx sends the token
+from ``<body hx-headers>``.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+
+from audit_app.models import AuditEvent, Comment
+from audit_app.roles import AUDIT_LOG_PERMISSION, tenant_role
+from audit_app.services import CommentInvalid, annotation_add, comment_on_entry, comment_on_fact
+from journal_app import selectors
+from journal_app.hashing import display
+from journal_app.models import Membership
+from journal_app.views import entry_context
+from ledger_app.views import fact_dom_id
+
+EVENTS_PER_PAGE = 50
+
+
+def _is_htmx(request: HttpRequest) -> bool:
+    htmx = getattr(request, "htmx", None)
+    return bool(htmx) and not htmx.boosted
+
+
+def _back(request: HttpRequest, fallback: str) -> str:
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return target
+    return fallback
+
+
+@login_required
+@require_POST
+def entry_comment(request: HttpRequest, entry_hash: str) -> HttpResponse:
+    """Add a comment (POST ``text``) to an entry; htmx gets the ``#comments`` region."""
+    entry = selectors.entry_for_user(request.user, entry_hash)
+    error = ""
+    try:
+        comment_on_entry(entry=entry, author=request.user, text=request.POST.get("text", ""))
+    except CommentInvalid as exc:
+        error = str(exc)
+    if _is_htmx(request):
+        context = {**entry_context(request, entry), "comment_error": error}
+        return render(request, "journal_app/entry.html#comments", context)
+    if error:
+        messages.error(request, error)
+    else:
+        messages.success(request, "Comment added.")
+    return redirect(reverse("journal:entry", args=[display(entry.entry_hash)]) + "#comments")
+
+
+@login_required
+@require_POST
+def fact_comment(
+    request: HttpRequest, tenant: str, session: str, lane: str, branch: str
+) -> HttpResponse:
+    """Add a comment (POST ``fact_id``, ``text``) to a ledger fact of this scope.
+
+    htmx gets the fact's comment fragment; a normal request goes back to ``next`` (a
+    same-site URL, e.g. the facts page it came from) or to the facts page.
+    """
+    journal = selectors.get_journal_for_user(request.user, tenant, session, lane, branch)
+    fact_id = request.POST.get("fact_id", "")
+    error = ""
+    try:
+        comment_on_fact(
+            journal=journal, fact_id=fact_id, author=request.user, text=request.POST.get("text", "")
+        )
+    except CommentInvalid as exc:
+        error = str(exc)
+    facts_url = reverse(
+        "ledger:facts",
+        kwargs={"tenant": tenant, "session": session, "lane": lane, "branch": branch},
+    )
+    if _is_htmx(request):
+        comments = list(
+            Comment.objects.filter(journal=journal, fact_id=fact_id).select_related("author")
+        )
+        context = {
+            "fact_id": fact_id,
+            "dom_id": fact_dom_id(fact_id),
+            "comments": comments,
+            "comment_url": request.path,
+            "here": _back(request, facts_url),
+            "comment_error": error,
+            "open": True,
+        }
+        return render(request, "ledger_app/_fact_comments.html", context)
+    if error:
+        messages.error(request, error)
+    else:
+        messages.success(request, "Comment added.")
+    return redirect(_back(request, facts_url) + f"#{fact_dom_id(fact_id)}")
+
+
+@login_required
+@require_POST
+def annotate(request: HttpRequest, tenant: str, session: str) -> HttpResponse:
+    """Label the session a good/bad compaction example (POST ``verdict``, ``note``)."""
+    s = selectors.get_session_for_user(request.user, tenant, session)
+    try:
+        annotation_add(
+            session=s,
+            author=request.user,
+            verdict=request.POST.get("verdict", ""),
+            note=request.POST.get("note", ""),
+        )
+    except CommentInvalid as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, "Annotation recorded.")
+    return redirect(reverse("journal:session", args=[s.tenant.slug, s.key]) + "#annotations")
+
+
+@login_required
+def audit_log(request: HttpRequest, tenant: str) -> HttpResponse:
+    """The tenant's audit log, newest first, 50 per page (``?action=`` narrows it).
+
+    Admins of the tenant only (``audit_app.view_audit_log`` and an admin membership);
+    another tenant answers 404, a member of another role 403.
+    """
+    t = selectors.tenants_for_user(request.user).filter(slug=tenant).first()
+    if t is None:
+        raise Http404("no such tenant")
+    if not request.user.has_perm(AUDIT_LOG_PERMISSION) or tenant_role(request.user, t.pk) != str(
+        Membership.Role.ADMIN
+    ):
+        raise PermissionDenied("only the tenant's admins read its audit log")
+    action = request.GET.get("action", "")
+    events = AuditEvent.objects.filter(tenant=t).select_related("actor")
+    if action:
+        events = events.filter(action__startswith=action)
+    page = Paginator(events.order_by("-created_at", "-pk"), EVENTS_PER_PAGE).get_page(
+        request.GET.get("page") or "1"
+    )
+    actions = list(
+        AuditEvent.objects.filter(tenant=t)
+        .order_by("action")
+        .values_list("action", flat=True)
+        .distinct()
+    )
+    context = {
+        "tenant": t,
+        "page": page,
+        "events": list(page.object_list),
+        "action": action,
+        "actions": actions,
+        "permalink": request.build_absolute_uri(request.get_full_path()),
+    }
+    return render(request, "audit_app/audit_log.html", context)

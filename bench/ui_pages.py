@@ -1,0 +1,176 @@
+"""Server time of the operator UI's heaviest pages (issue 6, "Measure").
+
+A session of ``entries`` synthetic entries (:mod:`bench.generator`, shaped like the corpus)
+and a ledger of about ``facts`` facts in two mechanical folds; then, in-process through
+Django's test client (the whole request: middleware, tenant filter, queries, template), the
+p50/p95 server time of:
+
+* the timeline: page 1, a page in the middle, and a filter expression over all entries;
+* the ledger facts after the latest fold: unfiltered, and with a filter expression;
+* the diff of the ledger between fold 1 and fold 2.
+
+Baseline, same run: the reads no version of each page can avoid, timed alone (the
+timeline: the page's 100 entries and the count; the ledger: loading and parsing the
+latest state; the diff: loading and parsing both states). ``ratio`` = page p50 / baseline
+p50, i.e. what the page adds on top of reading its data.
+
+``python -m bench ui`` runs it in the runner's scratch database (100,000 entries, 10,000
+facts); ``run(entries=..., facts=...)`` takes any size, ``small=True`` 5,000 and 500.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.test import Client, override_settings
+from django.urls import reverse
+
+from bench.generator import iter_session
+from journal_app.models import Entry, Journal, Membership
+from journal_app.services import journal_append, journal_ensure, session_ensure, tenant_ensure
+from ledger_app.models import Fold
+from ledger_app.services import ledger_fold
+
+BATCH = 2000
+
+
+def _build(entries: int, facts: int) -> tuple[Journal, Any, dict[str, float]]:
+    tenant = tenant_ensure(slug=f"bench-ui-{uuid.uuid4().hex[:8]}")
+    session = session_ensure(tenant=tenant, key="ui", title="UI benchmark", source_format="bench")
+    journal = journal_ensure(session=session)
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    batch = []
+    with override_settings(LEDGER_FOLD_THRESHOLD_TOKENS=10**15):  # no auto-fold while loading
+        for item in iter_session(entries, seed=6):
+            batch.append(item)
+            if len(batch) == BATCH:
+                journal_append(journal=journal, items=batch)
+                batch = []
+        if batch:
+            journal_append(journal=journal, items=batch)
+    timings["load_seconds"] = time.perf_counter() - t0
+    # mechanical folds write one fact per tool call (plus the pins): fold where the calls
+    # reach half and all of the wanted facts
+    calls = list(
+        Entry.objects.filter(journal=journal, kind="tool_call")
+        .order_by("seq")
+        .values_list("seq", flat=True)
+    )
+    ends = [calls[min(facts // 2, len(calls) - 1)], calls[min(facts - 1, len(calls) - 1)] + 8]
+    t0 = time.perf_counter()
+    for upto in ends:
+        result = ledger_fold(journal=journal, upto=upto)
+        assert result.fold is not None, result.reason
+    timings["fold_seconds"] = time.perf_counter() - t0
+    user = get_user_model().objects.create_user(f"bench-{uuid.uuid4().hex[:8]}", password="x")
+    Membership.objects.create(user=user, tenant=tenant, role=Membership.Role.ADMIN)
+    journal.refresh_from_db()
+    return journal, user, timings
+
+
+def _percentiles(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+    return {"p50": statistics.median(ordered), "p95": p95, "max": ordered[-1]}
+
+
+def _time(fn: Callable[[], Any], repeats: int) -> tuple[float, list[float]]:
+    t0 = time.perf_counter()
+    fn()
+    first = time.perf_counter() - t0
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return first, samples
+
+
+def run(
+    entries: int = 100_000, facts: int = 10_000, repeats: int = 15, small: bool = False
+) -> dict[str, Any]:
+    """Build the session and time the pages (seconds). See the module docstring."""
+    if small:
+        entries, facts, repeats = 5_000, 500, 5
+    journal, user, timings = _build(entries, facts)
+    folds = list(Fold.objects.filter(journal=journal).order_by("number"))
+    latest = folds[-1]
+    n_facts = len(latest.state_dict["facts"])
+    client = Client()
+    client.force_login(user)
+    scope = [journal.session.tenant.slug, journal.session.key, journal.lane, journal.branch]
+    timeline = reverse("journal:timeline", args=scope)
+    ledger = reverse("ledger:facts", args=scope)
+    diff = reverse("ledger:fold_diff", args=[*scope, folds[0].number, latest.number])
+    middle = max(1, journal.head_seq // 200)
+    pages = {
+        "timeline page 1": timeline,
+        f"timeline page {middle}": f"{timeline}?page={middle}",
+        "timeline filtered": timeline + "?q=kind:tool_result+error:true",
+        "ledger facts": ledger,
+        "ledger filtered": ledger + "?q=-pin:true+text:error",
+        "fold diff": diff,
+    }
+
+    def page_entries() -> None:
+        qs = Entry.objects.filter(journal=journal)
+        qs.count()
+        list(qs.order_by("seq").select_related("artifact")[:100])
+
+    def state(number: int) -> None:
+        json.loads(Fold.objects.only("state").get(journal=journal, number=number).state)
+
+    baselines: dict[str, Callable[[], None]] = {
+        "timeline": page_entries,
+        "ledger": lambda: state(latest.number),
+        "fold diff": lambda: (state(folds[0].number), state(latest.number)),
+    }
+    base_p50 = {}
+    for name, fn in baselines.items():
+        _, samples = _time(fn, repeats)
+        base_p50[name] = statistics.median(samples)
+
+    rows = []
+    figures: dict[str, Any] = {}
+    for name, url in pages.items():
+
+        def get(url: str = url) -> None:
+            response = client.get(url, secure=True)  # secure: DEBUG off redirects to https
+            assert response.status_code == 200, (url, response.status_code)
+
+        first, samples = _time(get, repeats)
+        stats = _percentiles(samples)
+        kind = "timeline" if name.startswith("timeline") else name.split(" filtered")[0]
+        kind = "ledger" if kind.startswith("ledger") else kind
+        baseline = base_p50[kind]
+        figures[name] = {**stats, "first": first, "baseline_p50": baseline, "url": url}
+        print(
+            f"{name:<22} p50 {stats['p50'] * 1000:8.1f} ms  p95 {stats['p95'] * 1000:8.1f} ms  "
+            f"first {first * 1000:8.1f} ms  baseline {baseline * 1000:7.1f} ms  "
+            f"ratio {stats['p50'] / baseline:6.1f}"
+        )
+        rows.append(
+            {
+                "metric": f"{name} p50 (p95 {stats['p95'] * 1000:.0f} ms)",
+                "value": stats["p50"] * 1000,
+                "unit": "ms",
+                "baseline": baseline * 1000,
+                "ratio": stats["p50"] / baseline,
+            }
+        )
+    return {
+        "entries": journal.head_seq,
+        "facts": n_facts,
+        "folds": len(folds),
+        "repeats": repeats,
+        **timings,
+        "pages": figures,
+        "summary": rows,
+    }

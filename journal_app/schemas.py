@@ -1,0 +1,238 @@
+"""API schemas of the journal, and the one error shape every API operation answers with.
+
+DESIGN.md sections 3, 4 and 9. Input schemas are strict (no type coercion: ``"1"`` is not
+an integer, ``"yes"`` is not a boolean) and forbid unknown fields, so a typo in a field
+name is an error, not a silently ignored value. Hashes are written ``sha256:<hex>``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from ninja import Path, Schema
+from pydantic import ConfigDict, Field
+
+from journal_app.formats.base import KINDS, ROLES
+
+#: What the ``{session}``, ``{lane}`` and ``{branch}`` path segments may hold (the journal's
+#: own rule for scope names, :func:`journal_app.services.session_ensure`).
+SCOPE_PART = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+#: ``sha256:<64 hex>`` or bare 64 hex digits.
+HASH = r"^(sha256:)?[0-9a-fA-F]{64}$"
+#: A string without NUL (PostgreSQL text cannot hold U+0000).
+NO_NUL = r"^[^\x00]*$"
+#: Largest ``seq`` a journal can hold (PositiveBigIntegerField).
+MAX_SEQ = 2**63 - 1
+#: Most entries one append batch may carry.
+MAX_BATCH = 1000
+
+#: Path parameters: a scope name, and an entry or content hash.
+ScopePart = Annotated[str, Path(pattern=SCOPE_PART)]
+HashPart = Annotated[str, Path(pattern=HASH)]
+
+Kind = Literal["message", "tool_call", "tool_result", "reasoning", "event"]
+Role = Literal["system", "developer", "user", "assistant", "tool", "runtime"]
+assert set(Kind.__args__) == set(KINDS) and set(Role.__args__) == set(ROLES)  # type: ignore[attr-defined]
+
+
+class ErrorOut(Schema):
+    """The one error shape of the API (STYLE.md point 3; ``config/api.py`` maps every error).
+
+    Attributes:
+        code: a stable machine-readable name (``conflict``, ``invalid_entry``, ...).
+        message: one sentence saying what is wrong (which file, entry, field).
+        field: the offending field's path (``entries[2].content.text``), or ``null``.
+        entry: which entry (``entries[2]``, ``seq 7``, ``line 12``), or ``null``.
+    """
+
+    code: str
+    message: str
+    field: str | None = None
+    entry: str | None = None
+
+
+#: Error responses every operation documents (and the only non-2xx statuses it returns).
+ERROR_STATUSES = frozenset({400, 401, 403, 404, 409, 413, 422})
+ERRORS: dict[Any, Any] = {ERROR_STATUSES: ErrorOut}
+
+
+class StrictIn(Schema):
+    """Base of request bodies: unknown fields and type coercion are refused."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class EntryIn(StrictIn):
+    """One entry to append, in the shape the importers produce (``journal_app.formats.base``).
+
+    ``content`` by kind: message ``{"text": str}``; tool_call ``{"name": str, "arguments":
+    any}``; tool_result ``{"output": str, "is_error": bool, "exit_code"?: int}``; reasoning
+    ``{"text": str}``; event ``{"type": str, ...}``. ``metadata`` holds source fields the
+    journal does not model; ``usage`` provider-reported token usage. Both are hashed with the
+    entry.
+    """
+
+    kind: Kind
+    role: Role
+    content: dict[str, Any]
+    tool_call_id: str = Field("", max_length=200, pattern=NO_NUL)
+    tool_name: str = Field("", max_length=200, pattern=NO_NUL)
+    derived: bool = False
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    usage: dict[str, Any] | None = None
+
+
+class AppendIn(StrictIn):
+    """An append batch: ``entries`` go at ``start_seq``, ``start_seq + 1``, ...
+
+    ``start_seq`` is required so a retried batch is recognised: entries at seqs the journal
+    already holds must hash identically (a no-op) or the whole batch is refused (409).
+    """
+
+    start_seq: int = Field(ge=1, le=MAX_SEQ)
+    entries: list[EntryIn] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class AppendedOut(Schema):
+    seq: int
+    entry_hash: str
+
+
+class AppendOut(Schema):
+    """What an append did: rows written, entries already present (no-ops), the new head."""
+
+    appended: int
+    unchanged: int
+    head_seq: int
+    head_hash: str | None
+    entries: list[AppendedOut]
+
+
+class ScopeOut(Schema):
+    session: str
+    lane: str
+    branch: str
+
+
+class JournalOut(Schema):
+    """One journal (scope) and its head: ``head_seq`` is its current revision."""
+
+    session: str
+    lane: str
+    branch: str
+    head_seq: int
+    head_hash: str | None
+    chunk_bytes: int
+    created_at: datetime
+
+
+class SessionOut(Schema):
+    key: str
+    title: str
+    source_format: str
+    source_name: str
+    created_at: datetime
+    journals: list[JournalOut]
+
+
+class ChunkOut(Schema):
+    """A fixed-size slice of the body: position, byte offset, length (bytes), sha256."""
+
+    position: int
+    offset: int
+    length: int
+    hash: str
+
+
+class VerificationOut(Schema):
+    """The entry's hashes recomputed now: body, metadata, entry, chunks and parent link."""
+
+    ok: bool
+    problems: list[str]
+
+
+class ArtifactReceiptOut(Schema):
+    """An artifact receipt (DESIGN.md section 4): what the context carries instead of content."""
+
+    reference: str
+    media_type: str
+    original_size: dict[str, int]
+    token_source: str
+    preview: str
+    content_hash: str
+    source_tool: str
+
+
+class EntryOut(Schema):
+    """An entry without its body (lists)."""
+
+    scope: ScopeOut
+    seq: int
+    kind: str
+    role: str
+    tool_call_id: str
+    tool_name: str
+    derived: bool
+    is_error: bool
+    entry_hash: str
+    body_hash: str
+    meta_hash: str
+    parent_hash: str | None
+    byte_length: int
+    token_count: int
+    token_source: str
+    artifact: str | None
+
+
+class EntryDetailOut(EntryOut):
+    """An entry with its content, metadata, chunks, artifact receipt and verification."""
+
+    content: dict[str, Any]
+    metadata: dict[str, Any]
+    text: str
+    chunks: list[ChunkOut]
+    artifact_receipt: ArtifactReceiptOut | None
+    verification: VerificationOut
+
+
+class EntryPageOut(Schema):
+    """A page of entries in seq order; pass ``next_after`` as ``after`` for the next page."""
+
+    entries: list[EntryOut]
+    next_after: int | None
+
+
+class ImportOut(Schema):
+    """What an import did: the journal, the detected format, entry counts, the append outcome."""
+
+    journal: JournalOut
+    format: str
+    appended: int
+    unchanged: int
+    counts: dict[str, int]
+
+
+class VerifyOut(Schema):
+    """:func:`journal_app.services.journal_verify` over one journal."""
+
+    ok: bool
+    entries: int
+    chunks: int
+    bytes: int
+    first_failure: dict[str, Any] | None
+
+
+class ArtifactOut(Schema):
+    receipt: ArtifactReceiptOut
+    created_at: datetime
+    entries: list[str]
+
+
+class ArtifactContentOut(Schema):
+    """The stored bytes of an artifact, decoded, with their hash recomputed on read."""
+
+    reference: str
+    content_hash: str
+    hash_verified: bool
+    content: str

@@ -1,0 +1,175 @@
+"""API operations of the context builder (DESIGN.md section 6): the request for the next model
+call, and a validator any runtime can run on a request before sending it.
+
+``POST /sessions/{session}/context``: the three views (model, frontend, debug) built by
+:func:`ledger_app.context_service.context_build`; the scope's tenant comes from the key
+(``request.auth``, :mod:`journal_app.auth`), lane and branch from the body.
+
+``POST /validate``: every invariant a message list breaks
+(:func:`ledger_app.validation.validate_request`). Its body is read here, not by the API's
+parser, because a lone UTF-16 surrogate in a string is one of the things it must *report*
+(the parser refuses such bodies for every other operation). Malformed JSON, a body of the
+wrong shape and unknown fields are answered in the API's error shape.
+
+Thin: one service call each. Domain errors (:class:`ContextError` is a ``LedgerError``) are
+mapped to HTTP in ``config/api.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from django.conf import settings
+from django.http import HttpRequest
+from ninja import Router, Schema
+from ninja.responses import Status
+from pydantic import Field, ValidationError
+
+from journal_app.schemas import ERRORS, MAX_SEQ, ScopePart, StrictIn
+from journal_app.tokens import count_tokens, source_label
+from ledger_app.context_service import context_build
+from ledger_app.validation import Meter, validate_request
+
+router = Router(tags=["context"])
+
+#: Largest budget accepted, tokens (no model has a window near it).
+MAX_TOKENS = 100_000_000
+View = Literal["model", "frontend", "debug"]
+
+
+class ContextIn(StrictIn):
+    """What to build: the scope's lane and branch, the revision, budgets in tokens, format.
+
+    ``hard_limit`` is the model's window; the request must fit in ``hard_limit -
+    output_reserve``. ``tail_tokens`` defaults to a quarter of ``working_budget``.
+    """
+
+    lane: str = Field("main", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+    branch: str = Field("main", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+    revision: int | None = Field(None, ge=0, le=MAX_SEQ)
+    working_budget: int = Field(ge=1, le=MAX_TOKENS)
+    hard_limit: int = Field(ge=1, le=MAX_TOKENS)
+    tail_tokens: int | None = Field(None, ge=0, le=MAX_TOKENS)
+    output_reserve: int = Field(0, ge=0, le=MAX_TOKENS)
+    target_format: Literal["openai", "anthropic"] = "openai"
+    views: list[View] = Field(default_factory=lambda: ["model", "frontend", "debug"])
+
+
+class ContextOut(Schema):
+    """``status`` ``ok`` (``model_view`` is the request to send) or ``failed`` (no request:
+    ``failure`` says why and which checkpoint was written). Views not asked for are null."""
+
+    status: str
+    revision: int
+    model_view: dict[str, Any] | None
+    frontend_view: dict[str, Any] | None
+    debug_trace: dict[str, Any] | None
+    failure: dict[str, Any] | None
+    validation: dict[str, Any]
+
+
+class ValidateIn(StrictIn):
+    """A request to check: ``messages`` (OpenAI list, or Anthropic list with ``system``
+    beside it), the format (detected when null) and the budgets to check it against."""
+
+    messages: list[Any]
+    system: Any = None
+    format: Literal["openai", "anthropic"] | None = None
+    working_budget: int | None = Field(None, ge=1, le=MAX_TOKENS)
+    hard_limit: int | None = Field(None, ge=1, le=MAX_TOKENS)
+    output_reserve: int = Field(0, ge=0, le=MAX_TOKENS)
+    check_secrets: bool = False
+
+
+class ProblemOut(Schema):
+    check: str
+    message: str
+    index: int | None
+    ref: str
+    entry: str
+
+
+class ValidationOut(Schema):
+    """Every problem found, each named by its check and the message (``index``), call id,
+    pin or reference (``ref``) it concerns; ``tokens`` is counted by ``token_source``."""
+
+    view: str
+    format: str
+    ok: bool
+    tokens: int | None
+    token_source: str
+    checks: list[str]
+    problems: list[ProblemOut]
+
+
+@router.post(
+    "/sessions/{session}/context",
+    response={200: ContextOut, **ERRORS},
+    summary="Build the request for the next model call (three views)",
+)
+def context(request: HttpRequest, session: ScopePart, payload: ContextIn) -> Any:
+    """Build the context of the scope (key's tenant, ``session``, lane, branch) as of
+    ``revision``: pins verbatim, the ledger checkpoint, artifact receipts and the recent tail,
+    compacted in the controlled order and validated; or the explicit failure state."""
+    journal = request.auth.journal(session, payload.lane, payload.branch)
+    result = context_build(
+        journal=journal,
+        revision=payload.revision,
+        working_budget=payload.working_budget,
+        hard_limit=payload.hard_limit,
+        tail_tokens=payload.tail_tokens,
+        target_format=payload.target_format,
+        output_reserve=payload.output_reserve,
+    )
+    return result.to_dict(tuple(payload.views))
+
+
+def _error(status: int, code: str, message: str, field: str | None = None) -> Status:
+    return Status(status, {"code": code, "message": message, "field": field, "entry": None})
+
+
+@router.post(
+    "/validate",
+    response={200: ValidationOut, **ERRORS},
+    summary="Check a message list against every invariant before sending it",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": ValidateIn.model_json_schema()}},
+        }
+    },
+)
+def validate(request: HttpRequest) -> Any:
+    """Return every invariant the request breaks: orphan calls or results, split parallel
+    calls, empty or reasoning-only messages, lone surrogates, over budget (and secrets when
+    ``check_secrets``). A request that breaks nothing answers ``ok: true``."""
+    try:
+        data = json.loads(request.body.decode("utf-8"))
+    except UnicodeDecodeError:
+        return _error(400, "malformed_json", "the body is not valid UTF-8")
+    except (ValueError, RecursionError) as exc:
+        return _error(400, "malformed_json", f"malformed JSON: {exc}")
+    try:
+        payload = ValidateIn.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first.get("loc", ())) or None
+        msg = "unknown field" if first.get("type") == "extra_forbidden" else first.get("msg")
+        return _error(422, "validation_error", f"{field or 'body'}: {msg}", field)
+    encoding = settings.TOKEN_ENCODING
+    meter = Meter(count=lambda text: count_tokens(text, encoding), label=source_label(encoding))
+    request_obj: Any = {"messages": payload.messages}
+    if payload.system is not None:
+        request_obj["system"] = payload.system
+    report = validate_request(
+        request_obj,
+        fmt=payload.format,
+        working_budget=payload.working_budget,
+        hard_limit=payload.hard_limit,
+        output_reserve=payload.output_reserve,
+        meter=meter,
+        check_secrets=payload.check_secrets,
+        view="request",
+    )
+    return report.to_dict()

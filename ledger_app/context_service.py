@@ -1,0 +1,335 @@
+"""Context for the next model call, from the journal, the ledger and the artifacts (DESIGN.md 6).
+
+``context_build`` is the one function the API and the UI call. It reads the journal as of a
+revision, the ledger state valid at that revision (:func:`ledger_app.services.ledger_state`)
+and the artifact receipts of oversized results, runs the pure builder
+(:func:`ledger_app.context.build_context`) and returns the three views. When the builder
+needs rounds folded it calls :func:`ledger_app.services.ledger_fold` (one fold, up to the
+protected tail); on an explicit failure it writes a checkpoint with
+:func:`ledger_app.services.ledger_consolidate` and returns the failure state, never a
+request. Artifacts are deduplicated by :func:`journal_app.services.artifact_store` (seed 001:
+an agent that reloads an artifact gets the same reference back), and every reference the
+model view carries is re-read from the store and re-hashed before the view is returned.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from journal_app.models import Artifact, Entry, Journal
+from journal_app.services import artifact_read
+from journal_app.tokens import count_tokens, source_label
+from ledger_app.context import (
+    ContextBuild,
+    ContextInputError,
+    build_context,
+    frontend_view,
+)
+from ledger_app.models import Fold
+from ledger_app.services import (
+    LedgerError,
+    entry_view,
+    latest_fold,
+    ledger_consolidate,
+    ledger_fold,
+    ledger_state,
+)
+from ledger_app.validation import ArtifactInfo, Meter, validate_frontend
+
+WITHHELD = "[withheld: this item failed the privacy check]"
+
+
+class ContextError(LedgerError):
+    """A context request that cannot be served (bad revision, budgets, format); HTTP 422."""
+
+    def __init__(self, message: str, field: str = "") -> None:
+        self.field = field
+        super().__init__(message)
+
+
+@dataclass
+class ContextResult:
+    """The three views of one state, separate objects (seed 001), and what happened.
+
+    Attributes:
+        status: ``"ok"`` or ``"failed"`` (explicit failure: ``model_view`` is ``None``).
+        revision: the journal revision the views are as of.
+        model_view: the request to send (OpenAI or Anthropic shape), or ``None``.
+        frontend_view: the user-safe history.
+        debug_trace: the final request and each compaction decision (reason, token effect).
+        failure: the failure state (reason, problems, figures, checkpoint) or ``None``.
+        validation: ``{"model": report, "frontend": report}`` as dicts.
+    """
+
+    status: str
+    revision: int
+    model_view: dict[str, Any] | None
+    frontend_view: dict[str, Any]
+    debug_trace: dict[str, Any]
+    failure: dict[str, Any] | None
+    validation: dict[str, Any]
+
+    def to_dict(self, views: tuple[str, ...] = ("model", "frontend", "debug")) -> dict[str, Any]:
+        """JSON-ready; each view is a deep copy, included only when named in ``views``."""
+        return {
+            "status": self.status,
+            "revision": self.revision,
+            "model_view": copy.deepcopy(self.model_view) if "model" in views else None,
+            "frontend_view": copy.deepcopy(self.frontend_view) if "frontend" in views else None,
+            "debug_trace": copy.deepcopy(self.debug_trace) if "debug" in views else None,
+            "failure": copy.deepcopy(self.failure),
+            "validation": copy.deepcopy(self.validation),
+        }
+
+
+def _fold_at(journal: Journal, revision: int) -> Fold | None:
+    """The latest fold whose ledger holds only evidence at or before ``revision``."""
+    chosen = None
+    for fold in Fold.objects.filter(journal=journal).order_by("number"):
+        if fold.kind == Fold.Kind.FOLD:
+            if fold.seq_end is None or fold.seq_end > revision:
+                break
+        elif fold.revision > revision:
+            break
+        chosen = fold
+    return chosen
+
+
+def _covered(journal: Journal, fold: Fold | None) -> int:
+    if fold is None:
+        return 0
+    last = (
+        Fold.objects.filter(journal=journal, kind=Fold.Kind.FOLD, number__lte=fold.number)
+        .order_by("-number")
+        .values_list("seq_end", flat=True)
+        .first()
+    )
+    return last or 0
+
+
+class _Artifacts:
+    """``reference -> ArtifactInfo``: the store re-read and re-hashed, once per reference."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.tenant = journal.session.tenant
+        self.seen: dict[str, ArtifactInfo | None] = {}
+
+    def __call__(self, reference: str) -> ArtifactInfo | None:
+        if reference not in self.seen:
+            self.seen[reference] = self._lookup(reference)
+        return self.seen[reference]
+
+    def _lookup(self, reference: str) -> ArtifactInfo | None:
+        prefix = f"artifact://{self.tenant.slug}/"
+        if not reference.startswith(prefix):
+            return None  # another tenant's reference never resolves here
+        artifact = Artifact.objects.filter(
+            tenant=self.tenant, content_hash=reference[len(prefix) :]
+        ).first()
+        if artifact is None:
+            return None
+        try:
+            _, ok = artifact_read(artifact=artifact)
+        except OSError:
+            ok = False
+        return ArtifactInfo(artifact.content_hash, ok)
+
+
+def _meter() -> Meter:
+    encoding = settings.TOKEN_ENCODING
+    return Meter(count=lambda text: count_tokens(text, encoding), label=source_label(encoding))
+
+
+def _checkpoint(journal: Journal, revision: int, budget: int, may_fold: bool) -> dict[str, Any]:
+    """Fold what is foldable and consolidate into a checkpoint (DESIGN.md 6, step 7)."""
+    if not may_fold:
+        return {
+            "fold": None,
+            "reason": "no checkpoint: the ledger has moved past this revision (or read-only)",
+        }
+    folded = None
+    try:
+        folded = ledger_fold(journal=journal, upto=revision)
+    except LedgerError as exc:
+        return {"fold": None, "reason": f"no checkpoint: the fold was refused: {exc}"}
+    target = min(settings.LEDGER_CHECKPOINT_TARGET_TOKENS, budget)
+    result = ledger_consolidate(journal=journal, target_tokens=target, start_tokens=0)
+    # nothing new to write (already consolidated): the latest fold stands as the checkpoint
+    fold = result.fold or latest_fold(journal)
+    reason = result.reason or "checkpoint written"
+    if result.fold is None and fold is not None:
+        reason += f"; fold {fold.number} stands as the checkpoint"
+    return {
+        "fold": fold.number if fold is not None else None,
+        "kind": fold.kind if fold is not None else None,
+        "outcome": fold.outcome if fold is not None else None,
+        "consolidated": result.fold is not None,
+        "folded": bool(folded and folded.created),
+        "reason": reason,
+        "target_tokens": target,
+    }
+
+
+def context_build(
+    *,
+    journal: Journal,
+    revision: int | None = None,
+    working_budget: int,
+    hard_limit: int,
+    tail_tokens: int | None = None,
+    target_format: str = "openai",
+    output_reserve: int = 0,
+    write: bool = True,
+    fold: Fold | None = None,
+) -> ContextResult:
+    """Build the request for the agent's next model call, and its two other views.
+
+    Args:
+        journal: the scope.
+        revision: the journal head seq to build as of (default: the current head).
+        working_budget: tokens the request should fit in.
+        hard_limit: the model's window, tokens; the request must fit in
+            ``hard_limit - output_reserve``.
+        tail_tokens: the protected recent tail, tokens (default: a quarter of the budget).
+        target_format: ``"openai"`` (Chat Completions) or ``"anthropic"`` (Messages).
+        output_reserve: tokens kept for the reply (case 14).
+        write: when ``False`` nothing is written: no fold, no checkpoint (UI previews, the
+            fold page's invariants panel).
+        fold: build with the ledger as of this fold (default: the latest valid at revision).
+
+    Returns:
+        :class:`ContextResult`. Idempotent in effect: a second call at the same revision finds
+        the rounds already folded and the same checkpoint.
+
+    Raises:
+        ContextError: a revision beyond the head or below 0; budgets or format the builder
+            refuses (the message names the field).
+    """
+    journal = Journal.objects.select_related("session__tenant").get(pk=journal.pk)
+    head = journal.head_seq
+    rev = head if revision is None else revision
+    if rev < 0 or rev > head:
+        raise ContextError(f"revision {rev} is not between 0 and the head {head}", "revision")
+    rows = list(
+        Entry.objects.filter(journal=journal, seq__lte=rev)
+        .select_related("artifact__tenant")
+        .order_by("seq")
+    )
+    views = [entry_view(e) for e in rows]
+    receipts: Mapping[str, Mapping[str, Any]] = {
+        e.entry_hash: e.artifact.receipt() for e in rows if e.artifact_id is not None
+    }
+    base = fold if fold is not None else _fold_at(journal, rev)
+    latest = latest_fold(journal)
+    may_fold = (
+        write and fold is None and (latest is None or base is not None and base.pk == latest.pk)
+    )
+
+    def fold_more(upto: int) -> tuple[Mapping[str, Any], int]:
+        if not may_fold:
+            raise ContextError("folding is not possible here: read-only, or a later fold exists")
+        ledger_fold(journal=journal, upto=min(upto, rev))
+        newest = latest_fold(journal)
+        return ledger_state(journal, newest), _covered(journal, newest)
+
+    meter = _meter()
+    label = source_label(settings.TOKEN_ENCODING)
+    stored = {e.entry_hash: e.token_count for e in rows if e.token_source == label}
+    try:
+        build: ContextBuild = build_context(
+            entries=views,
+            ledger=ledger_state(journal, base) if base is not None else None,
+            covered_upto=_covered(journal, base),
+            working_budget=working_budget,
+            hard_limit=hard_limit,
+            tail_tokens=tail_tokens,
+            target_format=target_format,
+            output_reserve=output_reserve,
+            receipts=receipts,
+            resolve_artifact=_Artifacts(journal),
+            fold=fold_more if may_fold else None,
+            meter=meter,
+            revision=rev,
+            token_counts=stored,
+        )
+    except ContextInputError as exc:
+        raise ContextError(str(exc)) from exc
+    frontend = frontend_view(views, receipts=receipts, count=meter.count)
+    reasoning = [v.text for v in views if v.kind == "reasoning"]
+    entry_of = {v.seq: v.entry_hash for v in views}
+    front_report = validate_frontend(frontend, reasoning=reasoning, entry_of=entry_of)
+    if not front_report.ok:
+        bad = {p.index for p in front_report.problems if p.index is not None}
+        for i in bad:
+            item = frontend["items"][i]
+            frontend["items"][i] = {
+                "seq": item.get("seq"),
+                "role": item.get("role"),
+                "kind": item.get("kind"),
+                "text": WITHHELD,
+            }
+        first = front_report
+        front_report = validate_frontend(frontend, reasoning=reasoning, entry_of=entry_of)
+        front_report.checks.append(f"withheld {len(bad)} items ({len(first.problems)} problems)")
+    trace = build.debug_trace
+    failure = build.failure
+    if build.status == "failed":
+        failure = dict(failure or {})
+        failure["checkpoint"] = _checkpoint(journal, rev, working_budget, may_fold)
+        trace["decisions"].append(
+            {
+                "step": 7,
+                "action": "checkpoint",
+                "reason": failure["checkpoint"]["reason"],
+                "tokens_before": 0,
+                "tokens_after": 0,
+                "effect": 0,
+                "fold": failure["checkpoint"]["fold"],
+            }
+        )
+    trace["ledger"]["fold"] = base.number if base is not None else None
+    return ContextResult(
+        status=build.status,
+        revision=rev,
+        model_view=build.model_view,
+        frontend_view=frontend,
+        debug_trace=trace,
+        failure=failure,
+        validation={"model": build.report.to_dict(), "frontend": front_report.to_dict()},
+    )
+
+
+def context_preview(
+    *, journal: Journal, revision: int | None = None, fold: Fold | None = None, **budgets: Any
+) -> ContextResult:
+    """:func:`context_build` without writing anything (no fold, no checkpoint), for the UI.
+
+    Budgets default to the ledger's window (``LEDGER_WINDOW_TOKENS``) as the hard limit and
+    the fold threshold (``LEDGER_FOLD_THRESHOLD_TOKENS``) as the working budget.
+    """
+    budgets.setdefault("hard_limit", settings.LEDGER_WINDOW_TOKENS)
+    budgets.setdefault(
+        "working_budget", min(settings.LEDGER_FOLD_THRESHOLD_TOKENS, budgets["hard_limit"])
+    )
+    return context_build(journal=journal, revision=revision, fold=fold, write=False, **budgets)
+
+
+def fold_invariants(*, fold: Fold) -> dict[str, Any]:
+    """The invariants panel of one fold: the context as of the fold, validated (read-only).
+
+    Returns:
+        ``{"status", "revision", "model": report, "frontend": report, "failure"}``.
+    """
+    result = context_preview(journal=fold.journal, revision=fold.revision, fold=fold)
+    return {
+        "status": result.status,
+        "revision": result.revision,
+        "model": result.validation["model"],
+        "frontend": result.validation["frontend"],
+        "failure": result.failure,
+    }

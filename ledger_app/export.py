@@ -1,0 +1,283 @@
+"""Export of a session as JSON Lines, with hashes, re-importable (issue 6, item 6).
+
+One JSON object per line, in this order:
+
+1. ``header``: format ``ledgerkeep-export`` version 1, the scope (tenant, session), the
+   session's title, source and metadata, the export time and each journal's head.
+2. per journal (lane/branch order): a ``journal`` record, its ``entry`` records in seq
+   order (canonical body and metadata text verbatim, every hash, the chunks, the artifact
+   receipt), its ``fold`` records (manifest, canonical delta with the verdicts, the delta's
+   sha256, the state hash) and its ``retirement`` records (P0 review queue decisions).
+3. records of registered providers (:func:`export_provider_register`): the audit app's
+   comments and annotations; recovery receipts once recovery_app registers its provider.
+4. ``end``: the number of records and entries and the sha256 of every byte before it, so
+   a truncated or edited file is refused on import.
+
+``journal_app.formats.ledgerkeep_export`` reads it back: importing the export into the same
+scope reproduces every entry hash (the scope is part of the hash header, DESIGN.md 4).
+The ledger is not imported: it is secondary, and ``manage.py fold`` derives it again;
+the exported deltas let ``verify_ledger``-style replays compare states by hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass
+from typing import IO, Any
+
+from django.apps import apps
+from django.core.serializers.json import DjangoJSONEncoder
+from django.utils import timezone
+
+from journal_app.models import Entry, Journal, Session
+from ledger_app.models import Fold, RetirementRequest
+
+EXPORT_FORMAT = "ledgerkeep-export"
+EXPORT_VERSION = 1
+BATCH = 1000
+
+#: ``provider(session, journals) -> records``; each record a JSON-able dict with a ``type``.
+ExportProvider = Callable[[Session, list[Journal]], Iterable[dict[str, Any]]]
+_PROVIDERS: dict[str, ExportProvider] = {}
+
+
+def export_provider_register(name: str, provider: ExportProvider) -> None:
+    """Add records to every export (called from an app's ``ready()``; re-registering a
+    name replaces it). Recovery receipts: ``recovery_app`` registers ``"recovery_app"``."""
+    _PROVIDERS[name] = provider
+
+
+def _dumps(record: dict[str, Any]) -> str:
+    # ASCII only: no raw U+2028 and the like, which line splitters treat as line breaks
+    return json.dumps(record, ensure_ascii=True, sort_keys=True, cls=DjangoJSONEncoder)
+
+
+def _entry_record(e: Entry, journal: Journal) -> dict[str, Any]:
+    return {
+        "type": "entry",
+        "lane": journal.lane,
+        "branch": journal.branch,
+        "seq": e.seq,
+        "kind": e.kind,
+        "role": e.role,
+        "tool_call_id": e.tool_call_id,
+        "tool_name": e.tool_name,
+        "derived": e.derived,
+        "is_error": e.is_error,
+        "body": e.body,
+        "meta": e.meta,
+        "body_hash": e.body_hash,
+        "byte_length": e.byte_length,
+        "meta_hash": e.meta_hash,
+        "parent_hash": e.parent_hash,
+        "entry_hash": e.entry_hash,
+        "token_count": e.token_count,
+        "token_source": e.token_source,
+        "chunks": [[c.position, c.offset, c.length, c.hash] for c in e.chunks.all()],
+        "artifact": e.artifact.receipt() if e.artifact_id else None,
+        "created_at": e.created_at,
+    }
+
+
+def _entries(journal: Journal) -> Iterator[Entry]:
+    last = 0
+    while True:
+        rows = list(
+            Entry.objects.filter(journal=journal, seq__gt=last)
+            .select_related("artifact__tenant")
+            .prefetch_related("chunks")
+            .order_by("seq")[:BATCH]
+        )
+        if not rows:
+            return
+        yield from rows
+        last = rows[-1].seq
+
+
+def _fold_record(f: Fold, journal: Journal, numbers: dict[int, int]) -> dict[str, Any]:
+    return {
+        "type": "fold",
+        "lane": journal.lane,
+        "branch": journal.branch,
+        "number": f.number,
+        "kind": f.kind,
+        "previous": numbers.get(f.previous_id) if f.previous_id else None,
+        "seq_start": f.seq_start,
+        "seq_end": f.seq_end,
+        "revision": f.revision,
+        "range_hash": f.range_hash,
+        "outcome": f.outcome,
+        "writer": f.writer,
+        "verifier": f.verifier,
+        "manifest": f.manifest,
+        "delta": f.delta,
+        "delta_hash": hashlib.sha256(f.delta.encode("utf-8")).hexdigest(),
+        "state_hash": f.state_hash,
+        "facts_added": f.facts_added,
+        "ops_rejected": f.ops_rejected,
+        "created_at": f.created_at,
+    }
+
+
+def _retirement_record(r: RetirementRequest, journal: Journal) -> dict[str, Any]:
+    return {
+        "type": "retirement",
+        "lane": journal.lane,
+        "branch": journal.branch,
+        "fact_id": r.fact_id,
+        "fact_text": r.fact_text,
+        "requested_in": r.requested_in.number,
+        "evidence": r.evidence,
+        "reason": r.reason,
+        "status": r.status,
+        "reviewer": r.reviewer.get_username() if r.reviewer_id else None,
+        "comment": r.comment,
+        "decided_at": r.decided_at,
+        "decided_in": r.decided_in.number if r.decided_in_id else None,
+        "created_at": r.created_at,
+    }
+
+
+def _generic_receipts(session: Session, journals: list[Journal]) -> Iterator[dict[str, Any]]:
+    """Recovery receipts before recovery_app registers its own provider: every field of
+    ``recovery_app.Receipt`` rows of these journals, if that model exists with a
+    ``journal`` foreign key; nothing otherwise."""
+    try:
+        Receipt = apps.get_model("recovery_app", "Receipt")
+    except LookupError:
+        return
+    fields = {f.name: f for f in Receipt._meta.concrete_fields}
+    if "journal" not in fields:
+        return
+    fold_fields = [f.attname for f in fields.values() if getattr(f, "related_model", None) is Fold]
+    numbers = dict(Fold.objects.filter(journal__in=journals).values_list("pk", "number"))
+    by_pk = {j.pk: j for j in journals}
+    for row in Receipt.objects.filter(journal__in=journals).order_by("pk").values():
+        journal = by_pk[row.pop("journal_id")]
+        for attname in fold_fields:  # fold references by number, as in the fold records
+            pk = row.pop(attname)
+            row[attname.removesuffix("_id")] = numbers.get(pk) if pk else None
+        yield {"type": "receipt", "lane": journal.lane, "branch": journal.branch, **row}
+
+
+@dataclass
+class ExportSummary:
+    """What an export wrote: record and entry counts, journals, folds, the file's sha256."""
+
+    records: int
+    entries: int
+    folds: int
+    journals: int
+    sha256: str
+    exported_at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def session_export(
+    *, session: Session, out: IO[bytes], lane: str = "", branch: str = ""
+) -> ExportSummary:
+    """Write the export of ``session`` (all journals, or those of ``lane``/``branch``) to ``out``.
+
+    Memory stays flat: entries are read 1,000 at a time with their chunks.
+
+    Returns:
+        :class:`ExportSummary`; ``sha256`` is the digest of every byte before the ``end``
+        record (the value the ``end`` record carries).
+    """
+    journals = list(session.journals.order_by("lane", "branch"))
+    if lane:
+        journals = [j for j in journals if j.lane == lane]
+    if branch:
+        journals = [j for j in journals if j.branch == branch]
+    for j in journals:
+        j.session = session
+    digest = hashlib.sha256()
+    counts = {"records": 0, "entries": 0, "folds": 0}
+    exported_at = timezone.now().isoformat()
+
+    def emit(record: dict[str, Any]) -> None:
+        data = (_dumps(record) + "\n").encode("utf-8")
+        digest.update(data)
+        out.write(data)
+        counts["records"] += 1
+
+    emit(
+        {
+            "type": "header",
+            "format": EXPORT_FORMAT,
+            "version": EXPORT_VERSION,
+            "scope": {"tenant": session.tenant.slug, "session": session.key},
+            "title": session.title,
+            "source_format": session.source_format,
+            "source_name": session.source_name,
+            "session_meta": session.meta_dict,
+            "exported_at": exported_at,
+            "journals": [
+                {
+                    "lane": j.lane,
+                    "branch": j.branch,
+                    "head_seq": j.head_seq,
+                    "head_hash": j.head_hash,
+                    "chunk_bytes": j.chunk_bytes,
+                }
+                for j in journals
+            ],
+        }
+    )
+    for journal in journals:
+        emit(
+            {
+                "type": "journal",
+                "lane": journal.lane,
+                "branch": journal.branch,
+                "head_seq": journal.head_seq,
+                "head_hash": journal.head_hash,
+                "chunk_bytes": journal.chunk_bytes,
+            }
+        )
+        for entry in _entries(journal):
+            emit(_entry_record(entry, journal))
+            counts["entries"] += 1
+        folds = list(Fold.objects.filter(journal=journal).order_by("number"))
+        numbers = {f.pk: f.number for f in folds}
+        for fold in folds:
+            emit(_fold_record(fold, journal, numbers))
+            counts["folds"] += 1
+        for r in (
+            RetirementRequest.objects.filter(journal=journal)
+            .select_related("requested_in", "decided_in", "reviewer")
+            .defer("requested_in__state", "requested_in__delta", "requested_in__manifest")
+            .order_by("pk")
+        ):
+            emit(_retirement_record(r, journal))
+    providers = dict(_PROVIDERS)
+    providers.setdefault("recovery_app", _generic_receipts)
+    for provider in providers.values():
+        for record in provider(session, journals):
+            emit(record)
+    summary = ExportSummary(
+        records=counts["records"],
+        entries=counts["entries"],
+        folds=counts["folds"],
+        journals=len(journals),
+        sha256=digest.hexdigest(),
+        exported_at=exported_at,
+    )
+    out.write(
+        (
+            _dumps(
+                {
+                    "type": "end",
+                    "records": summary.records,
+                    "entries": summary.entries,
+                    "sha256": summary.sha256,
+                }
+            )
+            + "\n"
+        ).encode("utf-8")
+    )
+    return summary

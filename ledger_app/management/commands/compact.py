@@ -1,0 +1,109 @@
+"""``manage.py compact SCOPE [--writer offline|model]``: fold a session and print the folds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from journal_app.services import JournalError, journals_for_scope
+from ledger_app.services import CompactRow, LedgerError, ledger_compact
+
+COLUMNS = (
+    "fold",
+    "kind",
+    "seq",
+    "outcome",
+    "added",
+    "rejected",
+    "covered",
+    "model in",
+    "model out",
+    "calls",
+)
+
+
+def _row(r: CompactRow) -> tuple[str, ...]:
+    if r.fold is None:
+        a = r.attempt
+        seq = f"{a.seq_start}-{a.seq_end}" if a else "-"
+        calls = len(a.record.get("model_calls", [])) if a else 0
+        return (
+            str(a.number if a else "-"),
+            "fold",
+            seq,
+            r.outcome,
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            str(calls),
+        )
+    f = r.fold
+    m = f.manifest
+    model = m.get("tokens", {}).get("model", {})
+    review = m.get("review", {})
+    seq = f"{f.seq_start}-{f.seq_end}" if f.seq_start else "-"
+    return (
+        str(f.number),
+        f.kind,
+        seq,
+        f.outcome,
+        str(f.facts_added),
+        str(f.ops_rejected + int(review.get("rejected", 0))),
+        str(m.get("tokens", {}).get("covered", "-")),
+        str(model.get("input_tokens", 0)),
+        str(model.get("output_tokens", 0)),
+        str(model.get("calls", 0)),
+    )
+
+
+class Command(BaseCommand):
+    help = (
+        "Compact every journal in SCOPE (tenant[/session[/lane[/branch]]]): fold its unfolded "
+        "rounds in slices with the offline writer or the configured models, then consolidate, "
+        "and print one row per fold (outcome, facts added, rejections, tokens). Without "
+        "OPENAI_BASE_URL the default writer is the offline one."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("scope", help="tenant[/session[/lane[/branch]]]")
+        parser.add_argument(
+            "--writer",
+            choices=["offline", "model", "mechanical"],
+            default=None,
+            help="default: model when OPENAI_BASE_URL is set, else offline",
+        )
+        parser.add_argument(
+            "--fold-tokens",
+            type=int,
+            default=None,
+            help="covered tokens per fold (default LEDGER_FOLD_THRESHOLD_TOKENS)",
+        )
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        try:
+            journals = journals_for_scope(opts["scope"])
+        except JournalError as exc:
+            raise CommandError(str(exc)) from None
+        failed = False
+        for journal in journals:
+            try:
+                report = ledger_compact(
+                    journal=journal, writer=opts["writer"], fold_tokens=opts["fold_tokens"]
+                )
+            except LedgerError as exc:
+                raise CommandError(f"{journal.scope_label}: {exc}") from None
+            self.stdout.write(f"{journal.scope_label}: writer {report.writer_label}")
+            rows = [COLUMNS] + [_row(r) for r in report.rows]
+            widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+            for row in rows:
+                self.stdout.write("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
+            for r in report.rows:
+                if r.reason:
+                    self.stdout.write(f"  failed: {r.reason}")
+            self.stdout.write(f"  {len(report.rows)} fold(s); stopped: {report.stopped or '-'}")
+            failed = failed or report.failed
+        if failed:
+            raise CommandError("a fold failed (nothing of it was stored); run compact again")

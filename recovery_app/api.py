@@ -1,0 +1,149 @@
+"""API operations of recovery: the agent's ``search``, ``read`` and ``analyst`` tools.
+
+DESIGN.md section 7. Mounted by ``config/api.py``. Each operation takes the caller's journal
+from ``request.auth`` (the key's tenant plus the session path; another tenant's journals do
+not exist for the key) and calls one service. Scope is never a query or body parameter, and
+a cursor signed for one scope is refused in any other.
+
+Recovery's domain errors become HTTP errors here, once: a refused cursor 400, a denied
+request 403, an unknown entry 404, an unsearchable query or other refusal 422.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from django.http import Http404, HttpRequest
+from ninja import Query, Router
+from ninja.errors import HttpError
+
+from journal_app.models import Journal
+from journal_app.schemas import ERRORS, ScopePart
+from recovery_app import services
+from recovery_app.schemas import AnalystIn, AnalystOut, ReadOut, SearchOut
+
+router = Router(tags=["recovery"])
+
+SCOPE = "/sessions/{session}/{lane}/{branch}/recovery"
+
+_STATUS: list[tuple[type[Exception], int]] = [
+    (services.CursorRefused, 400),
+    (services.Denied, 403),
+    (services.EntryNotFound, 404),
+    (services.QueryInvalid, 422),
+    (services.RecoveryError, 422),
+]
+
+
+def _mapped(func: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except tuple(cls for cls, _ in _STATUS) as exc:
+            status = next(code for cls, code in _STATUS if isinstance(exc, cls))
+            raise HttpError(status, str(exc)) from exc
+
+    return wrapper
+
+
+def caller_journal(request: HttpRequest, session: str, lane: str, branch: str) -> Journal:
+    """The journal of the caller's credentials for this session (``Http404`` outside them).
+
+    ``request.auth.journal`` is the credentials' resolver ``(session, lane, branch) ->
+    Journal`` (:class:`journal_app.auth.ApiCaller`), or a journal already bound to the
+    caller's session, which must then be the one the path names.
+    """
+    bound = request.auth.journal
+    if callable(bound):
+        return bound(session, lane, branch)
+    if (bound.session.key, bound.lane, bound.branch) != (session, lane, branch):
+        raise Http404(f"no journal {session}/{lane}/{branch}")
+    return bound
+
+
+@router.get(SCOPE + "/search", response={200: SearchOut, **ERRORS}, summary="Search the journal")
+@_mapped
+def search(
+    request: HttpRequest,
+    session: ScopePart,
+    lane: ScopePart,
+    branch: ScopePart,
+    q: Annotated[str, Query(min_length=1, max_length=400, pattern=r"^[^\x00]*$")],
+    cursor: Annotated[str | None, Query(max_length=2000)] = None,
+    limit: Annotated[int, Query(ge=1, le=50)] = 10,
+) -> Any:
+    """Leads: raw entries holding every term (phrases), in seq order, at a frozen revision.
+
+    Leads are not evidence: read an entry to get it verified. Summaries, compaction markers
+    and reasoning blocks are never results. Snippets are filtered (secrets, reasoning).
+    """
+    journal = caller_journal(request, session, lane, branch)
+    page = services.recovery_search(journal=journal, query=q, cursor=cursor, limit=limit)
+    return {
+        "query": page.query,
+        "revision": page.revision,
+        "hits": page.hits,
+        "next_cursor": page.next_cursor,
+    }
+
+
+@router.get(SCOPE + "/read", response={200: ReadOut, **ERRORS}, summary="Read an entry, verified")
+@_mapped
+def read(
+    request: HttpRequest,
+    session: ScopePart,
+    lane: ScopePart,
+    branch: ScopePart,
+    seq: Annotated[int | None, Query(ge=1, le=2**63 - 1)] = None,
+    entry: Annotated[str | None, Query(pattern=r"^(sha256:)?[0-9a-fA-F]{64}$")] = None,
+) -> Any:
+    """One entry (by ``seq`` or ``entry`` hash) re-read in full and checked against the
+    journal's head: scope, seq, raw, hashes, byte length, every chunk. Content only when
+    every check passes; secrets and hidden reasoning filtered, and ``filtered`` says so."""
+    journal = caller_journal(request, session, lane, branch)
+    return services.recovery_read(journal=journal, seq=seq, entry=entry).__dict__
+
+
+@router.post(SCOPE + "/analyst", response={200: AnalystOut, **ERRORS}, summary="Ask the analyst")
+@_mapped
+def analyst(
+    request: HttpRequest, session: ScopePart, lane: ScopePart, branch: ScopePart, payload: AnalystIn
+) -> Any:
+    """A bounded attempt (3 rounds, 4 searches, 8 reads, ...) answering ``question`` with
+    claims marked current (at the revision), historical, reported or unresolved, each with
+    exact quotes from hash-verified byte ranges; claims whose citations fail are listed as
+    rejected with the reason. The claims are not checked for entailment."""
+    journal = caller_journal(request, session, lane, branch)
+    receipt = services.recovery_analyst(journal=journal, question=payload.question)
+    return analyst_out(receipt)
+
+
+def analyst_out(receipt: Any) -> dict[str, Any]:
+    """The analyst's answer from its receipt."""
+    return {
+        "receipt": receipt.pk,
+        "outcome": receipt.outcome,
+        "reason": receipt.reason,
+        "revision": receipt.snapshot.get("revision", 0),
+        "claims": [
+            {
+                "claim": c["claim"],
+                "status": c["status"],
+                "citations": [{**x, "entry": "sha256:" + x["entry"]} for x in c["citations"]],
+            }
+            for c in receipt.claims
+        ],
+        "rejected": [
+            {
+                "claim": str(c.get("claim", "")),
+                "status": str(c.get("status", "")),
+                "reason": c["reason"],
+            }
+            for c in receipt.rejected_claims
+        ],
+        "queries": [q["query"] for q in receipt.queries],
+        "usage": receipt.usage,
+    }

@@ -1,0 +1,68 @@
+"""Production settings (issue 7): ``manage.py check --deploy`` is clean when DEBUG is false,
+and the embedded default keeps its development settings."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _production_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "LOG_"))}
+    env.update(
+        DJANGO_DEBUG="false",
+        DJANGO_SECRET_KEY=secrets.token_urlsafe(50),
+        DJANGO_ALLOWED_HOSTS="ledgerkeep.example",
+        DATABASE_URL=f"sqlite:///{tmp_path / 'deploy.sqlite3'}",
+        **extra,
+    )
+    return env
+
+
+def _manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_check_deploy_is_clean_under_production_settings(tmp_path):
+    r = _manage(_production_env(tmp_path), "check", "--deploy", "--fail-level", "WARNING")
+
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "System check identified no issues" in r.stdout
+
+
+def test_production_settings_switch_on_https_hsts_and_json_logs(tmp_path):
+    code = (
+        "from django.conf import settings as s; "
+        "print(s.SECURE_SSL_REDIRECT, s.SECURE_HSTS_SECONDS, s.SESSION_COOKIE_SECURE, "
+        "s.CSRF_COOKIE_SECURE, s.SECURE_REDIRECT_EXEMPT, s.LOG_FORMAT, s.SECURE_PROXY_SSL_HEADER)"
+    )
+    env = _production_env(
+        tmp_path, DJANGO_SECURE_SSL_REDIRECT="false", DJANGO_SECURE_PROXY_SSL_HEADER="HTTP_X_FWD"
+    )
+
+    r = _manage(env, "shell", "-v", "0", "-c", code)
+
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [
+        "False", "31536000", "True", "True", "['^healthz$']", "json", "('HTTP_X_FWD',", "'https')",
+    ]  # fmt: skip
+
+
+def test_the_embedded_default_keeps_development_settings(settings):
+    # (pytest-django runs tests with DEBUG off; the module was configured with it on)
+    assert settings.SECURE_SSL_REDIRECT is False
+    assert settings.SESSION_COOKIE_SECURE is False
+    assert settings.SECURE_HSTS_SECONDS == 0
+    assert settings.LOG_FORMAT == "console"

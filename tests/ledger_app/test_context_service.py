@@ -1,0 +1,323 @@
+"""context_build end to end: journal, ledger, artifacts, checkpoints; and its API (issue 9)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.files.storage import default_storage
+from ninja import NinjaAPI
+from ninja.testing import TestClient
+
+from journal_app.auth import api_key_auth, api_key_create
+from journal_app.formats.base import message, tool_call, tool_result
+from journal_app.models import Artifact
+from journal_app.services import journal_append, journal_import, tenant_ensure
+from ledger_app.context_api import router
+from ledger_app.context_service import ContextError, context_build, context_preview, fold_invariants
+from ledger_app.models import Fold
+from ledger_app.validation import TASK_STATE_MARK, message_texts, validate_request
+from tests.factories import fold_build, journal_build
+from tests.ledger_app.test_context import BUDGETS, CORPUS_FILES
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def media(tmp_path, settings):
+    settings.MEDIA_ROOT = tmp_path / "media"
+
+
+@pytest.fixture
+def tenant():
+    return tenant_ensure(slug="acme")
+
+
+def texts(view):
+    out = [t for m in view["messages"] for t in message_texts(m)]
+    return out + [b["text"] for b in view.get("system", [])]
+
+
+def test_the_sample_session_ends_on_its_last_complete_round_and_states_the_interrupted_call(tenant):
+    journal = journal_build(tenant=tenant)
+    result = context_build(journal=journal, working_budget=10_000, hard_limit=10_000)
+    assert result.status == "ok" and result.revision == journal.head_seq
+    messages = result.model_view["messages"]
+    assert messages[-2]["content"] == "Correction: only change billing/refunds.py."
+    assert messages[-1]["content"].startswith(TASK_STATE_MARK)
+    assert "interrupted call t2" in messages[-1]["content"]
+    assert not any(c["id"] == "t2" for m in messages for c in m.get("tool_calls") or [])
+    assert result.validation["model"]["ok"] and result.validation["frontend"]["ok"]
+    assert Fold.objects.count() == 0  # within budget: nothing folded
+
+
+def test_a_tight_budget_folds_once_and_the_second_build_reuses_the_fold(tenant):
+    journal = journal_build(tenant=tenant)
+    first = context_build(journal=journal, working_budget=215, hard_limit=215, tail_tokens=10)
+    assert first.status == "ok", first.failure
+    assert Fold.objects.filter(journal=journal).count() == 1
+    fold = Fold.objects.get(journal=journal)
+    assert fold.seq_end == 9  # up to the protected tail (the correction at seq 10)
+    assert first.debug_trace["rounds"]["folded_out"]
+    assert first.model_view["messages"][0]["content"].startswith("Never modify the payments")
+    second = context_build(journal=journal, working_budget=215, hard_limit=215, tail_tokens=10)
+    assert Fold.objects.filter(journal=journal).count() == 1
+    assert second.model_view == first.model_view
+
+
+def test_read_only_builds_write_nothing(tenant):
+    journal = journal_build(tenant=tenant)
+    result = context_preview(journal=journal, working_budget=215, hard_limit=215, tail_tokens=10)
+    assert Fold.objects.count() == 0
+    assert [a["outcome"] for a in result.debug_trace["ledger"]["folds_asked"]] == [
+        "no fold callback: the ledger cannot grow here"
+    ]
+
+
+def test_an_earlier_revision_sees_only_its_entries(tenant):
+    journal = journal_build(tenant=tenant)
+    result = context_build(journal=journal, revision=2, working_budget=10_000, hard_limit=10_000)
+    assert result.revision == 2
+    assert [m["role"] for m in result.model_view["messages"]] == ["system", "user"]
+    with pytest.raises(ContextError, match="revision 99"):
+        context_build(journal=journal, revision=99, working_budget=10_000, hard_limit=10_000)
+    with pytest.raises(ContextError, match="target_format"):
+        context_build(journal=journal, working_budget=100, hard_limit=100, target_format="x")
+
+
+def big_output(n=3000):
+    return "\n".join(f"row {i}: amount {i * 7} EUR" for i in range(n))
+
+
+def test_an_artifact_reloaded_five_times_leaves_one_artifact_and_one_reference(tenant):
+    content = big_output()
+    items = [
+        message("user", "Load the ledger export."),
+        tool_call("load", "export", {}),
+        tool_result("load", content),
+    ]
+    for n in range(5):
+        items += [tool_call(f"re{n}", "read_artifact", {"n": n}), tool_result(f"re{n}", content)]
+    items.append(message("assistant", "Loaded it six times."))
+    journal = journal_build(tenant=tenant, items=items)
+    assert Artifact.objects.filter(tenant=tenant).count() == 1
+    artifact = Artifact.objects.get(tenant=tenant)
+    assert journal.entries.filter(artifact=artifact).count() == 6
+    result = context_build(journal=journal, working_budget=4_000, hard_limit=4_000)
+    assert result.status == "ok", result.failure
+    blob = json.dumps(result.model_view)
+    assert result.debug_trace["artifacts"] == [artifact.reference]
+    assert set(__import__("re").findall(r"artifact://[^\s\"\\]+", blob)) == {artifact.reference}
+    assert blob.count("preview:") == 1
+    # reloading again through the store returns the same artifact, not a new one
+    journal_append(
+        journal=journal, items=[tool_call("re9", "read_artifact", {}), tool_result("re9", content)]
+    )
+    assert Artifact.objects.filter(tenant=tenant).count() == 1
+
+
+def test_a_receipt_whose_artifact_is_gone_falls_back_to_the_journal_text(tenant):
+    content = big_output()
+    items = [
+        message("user", "Load it."),
+        tool_call("load", "export", {}),
+        tool_result("load", content),
+        message("assistant", "Done."),
+    ]
+    journal = journal_build(tenant=tenant, items=items)
+    artifact = Artifact.objects.get(tenant=tenant)
+    default_storage.delete(artifact.storage_name)
+    result = context_build(journal=journal, working_budget=3_000, hard_limit=3_000)
+    assert result.status == "ok", result.failure
+    first, second = result.validation["model"], result.debug_trace["validation"][0]
+    assert first["ok"]
+    assert [p["check"] for p in second["problems"]] == ["artifact_reference"] or second["problems"][
+        0
+    ]["check"] == "artifact_hash"
+    tool = next(m for m in result.model_view["messages"] if m["role"] == "tool")
+    assert tool["content"].startswith("[shrunk by the context builder")
+    assert artifact.reference not in json.dumps(result.model_view)
+
+
+def test_an_impossible_budget_writes_a_checkpoint_and_returns_the_failure_state(tenant):
+    items = [message("user", "x" * 280_000)]
+    for n in range(4):
+        items += [
+            tool_call(f"c{n}", "exec", {"command": f"make step{n}"}),
+            tool_result(f"c{n}", f"step {n} ok"),
+        ]
+    items.append(message("assistant", "All steps ran."))
+    journal = journal_build(tenant=tenant, items=items)
+    fold_build(journal)
+    result = context_build(journal=journal, working_budget=20_000, hard_limit=20_000)
+    assert result.status == "failed" and result.model_view is None
+    assert result.debug_trace["request"] is None
+    checkpoint = result.failure["checkpoint"]
+    assert checkpoint["consolidated"] and checkpoint["kind"] == "consolidation"
+    stored = Fold.objects.get(journal=journal, number=checkpoint["fold"])
+    assert stored.kind == Fold.Kind.CONSOLIDATION
+    pin = next(f for f in stored.state_dict["facts"].values() if f.get("pin"))
+    assert pin["text"] == "x" * 280_000  # the instruction is kept, never evicted
+    again = context_build(journal=journal, working_budget=20_000, hard_limit=20_000)
+    assert again.status == "failed" and again.failure["checkpoint"]["fold"] == checkpoint["fold"]
+
+
+def test_the_frontend_view_is_user_safe(tenant):
+    secret = "sk-PLACEHOLDER-not-a-real-key-000000000000"
+    items = [
+        message("system", "Internal operator prompt."),
+        message("user", "Show the environment."),
+        tool_call("env", "terminal", {"cmd": "printenv"}),
+        tool_result("env", f"OPENAI_API_KEY={secret}\nEDITOR=vim"),
+        message("assistant", "The key is set."),
+    ]
+    journal = journal_build(tenant=tenant, items=items)
+    result = context_build(journal=journal, working_budget=10_000, hard_limit=10_000)
+    front = json.dumps(result.frontend_view)
+    assert secret not in front and "Internal operator prompt" not in front and "EDITOR=vim" in front
+    assert secret not in json.dumps(result.model_view) and secret not in json.dumps(
+        result.debug_trace
+    )
+    assert result.validation["frontend"]["ok"]
+
+
+def test_the_fold_page_invariants_panel(tenant):
+    journal = journal_build(tenant=tenant)
+    fold = fold_build(journal)
+    panel = fold_invariants(fold=fold)
+    assert panel["status"] == "ok" and panel["model"]["ok"]
+    assert "pin_verbatim" in panel["model"]["checks"]
+    assert Fold.objects.count() == 1
+
+
+@pytest.mark.parametrize("path", CORPUS_FILES, ids=[p.name for p in CORPUS_FILES])
+def test_every_corpus_transcript_through_the_service(path):
+    journal = journal_import(path=path, tenant="corpus").journal
+    for budget in BUDGETS:
+        result = context_build(journal=journal, working_budget=budget, hard_limit=budget)
+        if result.status == "failed":
+            assert result.model_view is None and result.failure["checkpoint"]
+            continue
+        view = result.model_view
+        fmt = "anthropic" if view["format"].startswith("anthropic") else "openai"
+        report = validate_request(
+            {k: v for k, v in view.items() if k != "format"},
+            fmt=fmt,
+            working_budget=budget,
+            hard_limit=budget,
+        )
+        assert report.ok, [p.message for p in report.problems]
+        found = texts(view)
+        for e in journal.entries.filter(
+            kind="message", role__in=["system", "developer", "user"], derived=False
+        ):
+            if e.text:
+                assert any(e.text in t for t in found), f"pin seq {e.seq} missing at {budget}"
+
+
+# ------------------------------------------------------------------------------------ API
+
+api = NinjaAPI(auth=api_key_auth, urls_namespace="context-api-test")
+api.add_router("/", router)
+
+
+@pytest.fixture
+def client(tenant):
+    _, raw = api_key_create(tenant=tenant, name="runtime")
+    return TestClient(api, headers={"Authorization": f"Bearer {raw}"})
+
+
+def test_api_builds_the_three_views(client, tenant):
+    journal_build(tenant=tenant)
+    response = client.post(
+        "/sessions/s1/context",
+        json={"working_budget": 10_000, "hard_limit": 10_000, "target_format": "anthropic"},
+    )
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["status"] == "ok"
+    assert body["model_view"]["format"] == "anthropic-messages"
+    assert body["frontend_view"]["items"] and body["debug_trace"]["decisions"]
+    only = client.post(
+        "/sessions/s1/context",
+        json={"working_budget": 10_000, "hard_limit": 10_000, "views": ["model"]},
+    ).json()
+    assert only["frontend_view"] is None and only["debug_trace"] is None
+
+
+def test_api_context_is_tenant_scoped_and_strict(client, tenant):
+    other = tenant_ensure(slug="globex")
+    journal_build(tenant=other, key="theirs")
+    assert (
+        client.post(
+            "/sessions/theirs/context", json={"working_budget": 10, "hard_limit": 10}
+        ).status_code
+        == 404
+    )
+    journal_build(tenant=tenant)
+    bad = client.post("/sessions/s1/context", json={"working_budget": 0, "hard_limit": 10})
+    assert bad.status_code == 422
+    unknown = client.post(
+        "/sessions/s1/context", json={"working_budget": 10, "hard_limit": 10, "budget": 3}
+    )
+    assert unknown.status_code == 422
+    anonymous = TestClient(api)
+    assert (
+        anonymous.post(
+            "/sessions/s1/context", json={"working_budget": 10, "hard_limit": 10}
+        ).status_code
+        == 401
+    )
+
+
+def test_api_validate_reports_every_broken_invariant(client):
+    body = {
+        "messages": [
+            {"role": "user", "content": "go"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+                    {"id": "b", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+                ],
+            },
+            {"role": "tool", "tool_call_id": "a", "content": "ok"},
+            {"role": "user", "content": ""},
+            {"role": "tool", "tool_call_id": "zzz", "content": "?"},
+        ],
+        "working_budget": 10,
+    }
+    response = client.post("/validate", json=body)
+    assert response.status_code == 200
+    report = response.json()
+    assert not report["ok"]
+    assert {p["check"] for p in report["problems"]} == {
+        "orphan_tool_call",
+        "empty_message",
+        "orphan_tool_result",
+        "within_working_budget",
+    }
+    assert client.post("/validate", json={"messages": body["messages"][:1]}).json()["ok"]
+
+
+def test_api_validate_reports_a_lone_surrogate_instead_of_refusing_the_body(client):
+    raw = '{"messages": [{"role": "user", "content": "bad \\ud800"}]}'
+    response = client.post("/validate", data=raw, content_type="application/json")
+    assert response.status_code == 200
+    assert [p["check"] for p in response.json()["problems"]] == ["lone_surrogate"]
+
+
+def test_api_validate_refuses_malformed_bodies_in_the_error_shape(client):
+    response = client.post("/validate", data="{not json", content_type="application/json")
+    assert response.status_code == 400 and response.json()["code"] == "malformed_json"
+    response = client.post("/validate", json={"messages": [], "extra": 1})
+    assert response.status_code == 422 and response.json()["field"] == "extra"
+    assert client.post("/validate", json=[1, 2]).status_code == 422
+
+
+def test_revision_zero_has_nothing_to_send_and_says_so(tenant):
+    journal = journal_build(tenant=tenant)
+    result = context_build(journal=journal, revision=0, working_budget=100, hard_limit=100)
+    assert result.status == "failed" and result.model_view is None
+    assert [p["check"] for p in result.failure["problems"]] == ["empty_message"]

@@ -1,0 +1,212 @@
+"""The production topology, natively (issue 7; DESIGN.md section 2): gunicorn and a Celery
+worker against PostgreSQL and Redis, driven over HTTP end to end.
+
+``docker-compose.yml`` describes db, redis, web and worker; Docker cannot run on the CI
+machines, so this test brings the same processes up itself: ``gunicorn config.wsgi`` on
+127.0.0.1 and a free port, and a real ``celery worker`` on Redis database 12
+(``CELERY_TOPOLOGY_BROKER_URL`` to change it), both on the test run's own PostgreSQL
+database, both with production settings (``DJANGO_DEBUG=false``, JSON logs). Then, over
+HTTP only: ``/healthz``; a key from ``manage.py create_api_key``; a real corpus transcript
+uploaded; a fold queued and its task polled until it completes; the ledger read; one
+support hash followed to its raw entry, whose hashes are recomputed on read. Both processes
+are stopped whatever happens, and their logs printed.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+import pytest
+from django.db import connection
+from kombu import Connection
+
+ROOT = Path(__file__).resolve().parent.parent
+TRANSCRIPT = ROOT / "tests/fixtures/corpus/openai-chat-tool-calls/taubench-gpt4o-airline-task3.json"
+BROKER = os.environ.get("CELERY_TOPOLOGY_BROKER_URL", "redis://127.0.0.1:6379/12")
+QUEUE = "celery"  # the default queue: what the web process sends to
+START_TIMEOUT = 60.0
+TASK_TIMEOUT = 120.0
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+
+
+def _database_url() -> str:
+    db = connection.settings_dict
+    auth = quote(db["USER"] or "")
+    if db["PASSWORD"]:
+        auth += ":" + quote(db["PASSWORD"])
+    host = db["HOST"] or "127.0.0.1"
+    port = f":{db['PORT']}" if db["PORT"] else ""
+    return f"postgres://{auth + '@' if auth else ''}{host}{port}/{quote(db['NAME'])}"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _purge_queue() -> None:
+    with Connection(BROKER, connect_timeout=5) as conn:
+        channel = conn.default_channel
+        channel.client.delete(QUEUE)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=20)
+
+
+def _wait(what: str, deadline: float, probe, processes: list[subprocess.Popen]):
+    last = None
+    while time.monotonic() < deadline:
+        for p in processes:
+            assert p.poll() is None, f"{p.args[2]} exited early while waiting for {what}"
+        try:
+            last = probe()
+            if last is not None:
+                return last
+        except httpx.TransportError as exc:
+            last = exc
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}; last answer: {last!r}")
+
+
+@pytest.fixture
+def topology(tmp_path) -> Iterator[dict]:
+    if connection.vendor != "postgresql":
+        pytest.skip(
+            "gunicorn and the worker must share the test database, which only PostgreSQL allows "
+            f"(this run uses {connection.vendor}); set DATABASE_URL=postgres://..."
+        )
+    try:
+        _purge_queue()
+    except Exception as exc:  # Redis down: say so instead of failing obscurely
+        pytest.skip(f"no Redis broker at {BROKER}: {type(exc).__name__}: {exc}")
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "CELERY_"))}
+    env.update(
+        DJANGO_SETTINGS_MODULE="config.settings",
+        DATABASE_URL=_database_url(),
+        CELERY_BROKER_URL=BROKER,
+        CELERY_TASK_ALWAYS_EAGER="false",
+        DJANGO_DEBUG="false",
+        DJANGO_SECRET_KEY=secrets.token_urlsafe(50),
+        DJANGO_ALLOWED_HOSTS="127.0.0.1",
+        DJANGO_SECURE_SSL_REDIRECT="false",  # no TLS proxy in front of this test
+        MEDIA_ROOT=str(tmp_path / "media"),
+        LEDGER_FOLD_THRESHOLD_TOKENS=str(10**9),  # the fold comes from the API call only
+        LOG_LEVEL="INFO",
+    )
+    commands = {
+        "web": [
+            sys.executable, "-m", "gunicorn", "config.wsgi:application",
+            "--bind", f"127.0.0.1:{port}", "--workers", "2", "--timeout", "60",
+            "--access-logfile", "-",
+        ],
+        "worker": [
+            sys.executable, "-m", "celery", "-A", "config", "worker",
+            "--pool", "solo", "--concurrency", "1", "-Q", QUEUE,
+            "-n", f"topology-{secrets.token_hex(4)}@%h",
+            "--without-heartbeat", "--without-gossip", "--without-mingle", "--loglevel", "INFO",
+        ],
+    }  # fmt: skip
+    logs = {name: tmp_path / f"{name}.log" for name in commands}
+    processes: dict[str, subprocess.Popen] = {}
+    try:
+        for name, command in commands.items():
+            with logs[name].open("wb") as log:
+                processes[name] = subprocess.Popen(
+                    command,
+                    cwd=ROOT,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+        yield {
+            "url": f"http://127.0.0.1:{port}",
+            "env": env,
+            "processes": list(processes.values()),
+        }
+    finally:
+        for process in processes.values():
+            _stop(process)
+        try:
+            _purge_queue()
+        finally:
+            for name, path in logs.items():
+                print(f"--- {name}: {' '.join(commands[name])} ---")
+                print(path.read_text(errors="replace")[-20_000:])
+
+
+def test_a_transcript_goes_from_http_upload_to_a_cited_ledger(topology):
+    url, processes = topology["url"], topology["processes"]
+    with httpx.Client(base_url=url, timeout=30) as http:
+        health = _wait(
+            "/healthz",
+            time.monotonic() + START_TIMEOUT,
+            lambda: (r := http.get("/healthz")).status_code == 200 and r.json() or None,
+            processes,
+        )
+        assert health["database"] == {"ok": True, "vendor": "postgresql"}
+        assert health["broker"] == {"ok": True, "transport": "redis", "eager": False}
+
+        made = subprocess.run(
+            [sys.executable, "manage.py", "create_api_key", "topology", "--name", "e2e", "--quiet"],
+            cwd=ROOT,
+            env=topology["env"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        key = made.stdout.strip().splitlines()[-1]
+        http.headers["Authorization"] = f"Bearer {key}"
+        scope = "/api/v1/sessions/tau/main/main"
+
+        with TRANSCRIPT.open("rb") as fh:
+            imported = http.post(scope + "/import", files={"file": (TRANSCRIPT.name, fh)})
+        assert imported.status_code == 200, imported.text
+        assert imported.json()["appended"] == 63
+
+        queued = http.post(scope + "/folds", json={})
+        assert queued.status_code == 202, queued.text
+        task_id = queued.json()["task_id"]
+
+        def finished():
+            task = http.get(f"/api/v1/tasks/{task_id}").json()
+            return task if task["status"] in ("succeeded", "failed") else None
+
+        task = _wait("the fold task", time.monotonic() + TASK_TIMEOUT, finished, processes)
+        assert task["status"] == "succeeded", task["error"]
+        assert task["result"] == {"fold": 1, "created": True, "reason": ""}
+
+        ledger = http.get(scope + "/ledger").json()
+        assert ledger["fold"] == 1 and ledger["total"] > 0
+        pin = next(f for f in ledger["facts"] if f["pin"])
+        support = pin["support"][0]
+        assert support["resolved"] is True
+
+        entry = http.get(support["url"]).json()
+        assert entry["entry_hash"] == support["entry"]
+        assert entry["seq"] == support["seq"]
+        assert entry["text"] == pin["text"]
+        assert entry["verification"] == {"ok": True, "problems": []}
+        assert http.get(scope + "/verify").json()["ok"] is True
