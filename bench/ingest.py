@@ -198,8 +198,10 @@ def run(
     n = entries or (2_000 if small else 20_000)
     items = session(n, seed=8)
     n = len(items)
-    media = tempfile.mkdtemp(prefix="bench-media-")
-    with override_settings(LEDGER_FOLD_THRESHOLD_TOKENS=10**12, MEDIA_ROOT=media):
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-media-") as media,
+        override_settings(LEDGER_FOLD_THRESHOLD_TOKENS=10**12, MEDIA_ROOT=media),
+    ):
         journal = new_journal("ingest")
         ours = _append_batches(journal, items, batch)
         rounds_items = items[: max(1, n // 10)]
@@ -299,8 +301,10 @@ def run(
 def profile_append(n: int = 2000, top: int = 25) -> str:
     """cProfile of the append path on ``n`` entries: the top functions by own and total time."""
     items = session(n, seed=8)
-    media = tempfile.mkdtemp(prefix="bench-media-")
-    with override_settings(LEDGER_FOLD_THRESHOLD_TOKENS=10**12, MEDIA_ROOT=media):
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-media-") as media,
+        override_settings(LEDGER_FOLD_THRESHOLD_TOKENS=10**12, MEDIA_ROOT=media),
+    ):
         journal = new_journal("ingest-profile")
         prof = cProfile.Profile()
         prof.enable()

@@ -89,13 +89,18 @@ def largest_source(corpus: Path = CORPUS) -> Path:
 
 def measure_import(path: Path) -> dict[str, Any]:
     """Import ``path`` in a fresh process; return entries, peak and file figures (MB)."""
+    with tempfile.TemporaryDirectory(prefix="bench-media-") as media:
+        return _measure_import(path, media)
+
+
+def _measure_import(path: Path, media: str) -> dict[str, Any]:
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "DJANGO_DEBUG": "false",
         "DATABASE_URL": os.environ.get("BENCH_DATABASE_URL", os.environ.get("DATABASE_URL", "")),
         "LEDGER_FOLD_THRESHOLD_TOKENS": str(10**12),
-        "MEDIA_ROOT": tempfile.mkdtemp(prefix="bench-media-"),
+        "MEDIA_ROOT": media,
     }
     out = subprocess.run(
         [sys.executable, "-c", CHILD, str(path)],
@@ -121,11 +126,11 @@ def run(*, small: bool = False) -> dict[str, Any]:
     """Measure and print; return the figures (the runner writes them to JSON)."""
     largest = measure_import(largest_source())
     rows = [largest]
-    tmp = Path(tempfile.mkdtemp(prefix="bench-memory-"))
-    for n in (500, 2_000) if small else (2_000, 8_000, 32_000):
-        path = tmp / f"synthetic-{n}.json"
-        write_openai_chat(path, n, seed=12)
-        rows.append(measure_import(path))
+    with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
+        for n in (500, 2_000) if small else (2_000, 8_000, 32_000):
+            path = Path(tmp) / f"synthetic-{n}.json"
+            write_openai_chat(path, n, seed=12)
+            rows.append(measure_import(path))
     print(f"{'source':<72} {'entries':>8} {'file MB':>8} {'peak +MB':>9} {'peak/file':>9}")
     for r in rows:
         print(

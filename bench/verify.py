@@ -165,8 +165,10 @@ def run(
     """
     n = entries or (2_000 if small else 20_000)
     big = memory_entries or (50_000 if small else 1_000_000)
-    media = tempfile.mkdtemp(prefix="bench-media-")
-    with override_settings(LEDGER_FOLD_THRESHOLD_TOKENS=10**12, MEDIA_ROOT=media):
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-media-") as media,
+        override_settings(LEDGER_FOLD_THRESHOLD_TOKENS=10**12, MEDIA_ROOT=media),
+    ):
         journal = new_journal("verify")
         items = session(n, seed=9)
         for start in range(0, len(items), 1000):

@@ -9,6 +9,7 @@ mismatch, which is what ``verify_journal`` and the "hash verified" badge rely on
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +23,6 @@ from journal_app.hashing import (
     canonical_body,
     entry_hash,
     entry_header,
-    metadata_hash,
 )
 from journal_app.tokens import count_tokens, source_label
 
@@ -87,6 +87,9 @@ def _validate(index: int, item: ParsedEntry) -> None:
         raise EntryInvalid(index, "content", "content must be a JSON object", ref)
     if item.kind == "message" and not isinstance(item.content.get("text"), str):
         raise EntryInvalid(index, "content.text", "a message needs its text (null content)", ref)
+    for name in ("tool_call_id", "tool_name"):
+        if "\x00" in getattr(item, name):
+            raise EntryInvalid(index, name, "contains a NUL character", ref)
     if item.kind in ("tool_call", "tool_result") and not item.tool_call_id:
         raise EntryInvalid(index, "tool_call_id", f"a {item.kind} needs a tool_call_id", ref)
     if item.kind == "tool_result" and not isinstance(item.content.get("output"), str):
@@ -138,7 +141,7 @@ def prepare_entries(
             ) from None
         seq = start_seq + index
         b_hash = body_hash(body_bytes)
-        m_hash = metadata_hash(meta)
+        m_hash = hashlib.sha256(meta_bytes).hexdigest()  # = metadata_hash(meta), one pass
         header = entry_header(
             tenant=scope["tenant"],
             session=scope["session"],
@@ -153,6 +156,7 @@ def prepare_entries(
             parent_hash=parent,
             meta_hash=m_hash,
             derived=item.derived,
+            tool_name=item.tool_name,
         )
         e_hash = entry_hash(header)
         text = content_text(item.kind, item.content)
@@ -202,6 +206,8 @@ def check_entry(
     tool_call_id: str,
     derived: bool,
     body: str,
+    tool_name: str = "",
+    is_error: bool | None = None,
     body_hash_stored: str,
     byte_length: int,
     meta: str,
@@ -248,10 +254,18 @@ def check_entry(
         parent_hash=parent_hash,
         meta_hash=recomputed_meta,
         derived=derived,
+        tool_name=tool_name,
     )
     recomputed_entry = entry_hash(header)
     if recomputed_entry != entry_hash_stored:
         problems.append(f"entry_hash: stored {entry_hash_stored}, recomputed {recomputed_entry}")
+    if is_error is not None and kind == "tool_result":
+        try:
+            shown = bool(json.loads(body).get("is_error"))
+        except (ValueError, AttributeError):
+            shown = None
+        if shown is not None and shown != is_error:
+            problems.append(f"is_error: stored {is_error}, the body says {shown}")
     expected_chunks = chunk(raw, chunk_bytes)
     if len(expected_chunks) != len(chunks):
         problems.append(f"chunks: stored {len(chunks)}, recomputed {len(expected_chunks)}")

@@ -46,6 +46,8 @@ def canonical_body(content: Any) -> bytes:
     """
     try:
         return rfc8785.dumps(content)
+    except RecursionError:
+        raise CanonicalisationError("nested too deeply to canonicalise") from None
     except UnicodeEncodeError as exc:
         raise CanonicalisationError(
             "a string holds a lone UTF-16 surrogate (not valid Unicode)"
@@ -90,11 +92,12 @@ def entry_header(
     parent_hash: str,
     meta_hash: str,
     derived: bool,
+    tool_name: str = "",
 ) -> dict[str, Any]:
     """Build the header that :func:`entry_hash` digests (DESIGN.md section 4).
 
     ``parent_hash`` is the previous entry's ``entry_hash`` in the same branch, or ``""``
-    for ``seq`` 1. ``derived`` marks summaries and compaction markers (never citable).
+    for ``seq`` 1. ``tool_name`` is hashed too (a tool result's name is not in its body). ``derived`` marks summaries and compaction markers (never citable).
     """
     return {
         "scope": {"tenant": tenant, "session": session, "lane": lane, "branch": branch},
@@ -102,6 +105,7 @@ def entry_header(
         "kind": kind,
         "role": role,
         "tool_call_id": tool_call_id,
+        "tool_name": tool_name,
         "body_hash": body_hash,
         "byte_length": byte_length,
         "parent_hash": parent_hash,

@@ -171,6 +171,31 @@ def artifact_read(*, artifact: Artifact) -> tuple[str, bool]:
     return data.decode("utf-8", errors="replace"), chunk_hash(data) == artifact.content_hash
 
 
+def artifact_check(artifact: Artifact) -> list[str]:
+    """Recompute an artifact from its stored bytes: hash, byte size, media type, preview.
+
+    Returns problems naming each field that does not match (empty when all match); a
+    missing file is a problem too.
+    """
+    try:
+        text, ok = artifact_read(artifact=artifact)
+    except OSError as exc:
+        return [f"artifact {artifact.reference}: stored bytes missing ({exc})"]
+    if not ok:
+        return [f"artifact {artifact.reference}: stored bytes do not match content_hash"]
+    problems = []
+    size = len(text.encode("utf-8"))
+    if size != artifact.byte_size:
+        problems.append(
+            f"artifact {artifact.reference}: byte_size stored {artifact.byte_size}, recomputed {size}"
+        )
+    if media_type_of(text) != artifact.media_type:
+        problems.append(f"artifact {artifact.reference}: media_type stored {artifact.media_type!r}")
+    if make_preview(text, artifact.media_type) != artifact.preview:
+        problems.append(f"artifact {artifact.reference}: preview differs from the content")
+    return problems
+
+
 @dataclass
 class AppendResult:
     """Outcome of one append batch: entries written, entries already present (no-ops), head."""
@@ -385,7 +410,9 @@ def journal_import(
         on_parsed(parsed)
     # A lone surrogate in the title would only fail at the database; the entry it came from
     # is refused below with its line, so the title just must not stop us getting there.
-    parsed.title = parsed.title.encode("utf-8", errors="replace").decode("utf-8")
+    parsed.title = (
+        parsed.title.encode("utf-8", errors="replace").decode("utf-8").replace("\x00", "")
+    )
     session_meta = {"source_session_id": parsed.source_session_id, **parsed.metadata}
     try:
         canonical_body(session_meta)
@@ -410,7 +437,12 @@ def journal_import(
         total = AppendResult(appended=0, unchanged=0, head_seq=0)
         done = 0
         for lane_name, items in by_lane.items():
-            j = journal_ensure(session=s, lane=lane_name, branch=branch)
+            try:
+                j = journal_ensure(session=s, lane=lane_name, branch=branch)
+            except JournalError as exc:
+                if lane_name == lane:
+                    raise
+                raise FormatError(path, items[0].source_ref, "lane", str(exc)) from None
 
             def lane_progress(n: int, _total: int, _base: int = done) -> None:
                 if progress:
@@ -486,6 +518,8 @@ def entry_check(entry: Entry, *, chain: bool = False) -> list[str]:
         role=entry.role,
         tool_call_id=entry.tool_call_id,
         derived=entry.derived,
+        tool_name=entry.tool_name,
+        is_error=entry.is_error,
         body=entry.body,
         body_hash_stored=entry.body_hash,
         byte_length=entry.byte_length,
@@ -500,17 +534,22 @@ def entry_check(entry: Entry, *, chain: bool = False) -> list[str]:
 
 
 def _iter_entries(journal: Journal, batch: int = 1000) -> Iterator[Entry]:
+    # seq is gapless, so a range (not OFFSET/LIMIT over the rest) keeps every batch an index
+    # range scan; a gap still shows up as a seq mismatch in the caller
     last = 0
-    while True:
+    head = (
+        Entry.objects.filter(journal=journal).order_by("-seq").values_list("seq", flat=True).first()
+        or 0
+    )
+    while last < head:
         rows = list(
-            Entry.objects.filter(journal=journal, seq__gt=last)
+            Entry.objects.filter(journal=journal, seq__gt=last, seq__lte=last + batch)
             .order_by("seq")
-            .prefetch_related("chunks")[:batch]
+            .select_related("artifact")
+            .prefetch_related("chunks")
         )
-        if not rows:
-            return
         yield from rows
-        last = rows[-1].seq
+        last += batch
 
 
 def journal_verify(
@@ -545,6 +584,8 @@ def journal_verify(
                 role=entry.role,
                 tool_call_id=entry.tool_call_id,
                 derived=entry.derived,
+                tool_name=entry.tool_name,
+                is_error=entry.is_error,
                 body=entry.body,
                 body_hash_stored=entry.body_hash,
                 byte_length=entry.byte_length,
@@ -557,11 +598,7 @@ def journal_verify(
                 chunk_bytes=journal.chunk_bytes,
             )
             if entry.artifact_id is not None and not problems:
-                _, ok = artifact_read(artifact=entry.artifact)
-                if not ok:
-                    problems.append(
-                        f"artifact {entry.artifact.reference}: stored bytes do not match content_hash"
-                    )
+                problems += artifact_check(entry.artifact)
             report.entries += 1
             report.chunks += len(chunks)
             report.bytes += entry.byte_length

@@ -89,7 +89,10 @@ def parse_path(path: str | Path, fmt: str | None = None) -> ParsedSession:
         )
     source = read_source(path)
     name = fmt or detect_format(source)
-    session = FORMATS[name].parse(source)
+    try:
+        session = FORMATS[name].parse(source)
+    except RecursionError:
+        raise FormatError(path, "", "", "nested too deeply for the importer to follow") from None
     if not any(e.kind in ("message", "tool_call") for e in session.entries):
         hint = ""
         if fmt is not None:

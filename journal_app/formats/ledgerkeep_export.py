@@ -112,9 +112,24 @@ def parse(source: Source) -> ParsedSession:
         FormatError: naming the line and field of the first record that does not verify.
     """
     path = source.path
+    if source.kind != "jsonl" or not source.data:
+        raise FormatError(
+            path, "", "", "a ledgerkeep export is JSON Lines: a header, the records, an end record"
+        )
     rows: list[tuple[int, Any]] = source.data
-    _check_file_digest(source, rows)
     header_line, header = rows[0]
+    if not (isinstance(header, dict) and header.get("type") == "header"):
+        raise FormatError(
+            path, f"line {header_line}", "type", "the first record must be the export's header"
+        )
+    if header.get("format") != NAME:
+        raise FormatError(
+            path,
+            f"line {header_line}",
+            "format",
+            f"not a {NAME} file: {header.get('format')!r:.40}",
+        )
+    _check_file_digest(source, rows)
     if header.get("version") != VERSION:
         raise FormatError(
             path,
@@ -139,6 +154,8 @@ def parse(source: Source) -> ParsedSession:
                 _field(path, line, record, "branch", str),
             )
             chunk_bytes[key] = _field(path, line, record, "chunk_bytes", int)
+            if chunk_bytes[key] < 4:
+                raise FormatError(path, f"line {line}", "chunk_bytes", "must be at least 4")
             heads[key] = (
                 _field(path, line, record, "head_seq", int),
                 _field(path, line, record, "head_hash", str),
@@ -191,22 +208,28 @@ def parse(source: Source) -> ParsedSession:
         role = _field(path, line, record, "role", str)
         call_id = _field(path, line, record, "tool_call_id", str)
         derived = _field(path, line, record, "derived", bool)
-        header_fields = entry_header(
-            tenant=tenant,
-            session=session,
-            lane=lane,
-            branch=branch,
-            seq=seq,
-            kind=kind,
-            role=role,
-            tool_call_id=call_id,
-            body_hash=body_hash(raw),
-            byte_length=len(raw),
-            parent_hash=parent,
-            meta_hash=meta_hash,
-            derived=derived,
-        )
-        recomputed = entry_hash(header_fields)
+        try:
+            recomputed = entry_hash(
+                entry_header(
+                    tenant=tenant,
+                    session=session,
+                    lane=lane,
+                    branch=branch,
+                    seq=seq,
+                    kind=kind,
+                    role=role,
+                    tool_call_id=call_id,
+                    body_hash=body_hash(raw),
+                    byte_length=len(raw),
+                    parent_hash=parent,
+                    meta_hash=meta_hash,
+                    derived=derived,
+                )
+            )
+        except CanonicalisationError as exc:
+            raise FormatError(
+                path, f"line {line}", "entry_hash", f"cannot be hashed: {exc}"
+            ) from None
         if recomputed != record.get("entry_hash"):
             raise FormatError(
                 path, f"line {line}", "entry_hash", f"recomputed from the record: {recomputed}"

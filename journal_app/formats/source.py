@@ -46,8 +46,12 @@ def _reject_constant(name: str) -> Any:
 
 
 def loads(text: str) -> Any:
-    """``json.loads`` that refuses NaN/Infinity (they have no RFC 8785 form)."""
-    return json.loads(text, parse_constant=_reject_constant)
+    """``json.loads`` that refuses NaN/Infinity (they have no RFC 8785 form) and nesting
+    deeper than Python's recursion limit (raised as ``ValueError``, not ``RecursionError``)."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ValueError("nested too deeply (more levels than the parser can follow)") from None
 
 
 def parse_jsonl(path: Path, text: str) -> list[tuple[int, Any]]:
