@@ -99,9 +99,11 @@ def _load(journal: Any, prepared: Sequence[Any]) -> None:
 
 
 def _analyze() -> None:
+    """VACUUM ANALYZE the loaded tables: planner statistics, and the GIN index's pending
+    list merged (COPY fills it; in steady state autovacuum keeps it short)."""
     with connection.cursor() as cur:
-        cur.execute("ANALYZE journal_app_entry")
-        cur.execute("ANALYZE recovery_app_searchsegment")
+        cur.execute("VACUUM ANALYZE journal_app_entry")
+        cur.execute("VACUUM ANALYZE recovery_app_searchsegment")
 
 
 def _pct(values: Sequence[float], q: float) -> float:

@@ -174,6 +174,8 @@ def _stored(entry: Entry) -> StoredEntry:
         parent_hash=entry.parent_hash,
         entry_hash=entry.entry_hash,
         chunks=[StoredChunk(c.position, c.offset, c.length, c.hash) for c in entry.chunks.all()],
+        tool_name=entry.tool_name,
+        is_error=entry.is_error,
     )
 
 

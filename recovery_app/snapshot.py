@@ -14,13 +14,11 @@ length and hash of every chunk. A lead that fails any check is discarded with th
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from journal_app.chunking import chunk
-from journal_app.hashing import body_hash, entry_hash, entry_header
+from journal_app.chain import StoredChunk, check_entry
 
 SCOPE_PARTS = ("tenant", "session", "lane", "branch")
 CHECKS = (
@@ -103,14 +101,6 @@ def admit(snapshot: Snapshot, *, scope: dict[str, str], revision: int) -> None:
         )
 
 
-@dataclass(frozen=True)
-class StoredChunk:
-    position: int
-    offset: int
-    length: int
-    hash: str
-
-
 @dataclass
 class StoredEntry:
     """An entry as re-read from storage, with its journal's scope and chunk size."""
@@ -131,6 +121,8 @@ class StoredEntry:
     parent_hash: str
     entry_hash: str
     chunks: Sequence[StoredChunk] = field(default_factory=list)
+    tool_name: str = ""
+    is_error: bool | None = None
 
 
 @dataclass
@@ -151,6 +143,10 @@ def verify_read(
 ) -> ReadCheck:
     """Check an entry re-read in full against the snapshot and its own hashes.
 
+    The hashes are recomputed by the journal's own :func:`journal_app.chain.check_entry`
+    (one definition of the entry header and the chunking), under the *snapshot's* scope:
+    an entry of another scope cannot pass.
+
     Args:
         snapshot: the frozen scope and revision.
         stored: the entry as just re-read (all fields and every chunk).
@@ -158,70 +154,53 @@ def verify_read(
 
     Returns:
         :class:`ReadCheck`; ``reason`` names every failed check with stored and recomputed
-        values (``"chunks: chunk 1 hash stored ..., recomputed ..."``).
+        values (``"chunks: chunk 1: stored offset ... hash ..., recomputed ..."``).
     """
-    problems: dict[str, str] = {}
+    problems: dict[str, list[str]] = {}
+
+    def fail(name: str, detail: str) -> None:
+        problems.setdefault(name, []).append(detail)
+
     if stored.scope != snapshot.scope or stored.journal_id != snapshot.journal_id:
-        problems["scope"] = (
-            f"entry belongs to {'/'.join(stored.scope.get(p, '?') for p in SCOPE_PARTS)}, snapshot is {snapshot.label}"
-        )
+        where = "/".join(stored.scope.get(p, "?") for p in SCOPE_PARTS)
+        fail("scope", f"entry belongs to {where}, snapshot is {snapshot.label}")
     if stored.seq > snapshot.revision:
-        problems["revision"] = (
-            f"seq {stored.seq} is after the snapshot's revision {snapshot.revision}"
-        )
+        fail("revision", f"seq {stored.seq} is after the snapshot's revision {snapshot.revision}")
     if stored.seq != lead_seq:
-        problems["seq"] = f"the lead named seq {lead_seq}, the entry is at seq {stored.seq}"
+        fail("seq", f"the lead named seq {lead_seq}, the entry is at seq {stored.seq}")
     if stored.derived:
-        problems["raw"] = "a summary or compaction marker (derived entry) is never evidence"
-    raw = stored.body.encode("utf-8", errors="surrogatepass")
-    b_hash = body_hash(raw)
-    if b_hash != stored.body_hash:
-        problems["body_hash"] = f"stored {stored.body_hash}, recomputed {b_hash}"
-    if len(raw) != stored.byte_length:
-        problems["byte_length"] = f"stored {stored.byte_length}, recomputed {len(raw)}"
-    m_hash = metadata_hash_text(stored.meta)
-    if m_hash != stored.meta_hash:
-        problems["meta_hash"] = f"stored {stored.meta_hash}, recomputed {m_hash}"
-    header = entry_header(
-        **snapshot.scope,
+        fail("raw", "a summary or compaction marker (derived entry) is never evidence")
+    if stored.entry_hash != lead_hash:
+        fail("entry_hash", f"the lead named {lead_hash}, the entry is {stored.entry_hash}")
+    for problem in check_entry(
+        scope=snapshot.scope,
         seq=stored.seq,
         kind=stored.kind,
         role=stored.role,
         tool_call_id=stored.tool_call_id,
-        body_hash=b_hash,
-        byte_length=len(raw),
-        parent_hash=stored.parent_hash,
-        meta_hash=m_hash,
+        tool_name=stored.tool_name,
+        is_error=stored.is_error,
         derived=stored.derived,
-    )
-    e_hash = entry_hash(header)
-    if e_hash != stored.entry_hash or stored.entry_hash != lead_hash:
-        problems["entry_hash"] = (
-            f"lead {lead_hash}, stored {stored.entry_hash}, recomputed {e_hash}"
-        )
-    chunk_problems = []
-    expected = chunk(raw, stored.chunk_bytes)
-    got = sorted(stored.chunks, key=lambda c: c.position)
-    if len(expected) != len(got):
-        chunk_problems.append(f"stored {len(got)} chunks, recomputed {len(expected)}")
-    for want, have in zip(expected, got, strict=False):
-        for name in ("position", "offset", "length", "hash"):
-            if getattr(want, name) != getattr(have, name):
-                chunk_problems.append(
-                    f"chunk {have.position} {name} stored {getattr(have, name)}, "
-                    f"recomputed {getattr(want, name)}"
-                )
-    if chunk_problems:
-        problems["chunks"] = "; ".join(chunk_problems)
-    checks = {name: name not in problems for name in CHECKS}
-    failed = [name for name in CHECKS if name in problems]
-    reason = "; ".join(f"{name}: {problems[name]}" for name in failed)
+        body=stored.body,
+        body_hash_stored=stored.body_hash,
+        byte_length=stored.byte_length,
+        meta=stored.meta,
+        meta_hash_stored=stored.meta_hash,
+        parent_hash=stored.parent_hash,
+        entry_hash_stored=stored.entry_hash,
+        chunks=stored.chunks,
+        expected_parent=None,
+        chunk_bytes=stored.chunk_bytes,
+    ):
+        name, _, detail = problem.partition(": ")
+        if name.startswith("chunk"):
+            name, detail = "chunks", problem
+        fail(name, detail)
+    names = list(CHECKS) + [n for n in problems if n not in CHECKS]
+    checks = {name: name not in problems for name in names}
+    failed = [name for name in names if name in problems]
+    reason = "; ".join(f"{name}: {', '.join(problems[name])}" for name in failed)
     return ReadCheck(not failed, checks, failed, reason)
-
-
-def metadata_hash_text(meta: str) -> str:
-    """The metadata hash of stored canonical metadata text (as the journal computes it)."""
-    return hashlib.sha256(meta.encode("utf-8", errors="surrogatepass")).hexdigest()
 
 
 __all__ = [
@@ -232,6 +211,5 @@ __all__ = [
     "StoredChunk",
     "StoredEntry",
     "admit",
-    "metadata_hash_text",
     "verify_read",
 ]

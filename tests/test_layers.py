@@ -28,6 +28,10 @@ PURE = [
     "ledger_app/offline.py",
     "ledger_app/model_writer.py",
     "ledger_app/context.py",
+    "bench/generator.py",
+    "ledger_app/filters.py",
+    "ledger_app/diff.py",
+    "journal_app/charts.py",
     "ledger_app/validation.py",
 ]
 

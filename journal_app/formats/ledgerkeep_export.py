@@ -208,6 +208,7 @@ def parse(source: Source) -> ParsedSession:
         role = _field(path, line, record, "role", str)
         call_id = _field(path, line, record, "tool_call_id", str)
         derived = _field(path, line, record, "derived", bool)
+        tool_name = _field(path, line, record, "tool_name", str)
         try:
             recomputed = entry_hash(
                 entry_header(
@@ -224,6 +225,7 @@ def parse(source: Source) -> ParsedSession:
                     parent_hash=parent,
                     meta_hash=meta_hash,
                     derived=derived,
+                    tool_name=tool_name,
                 )
             )
         except CanonicalisationError as exc:
@@ -249,7 +251,7 @@ def parse(source: Source) -> ParsedSession:
                 role=role,
                 content=content,
                 tool_call_id=call_id,
-                tool_name=_field(path, line, record, "tool_name", str),
+                tool_name=tool_name,
                 derived=derived,
                 # the metadata verbatim (usage and source_ref included): the import's
                 # metadata hashes to the exported meta_hash

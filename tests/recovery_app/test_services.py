@@ -205,7 +205,8 @@ def test_a_tampered_chunk_discards_the_lead_and_the_receipt_names_the_check():
     r = recovery_run(journal=case.journal, query="0042_add_refund_index", model=None)
     read = next(x for x in r.reads if x["entry"] == case.call.entry_hash)
     assert read["ok"] is False and read["failed"] == ["chunks"] and read["discarded"]
-    assert "chunk 0 hash stored " + "0" * 64 in read["reason"]
+    assert read["reason"].startswith("chunks: chunk 0: stored offset 0")
+    assert f"hash {'0' * 64}, recomputed" in read["reason"]
     assert case.call.entry_hash not in [s["entry"] for s in r.sources]
     # the untouched result still counts; nothing cites the tampered call
     assert all(c["entry"] != case.call.entry_hash for cl in r.claims for c in cl["citations"])

@@ -34,7 +34,7 @@ def _stored(seq=4, chunk_bytes=16):
         scope=dict(SCOPE), journal_id=7, chunk_bytes=chunk_bytes, seq=p.seq, kind=p.kind,
         role=p.role, tool_call_id=p.tool_call_id, derived=p.derived, body=p.body,
         body_hash=p.body_hash, byte_length=p.byte_length, meta=p.meta, meta_hash=p.meta_hash,
-        parent_hash=p.parent_hash, entry_hash=p.entry_hash,
+        parent_hash=p.parent_hash, entry_hash=p.entry_hash, tool_name=p.tool_name,
         chunks=[StoredChunk(c.position, c.offset, c.length, c.hash) for c in p.chunks],
     )  # fmt: skip
 
@@ -79,10 +79,11 @@ def test_each_kind_of_tampering_names_its_check():
     chunks = list(s.chunks)
     chunks[1] = dataclasses.replace(chunks[1], hash="0" * 64)
     c = _fails(dataclasses.replace(s, chunks=chunks))
-    assert c.failed == ["chunks"] and "chunk 1 hash stored " + "0" * 64 in c.reason
+    assert c.failed == ["chunks"] and f"chunk 1: stored offset {chunks[1].offset}" in c.reason
+    assert f"hash {'0' * 64}, recomputed" in c.reason
     chunks = list(s.chunks)
     chunks[2] = dataclasses.replace(chunks[2], position=9)
-    assert "position" in _fails(dataclasses.replace(s, chunks=chunks)).reason
+    assert "chunks: chunk 9: stored" in _fails(dataclasses.replace(s, chunks=chunks)).reason
     assert _fails(dataclasses.replace(s, chunks=list(s.chunks)[:-1])).failed == ["chunks"]
     assert _fails(dataclasses.replace(s, meta='{"x":1}')).failed == ["entry_hash", "meta_hash"]
 
