@@ -13,6 +13,7 @@ Used by the first fold and as the fallback of a fold whose model proposals were 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -90,7 +91,28 @@ def is_routine_read(call: EntryView) -> bool:
     return bool(_READ_COMMAND.match(command_of(call)))
 
 
+def _json_failure(text: str) -> str:
+    """``status interrupted, signal SIGTERM, exit_code null`` for a JSON-object result."""
+    if not text.startswith("{"):
+        return ""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return ""
+    if not isinstance(value, dict):
+        return ""
+    parts = [
+        f"{key} {json.dumps(value[key]) if not isinstance(value[key], str) else value[key]}"
+        for key in ("status", "signal", "exit_code", "error")
+        if key in value
+    ]
+    return ", ".join(parts)
+
+
 def _first_error_line(text: str) -> str:
+    compact = _json_failure(text)
+    if compact:
+        return compact
     for line in text.splitlines():
         if re.search(r"(?i)error|fail|denied|not found|exception|traceback", line):
             return line.strip()
