@@ -290,8 +290,8 @@ def run(
 
 def _summary(result: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
-    ilike = result["tenant"]["baseline ILIKE scan (rare)"]["p50_ms"]
     for where in ("session", "tenant"):
+        ilike = result[where]["baseline ILIKE scan (rare)"]["p50_ms"]
         for kind in ("rare", "common"):
             fig = result[where][kind]["backend"]
             rows.append(

@@ -16,7 +16,7 @@ from celery import Task, shared_task
 from django.db import InterfaceError, OperationalError
 
 from journal_app.models import Journal
-from ledger_app import services
+from ledger_app import hooks, services
 from ledger_app.models import TaskRun
 from ledger_app.runs import task_run_finish, task_run_start
 
@@ -85,6 +85,10 @@ def fold_journal(self: Task, journal_id: int, upto: int | None = None) -> dict[s
         The run's result: ``{"fold": number | None, "created": bool, "reason": str}``, or
         ``{"journal_id": id, "reason": "journal gone"}`` when the journal no longer exists.
 
+    The fold runs through :func:`ledger_app.hooks.fold_runner` when one is registered (the
+    recovery app registers its trigger scan and recovery attempt before the fold), else
+    :func:`ledger_app.services.ledger_fold` directly.
+
     Idempotent: :func:`ledger_app.services.ledger_fold` locks the journal row and keys each
     fold by scope + covered range hash, so a second delivery records a run with
     ``created: False`` and adds no fold. Retries: :data:`TRANSIENT` errors only, up to 5
@@ -93,7 +97,8 @@ def fold_journal(self: Task, journal_id: int, upto: int | None = None) -> dict[s
     Eager with ``CELERY_TASK_EAGER_PROPAGATES`` (the embedded default) Celery runs no
     retries: the run is recorded ``failed`` and ``celery.exceptions.Retry`` reaches the caller.
     """
-    return _recorded(self, journal_id, services.ledger_fold, upto=upto)
+    runner = hooks.fold_runner() or services.ledger_fold
+    return _recorded(self, journal_id, runner, upto=upto)
 
 
 @shared_task(

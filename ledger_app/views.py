@@ -393,19 +393,9 @@ class OpRow:
         return fact if isinstance(fact, dict) else None
 
 
-@login_required
-def fold_detail(
-    request: HttpRequest, tenant: str, session: str, lane: str, branch: str, number: int
-) -> HttpResponse:
-    """One fold: its manifest and every op of its delta with verdict and reason.
-
-    The verifier's view of today: each proposed fact, its evidence, the reducer's verdict
-    and reason (rejections first in the summary). Verdicts of a model verifier, once stored
-    in the delta's ``verdicts``, show here the same way.
-    """
-    journal = selectors.get_journal_for_user(request.user, tenant, session, lane, branch)
-    fold = ledger_selectors.fold_for_journal(journal, number)
-    delta = fold.delta_dict
+def _op_rows(journal: Journal, delta: dict[str, Any]) -> list[OpRow]:
+    """Every op of ``delta`` with the reducer's verdict and its support/evidence as links
+    (one query for all the cited entries)."""
     verdicts = {v.get("index"): v for v in delta.get("verdicts", []) if isinstance(v, dict)}
     ops = [op if isinstance(op, dict) else {"op": repr(op)} for op in delta.get("ops", [])]
     facts_in_ops = [op["fact"] for op in ops if isinstance(op.get("fact"), dict)]
@@ -429,6 +419,22 @@ def fold_detail(
                 evidence=_support_links({"support": [{"entry": h} for h in evidence]}, known),
             )
         )
+    return rows
+
+
+@login_required
+def fold_detail(
+    request: HttpRequest, tenant: str, session: str, lane: str, branch: str, number: int
+) -> HttpResponse:
+    """One fold: its manifest and every op of its delta with verdict and reason.
+
+    The verifier's view of today: each proposed fact, its evidence, the reducer's verdict
+    and reason (rejections first in the summary). Verdicts of a model verifier, once stored
+    in the delta's ``verdicts``, show here the same way.
+    """
+    journal = selectors.get_journal_for_user(request.user, tenant, session, lane, branch)
+    fold = ledger_selectors.fold_for_journal(journal, number)
+    rows = _op_rows(journal, fold.delta_dict)
     counts = {s: sum(1 for r in rows if r.status == s) for s in ("accepted", "rejected", "pending")}
     reviews = dict(fold.retirements_requested.values_list("fact_id", "pk"))
     for r in rows:

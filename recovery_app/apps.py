@@ -13,3 +13,8 @@ class RecoveryAppConfig(AppConfig):
         entries_appended.connect(
             index_appended, sender=Journal, dispatch_uid="recovery_app.index_appended"
         )
+        from ledger_app.hooks import fold_runner_register
+        from recovery_app.services import recovery_fold_result
+
+        # every scheduled fold scans for recovery triggers first (DESIGN.md section 7)
+        fold_runner_register(recovery_fold_result)

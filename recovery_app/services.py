@@ -30,8 +30,9 @@ from django.conf import settings
 from django.db import transaction
 
 from journal_app.models import Entry, Journal
+from ledger_app import services as ledger_services
 from ledger_app.models import Fold
-from ledger_app.services import WRITERS, ledger_fold
+from ledger_app.services import WRITERS
 from recovery_app import analyst as lexical_analyst
 from recovery_app.analyst import AnalystModel, ReadView
 from recovery_app.budget import Budget, BudgetExhausted, BudgetMeter
@@ -605,7 +606,9 @@ def recovery_fold(
         receipt = recovery_run(journal=journal, **run)
     except Exception:  # not even a receipt could be written: fold without recovery
         log.exception("recovery before the fold of %s failed", journal.pk)
-        return RecoveryFoldResult(None, ledger_fold(journal=journal, upto=upto, writer=base))
+        return RecoveryFoldResult(
+            None, ledger_services.ledger_fold(journal=journal, upto=upto, writer=base)
+        )
     pending = list(
         Receipt.objects.filter(journal=journal, entered_fold__isnull=True)
         .exclude(recovered=[])
@@ -613,9 +616,11 @@ def recovery_fold(
     )
     ops = [op for r in pending for op in r.recovered]
     if not ops:
-        return RecoveryFoldResult(receipt, ledger_fold(journal=journal, upto=upto, writer=base))
+        return RecoveryFoldResult(
+            receipt, ledger_services.ledger_fold(journal=journal, upto=upto, writer=base)
+        )
     w = RecoveryWriter(base, ops, note=", ".join(f"receipt {r.pk}" for r in pending))
-    result = ledger_fold(journal=journal, upto=upto, writer=w)
+    result = ledger_services.ledger_fold(journal=journal, upto=upto, writer=w)
     if result.fold is not None and result.created:
         verdicts = [
             v for v in result.fold.delta_dict.get("verdicts", []) if v.get("fact_id") in w.proposed
@@ -839,3 +844,8 @@ def recovery_analyst(
     if not any(lexical_analyst.plan_queries(question)):
         raise QueryInvalid(f"question {question!r} has nothing to search for")
     return recovery_run(journal=journal, question=question, model=model, budget=budget, clock=clock)
+
+
+def recovery_fold_result(*, journal: Journal, upto: int | None = None) -> Any:
+    """:func:`recovery_fold`, returning only its ``FoldResult`` (the fold task's runner)."""
+    return recovery_fold(journal=journal, upto=upto).fold

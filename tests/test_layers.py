@@ -32,6 +32,15 @@ PURE = [
     "ledger_app/filters.py",
     "ledger_app/diff.py",
     "journal_app/charts.py",
+    "ledger_app/hooks.py",
+    "recovery_app/lexical.py",
+    "recovery_app/triggers.py",
+    "recovery_app/cursors.py",
+    "recovery_app/budget.py",
+    "recovery_app/filtering.py",
+    "recovery_app/snapshot.py",
+    "recovery_app/analyst.py",
+    "recovery_app/writer.py",
     "ledger_app/validation.py",
 ]
 
