@@ -17,5 +17,6 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("ledger/", include("ledger_app.urls")),
+    path("recovery/", include("recovery_app.urls")),
     path("", include("journal_app.urls")),
 ]

@@ -239,7 +239,12 @@ class ApiKeyAuth(HttpBearer):
 
     def __call__(self, request: HttpRequest) -> ApiCaller | None:
         check_body_size(request)
-        return super().__call__(request)
+        # parsed here rather than by HttpBearer.__call__, which logs the whole header
+        # (the secret) in DEBUG when the scheme is not "Bearer"
+        scheme, _, token = (request.headers.get(self.header) or "").partition(" ")
+        if scheme.lower() != self.openapi_scheme or not token:
+            return None
+        return self.authenticate(request, token)
 
     def authenticate(self, request: HttpRequest, token: str) -> ApiCaller | None:
         key = api_key_authenticate(raw=token.strip())

@@ -17,5 +17,12 @@ urlpatterns = [
     path(_SCOPE + "folds/", views.fold_list, name="folds"),
     path(_SCOPE + "folds/compare/", views.fold_compare, name="fold_compare"),
     path(_SCOPE + "folds/<int:number>/", views.fold_detail, name="fold"),
+    path(_SCOPE + "folds/<int:number>/verifier/", views.fold_verdicts, name="verdicts"),
+    path(
+        _SCOPE + "folds/<int:number>/invariants/",
+        views.fold_invariants_panel,
+        name="fold_invariants",
+    ),
     path(_SCOPE + "folds/<int:a>/diff/<int:b>/", views.fold_diff, name="fold_diff"),
+    path(_SCOPE + "context/", views.context_views, name="context"),
 ]

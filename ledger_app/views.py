@@ -1,5 +1,6 @@
 """Operator UI pages of the ledger (DESIGN.md section 8): facts at any fold, fold history,
-the diff between two folds, the P0 retirement review queue, the session export.
+the diff between two folds, the verifier's verdicts of a fold, the three context views and a
+fold's invariants, the P0 retirement review queue, the session export.
 
 Thin function views. The scope is resolved by :mod:`journal_app.selectors` (tenant filter,
 ``Http404``); states are read (parsed once per process, shared, never edited) with
@@ -21,6 +22,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
+from django.db.models import Q
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -34,6 +36,7 @@ from journal_app.hashing import display
 from journal_app.models import Entry, Journal, Membership
 from journal_app.views import HtmxHttpRequest, scope_kwargs
 from ledger_app import selectors as ledger_selectors
+from ledger_app.context_service import ContextError, context_preview, fold_invariants
 from ledger_app.diff import state_diff
 from ledger_app.export import session_export
 from ledger_app.facts import CATEGORIES, CONFIDENCES, LIFECYCLES, PRIORITIES, Fact, priority_rank
@@ -45,7 +48,7 @@ from ledger_app.filters import (
     filter_facts,
     parse_facts,
 )
-from ledger_app.models import Fold, RetirementRequest
+from ledger_app.models import Fold, FoldAttempt, Proposal, RetirementRequest, Verdict
 from ledger_app.services import FALLBACK_NOTE, ReviewError, ReviewForbidden
 
 FILTERS: dict[str, tuple[str, ...]] = {
@@ -461,6 +464,10 @@ def fold_detail(
         "previous_number": number - 1 if number - 1 in neighbours else None,
         "next_number": number + 1 if number + 1 in neighbours else None,
         "fallback_notice": FALLBACK_NOTICE,
+        "verifier_url": reverse("ledger:verdicts", kwargs={**kwargs, "number": fold.number}),
+        "invariants_url": reverse(
+            "ledger:fold_invariants", kwargs={**kwargs, "number": fold.number}
+        ),
         "permalink": request.build_absolute_uri(
             reverse("ledger:fold", kwargs={**kwargs, "number": fold.number})
         ),
@@ -533,6 +540,352 @@ def fold_diff(
         "permalink": request.build_absolute_uri(request.get_full_path()),
     }
     return render(request, "ledger_app/diff.html", context)
+
+
+# Verifier verdicts -------------------------------------------------------------------------
+
+#: who gave a verdict, in the operator's words (ledger_app.models.Verdict.judge)
+JUDGES = {
+    "verifier": "verifier model",
+    "rules": "rules (the verifier's rubric applied mechanically)",
+    "reducer": "reducer (a dry run of its rules)",
+    "parser": "parser (the item could not become an op)",
+}
+ROUNDS = {0: "proposal", 1: "repair (the one repair, told why)", 2: "fallback"}
+RAW_SHOWN = 20_000  # characters of a model's raw reply printed on the page
+
+
+@dataclass
+class JudgeRow:
+    """One judge's two verdicts (entailment, temporal) on one proposed item."""
+
+    verdict: Verdict
+    label: str
+
+
+@dataclass
+class ItemRow:
+    """One proposed item of a writer answer: claim, cited evidence, every judge's verdicts."""
+
+    key: str
+    op: str
+    claim: str
+    accepted: bool
+    support: list[SupportLink] = field(default_factory=list)
+    judges: list[JudgeRow] = field(default_factory=list)
+
+
+@dataclass
+class ProposalRow:
+    proposal: Proposal
+    label: str
+    items: list[ItemRow] = field(default_factory=list)
+    raw: str = ""
+    raw_clipped: bool = False
+
+
+@dataclass
+class AttemptRow:
+    attempt: FoldAttempt
+    proposals: list[ProposalRow] = field(default_factory=list)
+
+    @property
+    def note(self) -> str:
+        return str(self.attempt.record.get("note", "") or "")
+
+    @property
+    def fallback_reason(self) -> str:
+        return str(self.attempt.record.get("fallback_reason", "") or "")
+
+    @property
+    def calls(self) -> list[dict[str, Any]]:
+        calls = self.attempt.record.get("model_calls")
+        return [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+
+    @property
+    def usage(self) -> dict[str, Any]:
+        usage = self.attempt.record.get("model_usage")
+        return usage if isinstance(usage, dict) else {}
+
+
+def _attempt_rows(journal: Journal, fold: Fold) -> list[AttemptRow]:
+    """Every attempt at ``fold`` (the one that stored it and failed ones before it), with
+    proposals, items and verdicts: four queries whatever the number of items."""
+    attempts = list(
+        FoldAttempt.objects.filter(journal=journal, number=fold.number)
+        .filter(Q(fold=fold) | Q(fold__isnull=True))
+        .order_by("created_at", "pk")
+    )
+    proposals = list(
+        Proposal.objects.filter(attempt__in=[a.pk for a in attempts]).order_by(
+            "attempt_id", "round"
+        )
+    )
+    verdicts = list(
+        Verdict.objects.filter(proposal__in=[p.pk for p in proposals]).order_by("proposal_id", "pk")
+    )
+    facts: dict[tuple[int, str], Fact] = {}
+    for p in proposals:
+        for op in p.ops if isinstance(p.ops, list) else []:
+            fact = op.get("fact") if isinstance(op, dict) else None
+            if isinstance(fact, dict):
+                facts[(p.pk, str(fact.get("id", "")))] = fact
+    hashes = [str(h) for v in verdicts for h in (v.support if isinstance(v.support, list) else [])]
+    hashes += [
+        str(s.get("entry", ""))
+        for f in facts.values()
+        for s in f.get("support", [])
+        if isinstance(s, dict)
+    ]
+    known = selectors.entries_by_hash(journal, hashes)
+    items: dict[int, dict[str, ItemRow]] = {}
+    for v in verdicts:
+        row = items.setdefault(v.proposal_id, {}).get(v.key)
+        if row is None:
+            fact = facts.get((v.proposal_id, v.key))
+            cited = fact if fact and fact.get("support") else None
+            support = cited or {"support": [{"entry": h} for h in v.support or []]}
+            row = ItemRow(v.key, v.op, v.claim, v.item_accepted, _support_links(support, known))
+            items[v.proposal_id][v.key] = row
+        row.judges.append(JudgeRow(v, JUDGES.get(v.judge, v.judge)))
+    by_attempt: dict[int, list[ProposalRow]] = {}
+    for p in proposals:
+        by_attempt.setdefault(p.attempt_id, []).append(
+            ProposalRow(
+                p,
+                ROUNDS.get(p.round, f"round {p.round}") if p.kind != "offline" else "offline",
+                list(items.get(p.pk, {}).values()),
+                p.raw[:RAW_SHOWN],
+                len(p.raw) > RAW_SHOWN,
+            )
+        )
+    return [AttemptRow(a, by_attempt.get(a.pk, [])) for a in attempts]
+
+
+@login_required
+def fold_verdicts(
+    request: HttpRequest, tenant: str, session: str, lane: str, branch: str, number: int
+) -> HttpResponse:
+    """The verifier page of one fold (DESIGN.md 5.3 and 8, "verifier verdicts and rejections").
+
+    For each :class:`~ledger_app.models.FoldAttempt`: each writer answer (proposal, the one
+    repair, the fallback) with each proposed item's claim, cited evidence (links to the raw
+    entries, with the quote when there is one) and every judge's two verdicts (entailment and
+    temporal) with reasons; the fallback reason and note. Then the reducer's verdicts on the
+    fold's delta, rejected ops highlighted: for mechanical folds that is all there is, and
+    the page says which writer ran. Bounded queries (no per-item query).
+    """
+    journal = selectors.get_journal_for_user(request.user, tenant, session, lane, branch)
+    fold = ledger_selectors.fold_for_journal(journal, number)
+    attempts = _attempt_rows(journal, fold)
+    rows = _op_rows(journal, fold.delta_dict)
+    writer = fold.manifest.get("writer")
+    kwargs = scope_kwargs(journal)
+    context = {
+        **_scope_context(request, journal),
+        "fold": fold,
+        "attempts": attempts,
+        "judged": any(p.items for a in attempts for p in a.proposals),
+        "rows": rows,
+        "rejected": [r for r in rows if r.status == "rejected"],
+        "writer_label": writer.get("label", "") if isinstance(writer, dict) else "",
+        "note": fold.manifest.get("note", ""),
+        "fallback_notice": FALLBACK_NOTICE,
+        "fold_url": reverse("ledger:fold", kwargs={**kwargs, "number": fold.number}),
+        "permalink": request.build_absolute_uri(
+            reverse("ledger:verdicts", kwargs={**kwargs, "number": fold.number})
+        ),
+    }
+    return render(request, "ledger_app/verdicts.html", context)
+
+
+# Context views -----------------------------------------------------------------------------
+
+#: defaults of the context page's budgets (tokens); the API's callers give their own
+DEFAULT_WORKING_BUDGET = 32_000
+DEFAULT_HARD_LIMIT = 64_000
+CONTEXT_FORMATS = ("openai", "anthropic")
+
+
+def _int_param(request: HttpRequest, name: str, default: int | None) -> int | None:
+    value = request.GET.get(name, "").strip().replace(",", "").replace("_", "")
+    if value == "":
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise ValueError(f"{name}: {value!r} is not a whole number of tokens") from None
+    if number < 0:
+        raise ValueError(f"{name}: {number} is negative")
+    return number
+
+
+def _parts(content: Any) -> list[dict[str, str]]:
+    """A message's content as labelled text parts (OpenAI strings, Anthropic blocks)."""
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"label": "", "text": content}]
+    if not isinstance(content, list):
+        return [{"label": "", "text": json.dumps(content, ensure_ascii=False, indent=1)}]
+    parts = []
+    for block in content:
+        if not isinstance(block, dict):
+            parts.append({"label": "", "text": str(block)})
+        elif block.get("type") == "text":
+            parts.append({"label": "", "text": str(block.get("text", ""))})
+        elif block.get("type") == "tool_use":
+            parts.append(
+                {
+                    "label": f"tool use {block.get('id', '')}: {block.get('name', '')}",
+                    "text": json.dumps(block.get("input"), ensure_ascii=False),
+                }
+            )
+        elif block.get("type") == "tool_result":
+            inner = block.get("content")
+            text = inner if isinstance(inner, str) else json.dumps(inner, ensure_ascii=False)
+            error = " (error)" if block.get("is_error") else ""
+            parts.append(
+                {"label": f"tool result {block.get('tool_use_id', '')}{error}", "text": text}
+            )
+        else:
+            parts.append(
+                {"label": str(block.get("type", "")), "text": json.dumps(block, ensure_ascii=False)}
+            )
+    return parts
+
+
+def _model_rows(view: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The model view's messages for display: role, tool call id, parts."""
+    if not view:
+        return []
+    rows = []
+    if view.get("system"):
+        rows.append({"role": "system", "ref": "", "parts": _parts(view["system"])})
+    for m in view.get("messages", []):
+        if not isinstance(m, dict):
+            continue
+        parts = _parts(m.get("content"))
+        for call in m.get("tool_calls") or []:
+            fn = call.get("function", {}) if isinstance(call, dict) else {}
+            parts.append(
+                {
+                    "label": f"tool call {call.get('id', '')}: {fn.get('name', '')}",
+                    "text": str(fn.get("arguments", "")),
+                }
+            )
+        rows.append({"role": m.get("role", ""), "ref": m.get("tool_call_id", ""), "parts": parts})
+    return rows
+
+
+def _report_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each invariant of a validation report with its problems (none: ok)."""
+    problems = [p for p in report.get("problems", []) if isinstance(p, dict)]
+    checks = list(report.get("checks", []))
+    checks += sorted({p.get("check", "") for p in problems} - set(checks))
+    return [{"check": c, "problems": [p for p in problems if p.get("check") == c]} for c in checks]
+
+
+def _reports(validation: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {"name": name, "report": report, "rows": _report_rows(report)}
+        for name, report in validation.items()
+        if isinstance(report, dict)
+    ]
+
+
+@login_required
+def context_views(
+    request: HtmxHttpRequest, tenant: str, session: str, lane: str, branch: str
+) -> HttpResponse:
+    """The three context views of one state side by side (DESIGN.md 6 and 8).
+
+    GET parameters (tokens): ``working_budget`` (default 32,000), ``hard_limit`` (64,000),
+    ``tail_tokens`` (default: the builder's, a quarter of the budget), ``revision`` (default:
+    the head) and ``format`` (``openai`` or ``anthropic``). Built by
+    :func:`ledger_app.context_service.context_preview`, which writes nothing. Shows the model
+    view, the frontend view, the debug trace (each compaction decision, reason, token effect)
+    and the validation of each invariant. A bad parameter answers 400 with the form and the
+    message; an htmx request gets only ``#context-views``.
+    """
+    journal = selectors.get_journal_for_user(request.user, tenant, session, lane, branch)
+    form = {
+        "working_budget": request.GET.get("working_budget", "") or str(DEFAULT_WORKING_BUDGET),
+        "hard_limit": request.GET.get("hard_limit", "") or str(DEFAULT_HARD_LIMIT),
+        "tail_tokens": request.GET.get("tail_tokens", ""),
+        "revision": request.GET.get("revision", ""),
+        "format": request.GET.get("format", "") or "openai",
+    }
+    error = ""
+    result = None
+    try:
+        if form["format"] not in CONTEXT_FORMATS:
+            raise ValueError(
+                f"format: {form['format']!r} is not one of {', '.join(CONTEXT_FORMATS)}"
+            )
+        working = _int_param(request, "working_budget", DEFAULT_WORKING_BUDGET)
+        hard = _int_param(request, "hard_limit", DEFAULT_HARD_LIMIT)
+        tail = _int_param(request, "tail_tokens", None)
+        revision = _int_param(request, "revision", None)
+        budgets: dict[str, Any] = {"working_budget": working, "hard_limit": hard}
+        if tail is not None:
+            budgets["tail_tokens"] = tail
+        result = context_preview(
+            journal=journal, revision=revision, target_format=form["format"], **budgets
+        )
+    except (ValueError, ContextError) as exc:
+        error = str(exc)
+    context = {
+        **_scope_context(request, journal),
+        "form": form,
+        "formats": CONTEXT_FORMATS,
+        "error": error,
+        "result": result,
+        "model_rows": _model_rows(result.model_view) if result else [],
+        "frontend": result.frontend_view if result else {},
+        "trace": result.debug_trace if result else {},
+        "reports": _reports(result.validation) if result else [],
+        "context_url": reverse("ledger:context", kwargs=scope_kwargs(journal)),
+        "permalink": request.build_absolute_uri(request.get_full_path()),
+    }
+    return render(
+        request,
+        _partial(request, "ledger_app/context.html", "context-views"),
+        context,
+        status=400 if error else 200,
+    )
+
+
+@login_required
+def fold_invariants_panel(
+    request: HtmxHttpRequest, tenant: str, session: str, lane: str, branch: str, number: int
+) -> HttpResponse:
+    """The invariants of the context as of one fold (:func:`fold_invariants`, read-only).
+
+    The fold page loads it with htmx (``#invariants``) so the fold page itself stays a
+    fixed number of queries; without JavaScript its link opens this page whole.
+    """
+    journal = selectors.get_journal_for_user(request.user, tenant, session, lane, branch)
+    fold = ledger_selectors.fold_for_journal(journal, number)
+    error = ""
+    panel: dict[str, Any] = {}
+    try:
+        panel = fold_invariants(fold=fold)
+    except ContextError as exc:
+        error = str(exc)
+    kwargs = scope_kwargs(journal)
+    context = {
+        **_scope_context(request, journal),
+        "fold": fold,
+        "panel": panel,
+        "error": error,
+        "reports": _reports({k: panel[k] for k in ("model", "frontend") if k in panel}),
+        "fold_url": reverse("ledger:fold", kwargs={**kwargs, "number": fold.number}),
+        "permalink": request.build_absolute_uri(
+            reverse("ledger:fold_invariants", kwargs={**kwargs, "number": fold.number})
+        ),
+    }
+    return render(request, _partial(request, "ledger_app/invariants.html", "invariants"), context)
 
 
 # Review queue -----------------------------------------------------------------------------

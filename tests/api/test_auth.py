@@ -168,3 +168,12 @@ def test_the_caller_resolves_journals_inside_its_tenant_only(tenant, other_tenan
         caller.journal("theirs")
     with pytest.raises(Http404):
         caller.session("theirs")
+
+
+def test_a_wrong_auth_scheme_never_logs_the_secret(client, caplog, settings):
+    settings.DEBUG = True
+    secret = "lk_deadbeef_" + "s" * 40
+    with caplog.at_level("DEBUG"):
+        r = client.get("/api/v1/sessions", HTTP_AUTHORIZATION=f"Basic {secret}")
+    assert r.status_code == 401
+    assert secret not in caplog.text

@@ -219,3 +219,15 @@ def test_a_support_hash_from_another_scope_or_after_the_revision_refuses_the_fol
             ),
         )
     assert Fold.objects.filter(journal=j).count() == 1
+
+
+def test_verify_ledger_reports_a_changed_state_hash():
+    t, j = _setup()
+    fold = Fold.objects.get(journal=j)
+    with connection.cursor() as cur:
+        cur.execute(
+            "UPDATE ledger_app_fold SET state_hash = %s WHERE id = %s",
+            ["0" + fold.state_hash[1:], fold.pk],
+        )
+    report = ledger_verify(journal=j)
+    assert not report.ok and report.mismatch["check"] == "state_hash"

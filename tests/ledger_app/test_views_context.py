@@ -1,0 +1,188 @@
+"""The three context views side by side, and a fold's invariants panel (DESIGN.md 6 and 8)."""
+
+from __future__ import annotations
+
+import html
+
+import pytest
+from django.template.loader import render_to_string
+from django.urls import reverse
+
+from ledger_app.models import Fold
+from ledger_app.views import _report_rows
+from tests.factories import MembershipFactory, TenantFactory, UserFactory, fold_build, journal_build
+
+pytestmark = pytest.mark.django_db
+
+SCOPE = ["acme", "refunds", "main", "main"]
+PIN = "Never modify the payments tables without asking the user first."
+
+
+@pytest.fixture(autouse=True)
+def _media(settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path / "media"
+
+
+@pytest.fixture
+def journal():
+    return journal_build(tenant=TenantFactory(slug="acme"), key="refunds")
+
+
+@pytest.fixture
+def member(journal):
+    return MembershipFactory(tenant=journal.session.tenant, user=UserFactory(username="alice")).user
+
+
+@pytest.fixture
+def outsider():
+    return MembershipFactory(
+        tenant=TenantFactory(slug="globex"), user=UserFactory(username="mallory")
+    ).user
+
+
+def _columns(body: str) -> dict[str, str]:
+    """The text of each of the three columns, by heading."""
+    model = body.index('id="model-h"')
+    frontend = body.index('id="frontend-h"')
+    debug = body.index('id="debug-h"')
+    assert model < frontend < debug
+    return {"model": body[model:frontend], "frontend": body[frontend:debug], "debug": body[debug:]}
+
+
+def test_it_shows_the_three_views_with_the_pin_in_the_model_view(client, member, journal):
+    fold_build(journal)
+    client.force_login(member)
+    response = client.get(reverse("ledger:context", args=SCOPE))
+
+    assert response.status_code == 200
+    body = response.content.decode()
+    for heading in ("Model view", "Frontend view", "Debug trace", "Validation"):
+        assert f">{heading}</h2>" in body
+    cols = _columns(body)
+    assert PIN in cols["model"]
+    assert PIN not in cols["frontend"]  # system instructions are not user-facing history
+    assert "Correction: only change billing/refunds.py." in cols["frontend"]
+    assert "the request is" in cols["debug"] and "nothing to compact" in cols["debug"]
+    assert "<code>pin_verbatim</code>: ok" in body and "<code>orphan_tool_call</code>: ok" in body
+    assert "32,000" in body and "64,000" in body  # the default budgets
+    assert Fold.objects.filter(journal=journal).count() == 1  # a preview writes nothing
+
+
+def test_the_format_and_tail_come_from_the_query_string(client, member, journal):
+    fold_build(journal)
+    client.force_login(member)
+    response = client.get(
+        reverse("ledger:context", args=SCOPE), {"tail_tokens": "50", "format": "anthropic"}
+    )
+
+    body = response.content.decode()
+    assert response.status_code == 200
+    model = _columns(body)["model"]
+    assert "anthropic-messages" in model and PIN in model
+    assert "working 32,000, hard 64,000, tail 50" in body
+
+
+def test_budgets_too_small_show_the_explicit_failure_and_the_broken_invariant(
+    client, member, journal
+):
+    client.force_login(member)
+    response = client.get(
+        reverse("ledger:context", args=SCOPE), {"working_budget": "100", "hard_limit": "150"}
+    )
+
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert "Explicit failure" in body and "the request cannot be made valid" in body
+    assert '<code>within_working_budget</code>: <span class="reason">the request is' in body
+    assert "over the working budget of 100" in body
+    assert "no request (explicit failure)" in _columns(body)["model"]
+    assert not Fold.objects.filter(journal=journal).exists()  # nothing folded by a preview
+
+
+def test_a_bad_budget_answers_400_with_the_field_named(client, member, journal):
+    client.force_login(member)
+    url = reverse("ledger:context", args=SCOPE)
+
+    bad = client.get(url, {"working_budget": "lots"})
+    assert bad.status_code == 400
+    assert (
+        "working_budget: &#x27;lots&#x27; is not a whole number of tokens" in bad.content.decode()
+    )
+    fmt = client.get(url, {"format": "gemini"})
+    assert fmt.status_code == 400 and "format" in fmt.content.decode()
+    beyond = client.get(url, {"revision": str(journal.head_seq + 5)})
+    assert beyond.status_code == 400 and "is not between 0 and the head" in beyond.content.decode()
+
+
+def test_an_htmx_request_gets_only_the_views(client, member, journal):
+    client.force_login(member)
+    response = client.get(reverse("ledger:context", args=SCOPE), HTTP_HX_REQUEST="true")
+    body = response.content.decode()
+    assert body.lstrip().startswith('<div id="context-views">')
+    assert "<html" not in body and PIN in body
+
+
+def test_a_problem_links_the_entry_it_names():
+    digest = "ab" * 32
+    report = {
+        "ok": False,
+        "tokens": 10,
+        "token_source": "tiktoken:o200k_base",
+        "checks": ["pin_verbatim"],
+    }
+    problem = {
+        "check": "pin_verbatim",
+        "message": "pin p0-1 differs",
+        "index": 0,
+        "ref": "p0-1",
+        "entry": "sha256:" + digest,
+    }
+    out = render_to_string(
+        "ledger_app/_report.html",
+        {
+            "r": {
+                "name": "model",
+                "report": {**report, "problems": [problem]},
+                "rows": _report_rows({**report, "problems": [problem]}),
+            }
+        },
+    )
+    assert "pin p0-1 differs" in out and "(p0-1)" in out
+    assert reverse("journal:entry", args=["sha256:" + digest]) in out
+    assert "1 problem<" in out
+
+
+def test_the_invariants_panel_of_a_fold(client, member, journal):
+    fold = fold_build(journal)
+    client.force_login(member)
+    url = reverse("ledger:fold_invariants", args=[*SCOPE, fold.number])
+
+    page = client.get(url)
+    assert page.status_code == 200
+    body = page.content.decode()
+    assert f"revision {fold.revision}" in body and "<code>pin_verbatim</code>: ok" in body
+    fragment = client.get(url, HTTP_HX_REQUEST="true").content.decode()
+    assert fragment.lstrip().startswith('<section id="invariants"') and "<html" not in fragment
+    fold_page = client.get(reverse("ledger:fold", args=[*SCOPE, fold.number])).content.decode()
+    assert html.escape(url) in fold_page or url in fold_page
+
+
+def test_the_scope_nav_links_the_context_and_recovery_pages(client, member, journal):
+    client.force_login(member)
+    body = client.get(reverse("journal:timeline", args=SCOPE)).content.decode()
+    assert reverse("ledger:context", args=SCOPE) in body
+    assert reverse("recovery:receipts", args=SCOPE) in body
+
+
+def test_another_tenants_user_gets_404_and_anonymous_is_sent_to_login(client, outsider, journal):
+    fold = fold_build(journal)
+    urls = [
+        reverse("ledger:context", args=SCOPE),
+        reverse("ledger:fold_invariants", args=[*SCOPE, fold.number]),
+    ]
+    for url in urls:
+        response = client.get(url)
+        assert response.status_code == 302 and response["Location"].startswith(reverse("login"))
+    client.force_login(outsider)
+    for url in [*urls, reverse("ledger:context", args=["globex", *SCOPE[1:]])]:
+        assert client.get(url).status_code == 404, url
