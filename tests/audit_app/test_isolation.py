@@ -14,6 +14,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from journal_app.formats.base import message, tool_call, tool_result
 from journal_app.models import Artifact, Entry
+from recovery_app.services import recovery_run
 from tests.factories import journal_build
 
 pytestmark = pytest.mark.django_db
@@ -65,6 +66,7 @@ def objects(settings, acme, perm_journal, retirement):
         "b": 2,
         "pk": retirement.pk,
         "fact_id": retirement.fact_id,
+        "receipt": recovery_run(journal=perm_journal, query="permission", model=None).pk,
     }
 
 
