@@ -26,6 +26,15 @@ from journal_app.hashing import (
 )
 from journal_app.tokens import count_tokens, source_label
 
+#: which roles each kind may carry (journal_app.formats.base documents the shapes)
+ROLES_OF_KIND: dict[str, tuple[str, ...]] = {
+    "message": ("system", "developer", "user", "assistant"),
+    "tool_call": ("assistant",),
+    "tool_result": ("tool",),
+    "reasoning": ("assistant",),
+    "event": ("runtime",),
+}
+
 
 class EntryInvalid(ValueError):
     """An item cannot become an entry. ``index`` is its position in the batch, ``field`` the field."""
@@ -94,6 +103,22 @@ def _validate(index: int, item: ParsedEntry) -> None:
         raise EntryInvalid(index, "tool_call_id", f"a {item.kind} needs a tool_call_id", ref)
     if item.kind == "tool_result" and not isinstance(item.content.get("output"), str):
         raise EntryInvalid(index, "content.output", "a tool result needs its output text", ref)
+    allowed = ROLES_OF_KIND.get(item.kind)
+    if allowed and item.role not in allowed:
+        raise EntryInvalid(
+            index, "role", f"a {item.kind} has role {' or '.join(allowed)}, not {item.role!r}", ref
+        )
+    content = item.content
+    if item.kind == "tool_result":
+        if "is_error" in content and not isinstance(content["is_error"], bool):
+            raise EntryInvalid(index, "content.is_error", "must be true or false", ref)
+        code = content.get("exit_code")
+        if code is not None and (isinstance(code, bool) or not isinstance(code, int)):
+            raise EntryInvalid(index, "content.exit_code", "must be an integer or null", ref)
+    if item.kind == "tool_call" and not isinstance(content.get("name"), str):
+        raise EntryInvalid(index, "content.name", "a tool call needs its tool name", ref)
+    if item.kind == "event" and not isinstance(content.get("type"), str):
+        raise EntryInvalid(index, "content.type", "an event needs its type", ref)
 
 
 def prepare_entries(

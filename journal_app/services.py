@@ -261,6 +261,40 @@ def _insert(
     return rows
 
 
+def _check_pairing(journal: Journal, head: int, start: int, fresh: Sequence[PreparedEntry]) -> None:
+    """Refuse a new tool result whose call is not earlier in the journal, or a second result.
+
+    The same rule importers apply (:func:`journal_app.formats.base.check_pairing`), for
+    entries appended one batch at a time; a call without its result is allowed (interrupted).
+    """
+    ids = {p.tool_call_id for p in fresh if p.kind in ("tool_call", "tool_result")}
+    if not ids:
+        return
+    stored = Entry.objects.filter(journal=journal, seq__lte=head, tool_call_id__in=ids)
+    calls = set(stored.filter(kind="tool_call").values_list("tool_call_id", flat=True))
+    results = set(stored.filter(kind="tool_result").values_list("tool_call_id", flat=True))
+    for p in fresh:
+        if p.kind == "tool_call":
+            calls.add(p.tool_call_id)
+        elif p.kind == "tool_result":
+            index = p.seq - start
+            if p.tool_call_id not in calls:
+                raise EntryInvalid(
+                    index,
+                    "tool_call_id",
+                    f"tool result for {p.tool_call_id!r} has no matching tool call before it",
+                    p.source_ref,
+                )
+            if p.tool_call_id in results:
+                raise EntryInvalid(
+                    index,
+                    "tool_call_id",
+                    f"second tool result for {p.tool_call_id!r}",
+                    p.source_ref,
+                )
+            results.add(p.tool_call_id)
+
+
 def journal_append(
     *,
     journal: Journal,
@@ -283,7 +317,8 @@ def journal_append(
     Raises:
         ConflictError: a different entry hash at an existing seq (HTTP 409); nothing written.
         GapError: ``start_seq`` beyond head + 1.
-        EntryInvalid: an item that cannot be an entry (names the index and field).
+        EntryInvalid: an item that cannot be an entry (names the index and field), or a
+            tool result without an earlier call, or a second result for one call.
     """
     caller = journal
     with transaction.atomic():
@@ -322,6 +357,7 @@ def journal_append(
         if overlap and progress:
             progress(len(overlap), len(prepared))
         fresh = [p for p in prepared if p.seq > head]
+        _check_pairing(journal, head, start, fresh)
         rows = _insert(journal, fresh, progress, len(prepared), len(overlap))
         if fresh:
             journal.head_seq = fresh[-1].seq

@@ -4,6 +4,7 @@ import pytest
 from django.db import connection, transaction
 from django.db.utils import DatabaseError
 
+from journal_app.chain import EntryInvalid
 from journal_app.formats import FormatError
 from journal_app.formats.base import message, tool_call, tool_result
 from journal_app.models import AppendOnlyError, Artifact, Chunk, Entry, Journal, Session, Tenant
@@ -229,3 +230,36 @@ def test_reimporting_the_same_file_changes_nothing(tmp_path):
     first = journal_import(path=path, tenant="acme")
     second = journal_import(path=path, tenant="acme")
     assert (first.append.appended, second.append.appended, second.append.unchanged) == (2, 0, 2)
+
+
+def test_an_appended_result_needs_its_call_earlier_in_the_journal():
+    j = _journal()
+    journal_append(journal=j, items=[tool_call("a", "exec", {"command": "ls"})])
+    journal_append(journal=j, items=[tool_result("a", "ok")])  # the call is in the journal
+    with pytest.raises(EntryInvalid, match="no matching tool call"):
+        journal_append(journal=j, items=[message("user", "x"), tool_result("zz", "orphan")])
+    with pytest.raises(EntryInvalid, match="second tool result"):
+        journal_append(journal=j, items=[tool_result("a", "again")])
+    assert Entry.objects.filter(journal=j).count() == 2
+
+
+def test_wrong_types_and_kind_role_pairs_are_refused_naming_the_field():
+    j = _journal()
+    bad = [
+        (tool_result("a", "x"), "content.is_error", {"is_error": "no"}),
+        (tool_result("a", "x"), "content.exit_code", {"exit_code": "1"}),
+    ]
+    journal_append(journal=j, items=[tool_call("a", "exec", {})])
+    for item, field, patch in bad:
+        item.content.update(patch)
+        with pytest.raises(EntryInvalid) as exc:
+            journal_append(journal=j, items=[item])
+        assert exc.value.field == field
+    wrong_role = message("user", "hi")
+    wrong_role.kind = "tool_call"
+    wrong_role.tool_call_id = "b"
+    wrong_role.content = {"name": "x", "arguments": {}}
+    with pytest.raises(EntryInvalid) as exc:
+        journal_append(journal=j, items=[wrong_role])
+    assert exc.value.field == "role"
+    assert Entry.objects.filter(journal=j).count() == 1
