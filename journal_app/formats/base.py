@@ -39,6 +39,7 @@ list), so nothing is half-written.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -192,3 +193,25 @@ def require_str(path: str | Path, location: str, field_name: str, value: Any) ->
             path, location, field_name, f"expected a string, got {type(value).__name__}"
         )
     return value
+
+
+_TASK_MARKERS = ("<issue_description>", "<pr_description>", "<issue>", "ISSUE:")
+
+
+def task_title(text: str) -> str:
+    """A short form of a benchmark task prompt: the first real line after an issue marker.
+
+    SWE-agent and mini-swe-agent wrap the issue in ``<issue>``/``<pr_description>`` blocks;
+    lines that are only a tag or end with ``:`` are skipped. At most 80 characters.
+    """
+    for marker in _TASK_MARKERS:
+        pos = text.find(marker)
+        if pos >= 0:
+            text = text[pos + len(marker) :]
+            break
+    for line in text.splitlines():
+        line = " ".join(line.split())
+        if not line or re.fullmatch(r"</?[\w-]+>", line) or line.endswith(":"):
+            continue
+        return line if len(line) <= 80 else line[:79] + "…"
+    return ""

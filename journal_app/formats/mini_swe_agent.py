@@ -40,6 +40,9 @@ from journal_app.formats.base import (
     tool_call,
     tool_result,
 )
+from journal_app.formats.base import (
+    task_title as _title,
+)
 from journal_app.formats.source import Source
 
 NAME = "mini-swe-agent-traj"
@@ -257,21 +260,3 @@ def _result(call_id: str, text: str, where: str, meta: dict) -> ParsedEntry | No
             call_id, text, is_error=True, name="bash", source_ref=where, metadata=meta
         )
     return None
-
-
-_MARKERS = ("<issue_description>", "<pr_description>", "<issue>", "ISSUE:")
-
-
-def _title(text: str) -> str:
-    """A short form of the task: the first real line after an issue marker, 80 chars max."""
-    for marker in _MARKERS:
-        pos = text.find(marker)
-        if pos >= 0:
-            text = text[pos + len(marker) :]
-            break
-    for line in text.splitlines():
-        line = " ".join(line.split())
-        if not line or re.fullmatch(r"</?[\w-]+>", line) or line.endswith(":"):
-            continue
-        return line if len(line) <= 80 else line[:79] + "…"
-    return ""

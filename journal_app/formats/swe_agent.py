@@ -44,6 +44,9 @@ from journal_app.formats.base import (
     tool_call,
     tool_result,
 )
+from journal_app.formats.base import (
+    task_title as _title,
+)
 from journal_app.formats.source import Source
 
 NAME = "swe-agent-traj"
@@ -304,21 +307,3 @@ def _trajectory_summary(trajectory: Any) -> dict[str, Any]:
         "trajectory_messages_count": total,
         "trajectory_elision_markers": markers,
     }
-
-
-_MARKERS = ("<issue_description>", "<pr_description>", "<issue>", "ISSUE:")
-
-
-def _title(text: str) -> str:
-    """A short form of the task: the first real line after an issue marker, 80 chars max."""
-    for marker in _MARKERS:
-        pos = text.find(marker)
-        if pos >= 0:
-            text = text[pos + len(marker) :]
-            break
-    for line in text.splitlines():
-        line = " ".join(line.split())
-        if not line or re.fullmatch(r"</?[\w-]+>", line) or line.endswith(":"):
-            continue
-        return line if len(line) <= 80 else line[:79] + "…"
-    return ""
