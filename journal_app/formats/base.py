@@ -215,3 +215,46 @@ def task_title(text: str) -> str:
             continue
         return line if len(line) <= 80 else line[:79] + "…"
     return ""
+
+
+def message_fields(
+    path: str | Path, where: str, item: Any, roles: tuple[str, ...]
+) -> tuple[str, str, dict[str, Any]]:
+    """Role, text and leftover fields of one ``{role, content, ...}`` history item.
+
+    Shared by the SWE-agent and mini-swe-agent importers (FORMATS.md sections 4 and 5).
+    ``content`` is a string or a list of ``{"text": ...}`` blocks (kept in
+    ``meta["content_blocks"]``); it may be null only on an assistant message.
+
+    Returns:
+        ``(role, text, meta)``, ``meta`` holding every field but ``role`` and ``content``.
+
+    Raises:
+        FormatError: the item is not an object, its role is missing or not in ``roles``, or
+            its content is null (non-assistant) or of the wrong type.
+    """
+    if not isinstance(item, dict):
+        raise FormatError(path, where, "", f"expected an object, got {type(item).__name__}")
+    if "role" not in item:
+        raise FormatError(path, where, "role", "missing")
+    role = item["role"]
+    if not isinstance(role, str) or role not in roles:
+        raise FormatError(path, where, "role", f"unknown role {role!r}")
+    value = item.get("content")
+    blocks = None
+    if value is None:
+        if role != "assistant":
+            raise FormatError(path, where, "content", "content is null")
+        text = ""
+    elif isinstance(value, str):
+        text = value
+    elif isinstance(value, list) and all(
+        isinstance(b, dict) and isinstance(b.get("text"), str) for b in value
+    ):
+        text, blocks = "".join(b["text"] for b in value), value
+    else:
+        raise FormatError(path, where, "content", f"expected a string, got {type(value).__name__}")
+    meta = {k: v for k, v in item.items() if k not in ("role", "content")}
+    if blocks is not None:
+        meta["content_blocks"] = blocks
+    return role, text, meta

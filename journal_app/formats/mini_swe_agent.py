@@ -37,6 +37,7 @@ from journal_app.formats.base import (
     ParsedEntry,
     ParsedSession,
     message,
+    message_fields,
     tool_call,
     tool_result,
 )
@@ -108,17 +109,7 @@ def parse(source: Source) -> ParsedSession:
     first_user = ""
     for index, item in enumerate(messages):
         where = f"messages[{index}]"
-        if not isinstance(item, dict):
-            raise FormatError(path, where, "", f"expected an object, got {type(item).__name__}")
-        if "role" not in item:
-            raise FormatError(path, where, "role", "missing")
-        role = item["role"]
-        if not isinstance(role, str) or role not in _ROLES:
-            raise FormatError(path, where, "role", f"unknown role {role!r}")
-        text, blocks = _text(path, where, item.get("content"), role)
-        meta = {k: v for k, v in item.items() if k not in ("role", "content")}
-        if blocks is not None:
-            meta["content_blocks"] = blocks
+        role, text, meta = message_fields(path, where, item, _ROLES)
 
         if role == "assistant":
             pending = ""
@@ -162,21 +153,6 @@ def parse(source: Source) -> ParsedSession:
         source_session_id=instance_id if isinstance(instance_id, str) else "",
         metadata={k: v for k, v in data.items() if k != "messages"},
     )
-
-
-def _text(path, where: str, value: Any, role: str) -> tuple[str, list | None]:
-    """Message text from a string or a list of text blocks (blocks are returned to keep)."""
-    if value is None:
-        if role == "assistant":
-            return "", None
-        raise FormatError(path, where, "content", "content is null")
-    if isinstance(value, str):
-        return value, None
-    if isinstance(value, list) and all(
-        isinstance(b, dict) and isinstance(b.get("text"), str) for b in value
-    ):
-        return "".join(b["text"] for b in value), value
-    raise FormatError(path, where, "content", f"expected a string, got {type(value).__name__}")
 
 
 def _assistant(path, where: str, index: int, text: str, meta: dict) -> list[ParsedEntry]:
