@@ -166,7 +166,7 @@ def prepare_entries(
             ) from None
         seq = start_seq + index
         b_hash = body_hash(body_bytes)
-        m_hash = hashlib.sha256(meta_bytes).hexdigest()  # = metadata_hash(meta), one pass
+        m_hash = hashlib.sha256(meta_bytes).hexdigest()
         header = entry_header(
             tenant=scope["tenant"],
             session=scope["session"],

@@ -72,11 +72,6 @@ def chunk_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def metadata_hash(metadata: Mapping[str, Any]) -> str:
-    """``sha256`` of the canonical metadata, so source fields are tamper-evident too."""
-    return hashlib.sha256(canonical_body(dict(metadata))).hexdigest()
-
-
 def entry_header(
     *,
     tenant: str,
