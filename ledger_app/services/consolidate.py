@@ -1,0 +1,107 @@
+"""Consolidation into a checkpoint fold (DESIGN.md 5.4)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import rfc8785
+from django.conf import settings
+from django.db import transaction
+
+from journal_app.models import Journal
+from journal_app.tokens import count_tokens, source_label
+from ledger_app import reducer
+from ledger_app.budget import plan_consolidation
+from ledger_app.model_writer import FALLBACK_NOTE as FALLBACK_NOTE  # re-exported: views
+from ledger_app.models import Fold
+from ledger_app.services.common import (
+    FoldResult,
+    _active_tokens,
+    _verdicts,
+    instructions_check,
+    latest_fold,
+)
+
+
+def ledger_consolidate(
+    *,
+    journal: Journal,
+    target_tokens: int | None = None,
+    start_tokens: int | None = None,
+) -> FoldResult:
+    """Consolidate the ledger into a checkpoint when it has grown past the start figure.
+
+    DESIGN.md 5.4: consolidation starts at ``LEDGER_CONSOLIDATE_AT_TOKENS`` (67,500) and aims
+    for ``LEDGER_CHECKPOINT_TARGET_TOKENS`` (20,000). It evicts P3, then P2 (they stay
+    recoverable from the journal) and never a P0 or P1 fact; when those alone exceed the
+    target the checkpoint is stored with outcome ``target_unreachable`` and the figures.
+    The evictions are an ordinary delta (``evict`` ops) judged by the reducer, stored as a
+    ``consolidation`` fold whose state is the checkpoint.
+
+    Returns:
+        :class:`FoldResult`; ``fold`` is ``None`` with a reason when no consolidation is due.
+    """
+    target = settings.LEDGER_CHECKPOINT_TARGET_TOKENS if target_tokens is None else target_tokens
+    start = settings.LEDGER_CONSOLIDATE_AT_TOKENS if start_tokens is None else start_tokens
+    with transaction.atomic():
+        journal = Journal.objects.select_for_update().get(pk=journal.pk)
+        previous = latest_fold(journal)
+        if previous is None:
+            return FoldResult(None, False, "nothing to consolidate: no fold yet")
+        plan = plan_consolidation(
+            previous.state_dict,
+            target_tokens=target,
+            start_tokens=start,
+            count=lambda t: count_tokens(t, settings.TOKEN_ENCODING),
+        )
+        if not plan.needed:
+            return FoldResult(
+                None, False, f"not needed: ledger {plan.before_tokens} tokens, below {start}"
+            )
+        if not plan.ops:
+            # Nothing left to evict: another checkpoint would be the same state (a no-op loop).
+            return FoldResult(
+                None,
+                False,
+                f"target unreachable and nothing evictable: P0+P1 hold {plan.kept_p0_p1_tokens} "
+                f"tokens, target {target}",
+            )
+        key = hashlib.sha256(f"consolidation:{previous.state_hash}:{target}".encode()).hexdigest()
+        existing = Fold.objects.filter(journal=journal, range_hash=key).first()
+        if existing is not None:
+            return FoldResult(existing, False, "already consolidated")
+        number = previous.number + 1
+        delta = {"fold": number, "revision": journal.head_seq, "evidence": {}, "ops": plan.ops}
+        reduction = reducer.apply_delta(previous.state_dict, delta)
+        state = reduction.state
+        outcome = (
+            Fold.Outcome.TARGET_UNREACHABLE
+            if plan.outcome == "target_unreachable"
+            else Fold.Outcome.ACCEPTED
+        )
+        fold = Fold.objects.create(
+            journal=journal,
+            number=number,
+            kind=Fold.Kind.CONSOLIDATION,
+            previous=previous,
+            revision=journal.head_seq,
+            range_hash=key,
+            outcome=outcome,
+            writer="consolidation",
+            verifier="reducer-rules",
+            manifest={
+                "consolidation": plan.figures(),
+                "outcome": outcome,
+                "previous_fold": previous.number,
+                "instructions": instructions_check(journal, state),
+                "tokens": {
+                    "ledger_active": _active_tokens(state),
+                    "source": source_label(settings.TOKEN_ENCODING),
+                },
+            },
+            delta=rfc8785.dumps({**delta, "verdicts": _verdicts(reduction)}).decode("utf-8"),
+            state=reducer.state_bytes(state).decode("utf-8"),
+            state_hash=reducer.state_hash(state),
+            ops_rejected=len(reduction.rejected),
+        )
+    return FoldResult(fold, True)

@@ -1,0 +1,446 @@
+"""The one fold service (DESIGN.md 5.2, 5.3): every fold, whoever asks, runs here."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import rfc8785
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+
+from journal_app.models import Entry, Journal
+from journal_app.rounds import complete_prefix_end, group_rounds
+from journal_app.tokens import source_label
+from ledger_app import reducer
+from ledger_app.budget import render_fact
+from ledger_app.loss import loss_report
+from ledger_app.mechanical import EntryView, is_pin_source, pin_fact, required_pins
+from ledger_app.model_client import ModelConfig
+from ledger_app.model_writer import FALLBACK_NOTE as FALLBACK_NOTE  # re-exported: views
+from ledger_app.model_writer import (
+    Composition,
+    FoldContext,
+    ModelWriter,
+    RoundRecord,
+    WriterFailed,
+    compose,
+)
+from ledger_app.models import Fold, FoldAttempt, Proposal, RetirementRequest, Verdict
+from ledger_app.offline import OfflineWriter
+from ledger_app.services.common import (
+    FoldFailed,
+    FoldRefused,
+    FoldResult,
+    LedgerError,
+    _active_tokens,
+    _evidence,
+    _provider_usage,
+    _verdicts,
+    entry_view,
+    instructions_check,
+    latest_fold,
+    range_hash,
+)
+from ledger_app.writers import MechanicalWriter, Writer
+
+WRITERS: dict[str, type] = {"mechanical": MechanicalWriter, "offline": OfflineWriter}
+
+
+def model_config() -> ModelConfig:
+    """The model endpoint and names from the settings (``OPENAI_BASE_URL``, ...)."""
+    return ModelConfig.from_settings(settings)
+
+
+def default_writer() -> str:
+    """``"model"`` when a model is configured (``OPENAI_BASE_URL``), else ``"offline"``."""
+    return "model" if model_config().configured else "offline"
+
+
+def writer_resolve(writer: str | Writer | ModelWriter) -> Writer | ModelWriter:
+    """A writer object for a name (``mechanical``, ``offline``, ``model``) or the object given.
+
+    Raises:
+        LedgerError: unknown name, or ``"model"`` with no model configured.
+    """
+    if isinstance(writer, str):
+        if writer == "model":
+            config = model_config()
+            if not config.configured:
+                raise LedgerError(
+                    "no model configured: set OPENAI_BASE_URL and WRITER_MODEL "
+                    "(or use the offline writer)"
+                )
+            return ModelWriter(config)
+        if writer not in WRITERS:
+            known = ", ".join([*WRITERS, "model"])
+            raise LedgerError(f"unknown writer {writer!r} (known: {known})")
+        return WRITERS[writer]()
+    return writer
+
+
+@dataclass
+class _Plan:
+    """What a fold would cover, read from the journal (no lock needed to read it)."""
+
+    start: int
+    end: int
+    covered: list[Entry]
+    hashes: list[str]
+    key: str
+    previous: Fold | None
+    number: int
+    views: list[EntryView]
+    prev_state: dict[str, Any]
+    rounds: list[Any]
+    revision: int
+
+
+def _plan(journal: Journal, upto: int | None) -> _Plan | FoldResult:
+    previous = latest_fold(journal)
+    last_range = latest_fold(journal, Fold.Kind.FOLD)
+    start = (last_range.seq_end or 0) + 1 if last_range else 1
+    limit = journal.head_seq if upto is None else min(upto, journal.head_seq)
+    entries = list(Entry.objects.filter(journal=journal, seq__gte=start).order_by("seq"))
+    rounds = [r for r in group_rounds(entries) if r.last_seq <= limit]
+    if rounds:
+        # an ended run's unanswered tail is final: fold it, stating the calls did not complete
+        rounds[-1].at_tail = rounds[-1].last_seq == journal.head_seq and journal.ended_at is None
+    end = complete_prefix_end(rounds)
+    if end is None or end < start:
+        return FoldResult(None, False, "nothing to fold: no complete API round after the last fold")
+    covered = [e for e in entries if e.seq <= end]
+    hashes = [e.entry_hash for e in covered]
+    key = range_hash(hashes)
+    existing = Fold.objects.filter(journal=journal, range_hash=key).first()
+    if existing is not None:
+        return FoldResult(existing, False, "this range is already folded")
+    return _Plan(
+        start=start,
+        end=end,
+        covered=covered,
+        hashes=hashes,
+        key=key,
+        previous=previous,
+        number=(previous.number + 1) if previous else 1,
+        views=[entry_view(e) for e in covered],
+        prev_state=previous.state_dict if previous else copy.deepcopy(reducer.EMPTY_STATE),
+        rounds=rounds,
+        revision=journal.head_seq,
+    )
+
+
+def fold_context(
+    *, journal: Journal, covered: Sequence[Entry], number: int, revision: int
+) -> FoldContext:
+    """What a writer may read besides the covered entries (DESIGN.md 5.1, support).
+
+    ``resolve`` returns earlier raw entries of ``journal`` at or before ``revision`` (by seq
+    or hash); ``evidence`` builds the reducer's evidence index for a list of ops.
+    """
+
+    def resolve(seqs: Iterable[int], hashes: Iterable[str]) -> list[EntryView]:
+        seqs, hashes = list(seqs), list(hashes)
+        if not seqs and not hashes:
+            return []
+        rows = Entry.objects.filter(journal=journal, seq__lte=revision).filter(
+            Q(seq__in=seqs) | Q(entry_hash__in=hashes)
+        )
+        return [entry_view(e) for e in rows]
+
+    def evidence(ops: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        return _evidence(journal, covered, ops, number, revision)
+
+    return FoldContext(number=number, revision=revision, resolve=resolve, evidence=evidence)
+
+
+def _context(journal: Journal, plan: _Plan) -> FoldContext:
+    return fold_context(
+        journal=journal, covered=plan.covered, number=plan.number, revision=plan.revision
+    )
+
+
+def _attempt_record(composed: Composition | None, plan: _Plan, error: WriterFailed | None) -> dict:
+    calls = error.calls if error is not None else composed.calls  # type: ignore[union-attr]
+    writer = error.writer if error is not None else composed.writer  # type: ignore[union-attr]
+    verifier = error.verifier if error is not None else composed.verifier  # type: ignore[union-attr]
+    record: dict[str, Any] = {
+        "covered": {"seq_start": plan.start, "seq_end": plan.end, "entries": len(plan.covered)},
+        "previous_fold": plan.previous.number if plan.previous else None,
+        "writer": writer,
+        "verifier": verifier,
+        "model_calls": [c.to_dict() for c in calls],
+    }
+    if composed is not None:
+        record["model_usage"] = composed.usage()
+        record["fallback_reason"] = composed.fallback_reason
+        record["note"] = composed.note
+    return record
+
+
+def _store_attempt(
+    *,
+    journal: Journal,
+    plan: _Plan,
+    fold: Fold | None,
+    outcome: str,
+    rounds: Sequence[RoundRecord],
+    record: dict[str, Any],
+    error: str = "",
+) -> FoldAttempt:
+    """One :class:`FoldAttempt` with a :class:`Proposal` per round and its :class:`Verdict` rows."""
+    writer, verifier = record.get("writer") or {}, record.get("verifier") or {}
+    attempt = FoldAttempt.objects.create(
+        journal=journal,
+        fold=fold,
+        number=plan.number,
+        seq_start=plan.start,
+        seq_end=plan.end,
+        revision=plan.revision,
+        range_hash=plan.key,
+        writer=str(writer.get("id", ""))[:100],
+        writer_label=str(writer.get("label", ""))[:200],
+        verifier=str(verifier.get("id", ""))[:100],
+        outcome=outcome,
+        error=error,
+        record=record,
+    )
+    verdicts = []
+    for r in rounds:
+        proposal = Proposal.objects.create(
+            attempt=attempt,
+            round=r.round,
+            kind=r.kind,
+            raw=r.raw,
+            parsed=r.parsed,
+            error=r.error,
+            verifier_raw=r.verifier_raw,
+            verifier_error=r.verifier_error,
+            ops=r.ops,
+        )
+        for item in r.items:
+            for j in item.judgements:
+                verdicts.append(
+                    Verdict(
+                        proposal=proposal,
+                        key=item.key[:100],
+                        op=str(item.op.get("op", ""))[:16],
+                        claim=item.claim,
+                        support=item.support,
+                        judge=j.judge,
+                        entailment=j.entailment,
+                        entailment_reason=j.entailment_reason,
+                        temporal=j.temporal,
+                        temporal_reason=j.temporal_reason,
+                        accepted=j.accepted,
+                        item_accepted=item.accepted,
+                    )
+                )
+    Verdict.objects.bulk_create(verdicts)
+    return attempt
+
+
+def ledger_fold(
+    *, journal: Journal, upto: int | None = None, writer: str | Writer | ModelWriter = "mechanical"
+) -> FoldResult:
+    """Fold the journal's unfolded complete API rounds, up to ``upto`` (default: head).
+
+    The pins are added by code; ``writer`` proposes the other ops; the reducer judges every
+    op (DESIGN.md 5.2) and the pins are re-hashed against their entries before anything is
+    stored. One fold at a time per branch (the journal row is locked). A fold covering
+    exactly the same entries as an existing one returns that fold (idempotency key: scope +
+    covered range hash, DESIGN.md section 9).
+
+    A model writer (DESIGN.md 5.3, :mod:`ledger_app.model_writer`) works outside the lock:
+    the range is read, the models are called, then under the lock the range and the
+    previous fold are checked again before the fold is stored (if another fold got there
+    first, nothing is stored and the reason says so). Its outcome is ``accepted``,
+    ``repaired`` (after the one repair) or ``fallback`` (mechanical facts, labelled, with
+    the note to retrieve raw journal evidence). Every run that stores a fold also stores a
+    :class:`~ledger_app.models.FoldAttempt` with each proposal and verdict
+    (``fold.attempts``); the manifest records the writer and verifier models, their prompt
+    versions and hashes, and the usage and latency of every model call.
+
+    Args:
+        journal: the scope to fold.
+        upto: highest seq the fold may cover; it ends at the last complete round at or
+            before it. A trailing interrupted round is left for a later fold.
+        writer: ``"mechanical"`` (tool outcomes; outcome ``fallback``), ``"offline"``
+            (deterministic rules, :mod:`ledger_app.offline`), ``"model"`` (the configured
+            models), or a writer object.
+
+    Returns:
+        :class:`FoldResult`; ``fold`` is ``None`` with a ``reason`` when nothing is foldable.
+
+    Raises:
+        FoldFailed: the model was unreachable after the client's retries (or refused the
+            request). Nothing of the fold is stored; a ``failed`` FoldAttempt records the
+            error and the calls; a later run folds the same range.
+        FoldRefused: a required pin missing or altered, or a pin that no longer matches its
+            journal entry. Nothing is stored.
+        LedgerError: unknown writer name, or ``"model"`` with no model configured.
+    """
+    w = writer_resolve(writer)
+    composed: Composition | None = None
+    first: _Plan | None = None
+    if getattr(w, "calls_models", False):
+        journal = Journal.objects.select_related("session__tenant").get(pk=journal.pk)
+        planned = _plan(journal, upto)
+        if isinstance(planned, FoldResult):
+            return planned
+        first = planned
+        try:
+            composed = compose(
+                w, entries=first.views, state=first.prev_state, ctx=_context(journal, first)
+            )
+        except WriterFailed as exc:
+            with transaction.atomic():
+                attempt = _store_attempt(
+                    journal=journal,
+                    plan=first,
+                    fold=None,
+                    outcome=FoldAttempt.Outcome.FAILED,
+                    rounds=exc.rounds,
+                    record=_attempt_record(None, first, exc),
+                    error=str(exc),
+                )
+            raise FoldFailed(
+                f"{journal.scope_label}: fold {first.number} failed, nothing stored: {exc}",
+                attempt=attempt,
+            ) from exc
+    with transaction.atomic():
+        journal = (
+            Journal.objects.select_for_update().select_related("session__tenant").get(pk=journal.pk)
+        )
+        planned = _plan(journal, first.end if first is not None else upto)
+        if isinstance(planned, FoldResult):
+            return planned
+        plan = planned
+        if first is not None and (
+            plan.key != first.key
+            or (plan.previous and plan.previous.pk) != (first.previous and first.previous.pk)
+        ):
+            return FoldResult(
+                None,
+                False,
+                "another fold changed the ledger while the models were working; fold again",
+            )
+        if composed is None:
+            composed = compose(
+                w, entries=plan.views, state=plan.prev_state, ctx=_context(journal, plan)
+            )
+        start, end, covered, hashes, key = plan.start, plan.end, plan.covered, plan.hashes, plan.key
+        previous, number, views, prev_state = (
+            plan.previous,
+            plan.number,
+            plan.views,
+            plan.prev_state,
+        )
+        pin_ops = [{"op": "add", "fact": pin_fact(v)} for v in views if is_pin_source(v)]
+        ops = pin_ops + composed.ops
+        delta = {
+            "fold": number,
+            "revision": journal.head_seq,
+            "evidence": _evidence(journal, covered, ops, number, journal.head_seq),
+            "required_pins": required_pins(views),
+            "ops": ops,
+        }
+        try:
+            reduction = reducer.apply_delta(prev_state, delta)
+        except (reducer.PinViolation, reducer.DeltaInvalid) as exc:
+            raise FoldRefused(str(exc)) from exc
+        state = reduction.state
+        instructions = instructions_check(journal, state)
+        outcome = composed.outcome
+        interrupted = [c for r in plan.rounds if r.last_seq <= end for c in r.interrupted_call_ids]
+        ledger_text = "\n".join(
+            render_fact(f) for f in state["facts"].values() if f["lifecycle"] == "active"
+        )
+        manifest = {
+            "covered": {
+                "seq_start": start,
+                "seq_end": end,
+                "entries": len(covered),
+                "entry_hashes": hashes,
+            },
+            "range_hash": key,
+            "previous_fold": previous.number if previous else None,
+            "revision": journal.head_seq,
+            "writer": composed.writer,
+            "verifier": composed.verifier,
+            "tokens": {
+                "covered": sum(e.token_count for e in covered),
+                "ledger_active": _active_tokens(state),
+                "source": source_label(settings.TOKEN_ENCODING),
+                "provider": {
+                    **_provider_usage(covered),
+                    "source": "provider-reported usage in the journal",
+                },
+            },
+            "interrupted_calls": interrupted,
+            "outcome": outcome,
+            "instructions": instructions,
+            "loss": loss_report(views, ledger_text).to_dict(),
+        }
+        if composed.calls:
+            manifest["model_calls"] = [c.to_dict() for c in composed.calls]
+            manifest["tokens"]["model"] = {
+                **composed.usage(),
+                "source": "server-reported usage of the writer and verifier calls",
+            }
+        if composed.rounds:
+            manifest["review"] = composed.review()
+        if composed.note:
+            manifest["note"] = composed.note
+        verdicts = _verdicts(reduction)
+        try:
+            with transaction.atomic():
+                fold = Fold.objects.create(
+                    journal=journal,
+                    number=number,
+                    previous=previous,
+                    seq_start=start,
+                    seq_end=end,
+                    revision=journal.head_seq,
+                    range_hash=key,
+                    outcome=outcome,
+                    writer=str(composed.writer.get("id", w.id))[:100],
+                    verifier=str(composed.verifier.get("id", ""))[:100],
+                    manifest=manifest,
+                    delta=rfc8785.dumps({**delta, "verdicts": verdicts}).decode("utf-8"),
+                    state=reducer.state_bytes(state).decode("utf-8"),
+                    state_hash=reducer.state_hash(state),
+                    facts_added=sum(
+                        1 for r in reduction.results if r.op == "add" and r.status == "accepted"
+                    ),
+                    ops_rejected=len(reduction.rejected),
+                )
+        except IntegrityError:
+            existing = Fold.objects.filter(journal=journal, range_hash=key).first()
+            if existing is None:
+                raise
+            return FoldResult(existing, False, "this range is already folded")
+        attempt = _store_attempt(
+            journal=journal,
+            plan=plan,
+            fold=fold,
+            outcome=outcome,
+            rounds=composed.rounds,
+            record=_attempt_record(composed, plan, None),
+        )
+        for r in reduction.results:
+            if r.op == "retire" and r.status == "pending":
+                fact = state["facts"][r.fact_id]
+                pending = fact["pending_retirement"]
+                RetirementRequest.objects.create(
+                    journal=journal,
+                    fact_id=r.fact_id,
+                    fact_text=fact["text"],
+                    requested_in=fold,
+                    evidence=pending["evidence"],
+                    reason=pending.get("reason", ""),
+                )
+    return FoldResult(fold, True, attempt=attempt)
