@@ -1,14 +1,13 @@
-"""Every state change of the audit app: comments, annotations, reviews, exports, accounts.
+"""Every state change of the audit app: comments, annotations, exports, accounts.
 
 Issue 6 (items 1, 4 and 6); DESIGN.md sections 8 and 9. Services are keyword-only, raise
 domain errors (never HTTP), and record an :class:`~audit_app.models.AuditEvent` in the same
-transaction as the change they log, so the log holds exactly what happened. A review the
-user may not make is refused *and* logged (``review.denied``).
+transaction as the change they log, so the log holds exactly what happened. P0 retirement
+reviews are :func:`ledger_app.services.retirement_review` (it logs through :func:`audit_record`).
 """
 
 from __future__ import annotations
 
-import json
 import secrets
 from typing import Any
 
@@ -16,20 +15,25 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from audit_app.models import Annotation, AuditEvent, Comment
-from audit_app.roles import REVIEW_PERMISSION, roles_ensure, tenant_role, user_roles_sync
+from audit_app.roles import roles_ensure, user_roles_sync
+from journal_app.errors import DomainError
 from journal_app.models import Entry, Journal, Membership, Session, Tenant
-from ledger_app.models import Fold, RetirementRequest
-from ledger_app.services import ReviewError, ReviewForbidden, ledger_review
 
 COMMENT_MAX_CHARS = 10_000
 
 
-class AuditError(Exception):
-    """Base of the audit app's domain errors."""
+class AuditError(DomainError):
+    """Base of the audit app's domain errors (HTTP 422 unless a subclass says otherwise)."""
+
+    status = 422
+    code = "invalid_request"
 
 
 class CommentInvalid(AuditError):
-    """An empty or oversized comment, or a target that is not in the scope."""
+    """An empty or oversized comment, or a target that is not in the scope (HTTP 400)."""
+
+    status = 400
+    code = "invalid_comment"
 
 
 class AccountError(AuditError):
@@ -84,51 +88,40 @@ def _clean_text(text: str) -> str:
     return text
 
 
-def comment_on_entry(*, entry: Entry, author: Any, text: str) -> Comment:
-    """Add a comment to a journal entry and log it (``comment.add``).
+def comment_add(
+    *,
+    journal: Journal,
+    author: Any,
+    text: str,
+    entry: Entry | None = None,
+    fact_id: str = "",
+    label: str = "",
+) -> Comment:
+    """Add a comment to an entry or to a ledger fact id of ``journal``, and log it.
+
+    The one way a comment is written (``comment.add`` in the same transaction). Exactly one
+    target: ``entry`` (an entry of ``journal``) or ``fact_id``. Whether a fact id exists is
+    the ledger's to say (:func:`ledger_app.comments.comment_on_fact` checks it, then calls
+    this); the audit app does not read the ledger.
+
+    Args:
+        label: what the audit log shows for the target (defaults to the journal's scope).
 
     Raises:
-        CommentInvalid: empty text or more than :data:`COMMENT_MAX_CHARS` characters.
+        CommentInvalid: empty text, more than :data:`COMMENT_MAX_CHARS` characters, no
+            target or two, or an entry of another journal.
     """
     text = _clean_text(text)
-    journal = entry.journal
+    fact_id = (fact_id or "").strip()
+    if (entry is None) == (not fact_id):
+        raise CommentInvalid("a comment is on one entry or on one fact")
+    if entry is not None and entry.journal_id != journal.pk:
+        raise CommentInvalid(f"entry seq {entry.seq} is not in {journal.scope_label}")
     with transaction.atomic():
         comment = Comment.objects.create(
             tenant_id=journal.session.tenant_id,
             journal=journal,
             entry=entry,
-            author=author,
-            text=text,
-        )
-        audit_record(
-            actor=author,
-            tenant=journal.session.tenant,
-            action="comment.add",
-            object_type="entry",
-            object_id="sha256:" + entry.entry_hash,
-            object_label=f"{journal.scope_label} seq {entry.seq}",
-            details={"comment": comment.pk, "text": text},
-        )
-    return comment
-
-
-def comment_on_fact(*, journal: Journal, fact_id: str, author: Any, text: str) -> Comment:
-    """Add a comment to the ledger fact ``fact_id`` of ``journal`` and log it.
-
-    The fact must exist in some fold of the journal (a comment may outlive the fact's
-    active life: it stays attached to the id).
-
-    Raises:
-        CommentInvalid: empty text, too long, or no fold of the journal holds ``fact_id``.
-    """
-    text = _clean_text(text)
-    fact_id = (fact_id or "").strip()
-    if not fact_id or not _fact_exists(journal, fact_id):
-        raise CommentInvalid(f"no fact {fact_id!r} in the ledger of {journal.scope_label}")
-    with transaction.atomic():
-        comment = Comment.objects.create(
-            tenant_id=journal.session.tenant_id,
-            journal=journal,
             fact_id=fact_id,
             author=author,
             text=text,
@@ -137,25 +130,28 @@ def comment_on_fact(*, journal: Journal, fact_id: str, author: Any, text: str) -
             actor=author,
             tenant=journal.session.tenant,
             action="comment.add",
-            object_type="fact",
-            object_id=fact_id,
-            object_label=journal.scope_label,
+            object_type="entry" if entry is not None else "fact",
+            object_id="sha256:" + entry.entry_hash if entry is not None else fact_id,
+            object_label=label or journal.scope_label,
             details={"comment": comment.pk, "text": text},
         )
     return comment
 
 
-def _fact_exists(journal: Journal, fact_id: str) -> bool:
-    key = json.dumps(
-        fact_id, ensure_ascii=False
-    )  # canonical JSON writes the id as this string literal
-    for state in (
-        Fold.objects.filter(journal=journal, state__contains=key)
-        .order_by("-number")
-        .values_list("state", flat=True)[:1]
-    ):
-        return fact_id in json.loads(state).get("facts", {})
-    return False
+def comment_on_entry(*, entry: Entry, author: Any, text: str) -> Comment:
+    """Add a comment to a journal entry and log it (``comment.add``); see :func:`comment_add`.
+
+    Raises:
+        CommentInvalid: empty text or more than :data:`COMMENT_MAX_CHARS` characters.
+    """
+    journal = entry.journal
+    return comment_add(
+        journal=journal,
+        author=author,
+        text=text,
+        entry=entry,
+        label=f"{journal.scope_label} seq {entry.seq}",
+    )
 
 
 def annotation_add(*, session: Session, author: Any, verdict: str, note: str = "") -> Annotation:
@@ -182,66 +178,6 @@ def annotation_add(*, session: Session, author: Any, verdict: str, note: str = "
             details={"annotation": annotation.pk, "verdict": verdict, "note": note},
         )
     return annotation
-
-
-def retirement_decide(
-    *, request: RetirementRequest, user: Any, decision: str, comment: str
-) -> Fold:
-    """Approve or refuse a pending P0 retirement as ``user``, logged (DESIGN.md 5.2, 9).
-
-    The permission is checked twice, both server-side: the role permission
-    ``audit_app.review_retirement`` (reviewer and admin groups) here, and the reviewer or
-    admin membership of the request's tenant in :func:`ledger_app.services.ledger_review`.
-    A refused attempt is logged as ``review.denied`` and nothing else changes.
-
-    Args:
-        request: the pending retirement request.
-        user: the deciding user.
-        decision: ``"approve"`` or ``"refuse"``.
-        comment: why (required, stored with who and when on the request and in the log).
-
-    Returns:
-        The review fold that applied the decision to the ledger.
-
-    Raises:
-        ReviewForbidden: the user may not review in this tenant.
-        ReviewError: not pending, bad decision, or no comment.
-    """
-    journal = request.journal
-    tenant = journal.session.tenant
-    label = f"{journal.scope_label} fact {request.fact_id}"
-    if not user.has_perm(REVIEW_PERMISSION) or tenant_role(user, tenant.pk) not in (
-        Membership.Role.REVIEWER,
-        Membership.Role.ADMIN,
-    ):
-        audit_record(
-            actor=user,
-            tenant=tenant,
-            action="review.denied",
-            object_type="retirement",
-            object_id=str(request.pk),
-            object_label=label,
-            details={"decision": decision, "role": tenant_role(user, tenant.pk)},
-        )
-        raise ReviewForbidden(
-            f"{user.get_username()} is not a reviewer of tenant {tenant.slug}: "
-            "only reviewers and admins decide P0 retirements"
-        )
-    comment = (comment or "").strip()
-    if not comment:
-        raise ReviewError("a decision needs a comment saying why")
-    with transaction.atomic():
-        fold = ledger_review(request=request, reviewer=user, decision=decision, comment=comment)
-        audit_record(
-            actor=user,
-            tenant=tenant,
-            action=f"review.{decision}",
-            object_type="retirement",
-            object_id=str(request.pk),
-            object_label=label,
-            details={"comment": comment, "fold": fold.number, "fact_id": request.fact_id},
-        )
-    return fold
 
 
 def export_record(*, user: Any, session: Session, details: dict[str, Any]) -> AuditEvent:

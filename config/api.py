@@ -9,25 +9,40 @@ Errors: one JSON shape, mapped here once (STYLE.md point 3)::
     {"code": "conflict", "message": "...", "field": "entries[2].content" | null,
      "entry": "seq 7" | "entries[2]" | "line 12" | null}
 
-=================  ======  =====================================================
-code               status  when
-=================  ======  =====================================================
-malformed_json     400     the body is not UTF-8 JSON (or holds NaN/Infinity)
-invalid_unicode    400     a JSON string holds a lone UTF-16 surrogate (``\\ud800``)
-malformed_request  400     an unreadable multipart body or other malformed request
-unauthenticated    401     no key, an unknown key, a revoked key
-forbidden          403     a client key on a review action; a reviewer without rights
-not_found          404     nothing of that name in the key's tenant (other tenants' too)
-conflict           409     a different entry hash at an existing seq; nothing written
-gap                409     an append that would leave a gap in seq
-fold_refused       409     a pin no longer matches its entry; no fold stored
-review_conflict    409     the retirement was already decided
-payload_too_large  413     the body is over ``API_MAX_BODY_BYTES``
-validation_error   422     wrong types, unknown fields, missing fields, bad values
-invalid_entry      422     an entry that cannot be stored (kind/role/content rules)
-invalid_transcript 422     an uploaded transcript that does not parse (file, line, field)
-invalid_request    422     any other refusal of the journal or ledger services
-=================  ======  =====================================================
+Every domain error subclasses :class:`journal_app.errors.DomainError` and carries its own
+``status`` and ``code``; one handler (``_domain``) renders them all. The few handlers beside
+it translate what the framework raises (ninja's validation and authentication errors, Django's
+``Http404``/``PermissionDenied``/oversized bodies) and the two parse errors whose location
+has its own shape (an append batch's ``entries[i]``, an uploaded file's line).
+
+=======================  ======  =====================================================
+code                     status  when
+=======================  ======  =====================================================
+malformed_json           400     the body is not UTF-8 JSON (or holds NaN/Infinity)
+invalid_unicode          400     a JSON string holds a lone UTF-16 surrogate (``\\ud800``)
+malformed_request        400     an unreadable multipart body or other malformed request
+cursor_refused           400     a recovery cursor tampered with, expired, or for another scope
+invalid_comment          400     a review or comment without its required comment
+unauthenticated          401     no key, an unknown key, a revoked key
+forbidden                403     a client key on a review action; a reviewer without rights
+not_found                404     nothing of that name in the key's tenant (other tenants' too),
+                                 or no API operation at that path
+method_not_allowed       405     the path exists but not with that method (``Allow`` lists them)
+conflict                 409     a different entry hash at an existing seq; nothing written
+gap                      409     an append that would leave a gap in seq
+fold_refused             409     a pin no longer matches its entry; no fold stored
+review_conflict          409     the retirement was already decided
+payload_too_large        413     the body is over ``API_MAX_BODY_BYTES``
+validation_error         422     wrong types, unknown fields, missing fields, bad values
+invalid_entry            422     an entry that cannot be stored (kind/role/content rules)
+invalid_transcript       422     an uploaded transcript that does not parse (file, line, field)
+invalid_query            422     a recovery search query that cannot be searched
+invalid_context_request  422     a context request that cannot be served (revision, budgets)
+invalid_request          422     any other refusal of the journal, ledger or recovery services
+model_unavailable        503     the writer's model could not be reached: the fold attempt is
+                                 recorded ``failed`` and nothing else; the same request may
+                                 succeed later, so this is the server's 503, not a 4xx
+=======================  ======  =====================================================
 
 No input produces a 500: an unexpected exception is logged with its traceback and answered
 ``internal_error`` (500) in the same shape, which the schemathesis run treats as a failure.
@@ -35,6 +50,7 @@ No input produces a 500: an unexpected exception is logged with its traceback an
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -43,34 +59,30 @@ from typing import Any
 
 import structlog
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.http.multipartparser import MultiPartParserError
+from django.urls import URLPattern, URLResolver
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 
 from journal_app.api import router as journal_router
-from journal_app.auth import PayloadTooLarge, api_key_auth
+from journal_app.auth import api_key_auth
 from journal_app.chain import EntryInvalid
+from journal_app.errors import DomainError, MalformedBody
 from journal_app.formats import FormatError
-from journal_app.services import ConflictError, GapError, JournalError
 from ledger_app.api import router as ledger_router
 from ledger_app.context_api import router as context_router
-from ledger_app.services import FoldFailed, FoldRefused, LedgerError, ReviewError, ReviewForbidden
 from recovery_app.api import router as recovery_router
 
 log = structlog.get_logger("ledgerkeep.api")
 
 
-class BodyError(Exception):
-    """A JSON body that cannot become request data (HTTP 400)."""
-
-    code = "malformed_json"
+class BodyError(MalformedBody):
+    """A JSON body that cannot become request data (HTTP 400 ``malformed_json``)."""
 
     def __init__(self, message: str, field: str | None = None) -> None:
-        self.message = message
-        self.field = field
-        super().__init__(message)
+        super().__init__(message, field=field, entry=_entry_of(field))
 
 
 class InvalidUnicode(BodyError):
@@ -152,7 +164,44 @@ class ApiParser(Parser):
         return data
 
 
-api = NinjaAPI(
+def _json_not_allowed(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """``view`` answering a wrong method with the JSON error shape instead of plain text.
+
+    ninja's path view returns Django's ``HttpResponseNotAllowed`` itself (no exception to
+    handle), so the URL callback is wrapped; ``Allow`` is kept.
+    """
+
+    @functools.wraps(view)  # keeps csrf_exempt and the other view attributes
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        response = view(request, *args, **kwargs)
+        if not isinstance(response, HttpResponseNotAllowed):
+            return response
+        allowed = response["Allow"]
+        out = error_response(
+            request,
+            405,
+            "method_not_allowed",
+            f"{request.method} is not allowed on {request.path}; allowed: {allowed}",
+        )
+        out["Allow"] = allowed
+        return out
+
+    return wrapper
+
+
+class Api(NinjaAPI):
+    """The ``NinjaAPI`` whose URL views answer 405 in the JSON error shape too."""
+
+    @property
+    def urls(self) -> tuple[list[URLResolver | URLPattern], str, str]:
+        patterns, app_name, namespace = super().urls
+        for pattern in patterns:
+            if isinstance(pattern, URLPattern):
+                pattern.callback = _json_not_allowed(pattern.callback)
+        return patterns, app_name, namespace
+
+
+api = Api(
     title="ledgerkeep API",
     version="1",
     description=(
@@ -200,9 +249,11 @@ _STATUS_CODES = {
     401: "unauthenticated",
     403: "forbidden",
     404: "not_found",
+    405: "method_not_allowed",
     409: "conflict",
     413: "payload_too_large",
     422: "validation_error",
+    503: "unavailable",
 }
 
 
@@ -231,6 +282,14 @@ def _entry_of(field: str | None) -> str | None:
     return None
 
 
+@api.exception_handler(DomainError)
+def _domain(request: HttpRequest, exc: DomainError) -> HttpResponse:
+    """Every domain error of every app: its own ``status`` and ``code``, one shape."""
+    return error_response(
+        request, exc.status, exc.code, exc.message or exc.code, field=exc.field, entry=exc.entry
+    )
+
+
 @_handles(ValidationError)
 def _validation(request: HttpRequest, exc: ValidationError) -> HttpResponse:
     errors = list(exc.errors)
@@ -252,23 +311,12 @@ def _validation(request: HttpRequest, exc: ValidationError) -> HttpResponse:
     )
 
 
-def _body_error(request: HttpRequest, exc: BodyError) -> HttpResponse:
-    return error_response(
-        request, 400, exc.code, exc.message, field=exc.field, entry=_entry_of(exc.field)
-    )
-
-
-def _too_large(request: HttpRequest, exc: Exception) -> HttpResponse:
-    message = str(exc) if isinstance(exc, PayloadTooLarge) else "the request body is too large"
-    return error_response(request, 413, "payload_too_large", message + "; nothing written")
-
-
 @_handles(HttpError)
 def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     # ninja wraps parser errors as HttpError(400, "Cannot parse request body") from the cause
     cause = exc.__cause__
-    if isinstance(cause, BodyError):
-        return _body_error(request, cause)
+    if isinstance(cause, DomainError):
+        return _domain(request, cause)
     if isinstance(cause, RequestDataTooBig):
         return _too_large(request, cause)
     if isinstance(exc, AuthenticationError):
@@ -285,8 +333,13 @@ def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     return error_response(request, exc.status_code, code, str(exc))
 
 
-_handles(BodyError)(_body_error)
-_handles(PayloadTooLarge, RequestDataTooBig)(_too_large)
+@_handles(RequestDataTooBig)
+def _too_large(request: HttpRequest, exc: Exception) -> HttpResponse:
+    # Django's own limit (DATA_UPLOAD_MAX_MEMORY_SIZE); the declared-length check of the
+    # auth layer raises PayloadTooLarge, a DomainError
+    return error_response(
+        request, 413, "payload_too_large", "the request body is too large; nothing written"
+    )
 
 
 @_handles(UnicodeEncodeError)
@@ -312,23 +365,15 @@ def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
     return error_response(request, 404, "not_found", str(exc) or "not found")
 
 
-@_handles(PermissionDenied, ReviewForbidden)
+@_handles(PermissionDenied)
 def _forbidden(request: HttpRequest, exc: Exception) -> HttpResponse:
     return error_response(request, 403, "forbidden", str(exc) or "forbidden")
 
 
-@_handles(ConflictError)
-def _conflict(request: HttpRequest, exc: ConflictError) -> HttpResponse:
-    return error_response(request, 409, "conflict", str(exc), entry=f"seq {exc.seq}")
-
-
-@_handles(GapError)
-def _gap(request: HttpRequest, exc: GapError) -> HttpResponse:
-    return error_response(request, 409, "gap", f"{exc}; nothing written", field="start_seq")
-
-
 @_handles(EntryInvalid)
 def _invalid_entry(request: HttpRequest, exc: EntryInvalid) -> HttpResponse:
+    # a pure parse error: ``exc.field`` is the field inside the entry, ``exc.index`` the
+    # entry's place in the batch (journal_app.chain), combined here into the request path
     entry = f"entries[{exc.index}]"
     return error_response(
         request,
@@ -342,7 +387,8 @@ def _invalid_entry(request: HttpRequest, exc: EntryInvalid) -> HttpResponse:
 
 @_handles(FormatError)
 def _invalid_transcript(request: HttpRequest, exc: FormatError) -> HttpResponse:
-    parts = [Path(exc.path).name]  # the upload's own name, not the temporary path
+    # a pure parse error of an uploaded file: name the upload, not the temporary path
+    parts = [Path(exc.path).name]
     if exc.location:
         parts.append(exc.location)
     if exc.field:
@@ -355,28 +401,6 @@ def _invalid_transcript(request: HttpRequest, exc: FormatError) -> HttpResponse:
         field=exc.field or None,
         entry=exc.location or None,
     )
-
-
-@_handles(FoldRefused)
-def _fold_refused(request: HttpRequest, exc: FoldRefused) -> HttpResponse:
-    return error_response(request, 409, "fold_refused", f"fold refused: {exc}")
-
-
-@_handles(FoldFailed)
-def _fold_failed(request: HttpRequest, exc: FoldFailed) -> HttpResponse:
-    return error_response(
-        request, 503, "model_unavailable", f"fold failed, nothing stored; retry later: {exc}"
-    )
-
-
-@_handles(ReviewError)
-def _review_conflict(request: HttpRequest, exc: ReviewError) -> HttpResponse:
-    return error_response(request, 409, "review_conflict", str(exc))
-
-
-@_handles(JournalError, LedgerError)
-def _invalid_request(request: HttpRequest, exc: Exception) -> HttpResponse:
-    return error_response(request, 422, "invalid_request", str(exc))
 
 
 @_handles(Exception)

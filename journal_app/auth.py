@@ -45,6 +45,7 @@ from django.http import Http404, HttpRequest
 from django.utils import timezone
 from ninja.security import HttpBearer
 
+from journal_app.errors import DomainError
 from journal_app.models import ApiKey, Journal, Membership, Session, Tenant
 from journal_app.services import JournalError
 
@@ -58,13 +59,18 @@ class ApiKeyError(JournalError):
     """A key that cannot be created or revoked (unknown prefix, reviewer without a user)."""
 
 
-class PayloadTooLarge(Exception):
+class PayloadTooLarge(DomainError):
     """The request declares a body over ``settings.API_MAX_BODY_BYTES`` (HTTP 413)."""
+
+    status = 413
+    code = "payload_too_large"
 
     def __init__(self, size: int, limit: int) -> None:
         self.size = size
         self.limit = limit
-        super().__init__(f"the request body is {size} bytes; the limit is {limit} bytes")
+        super().__init__(
+            f"the request body is {size} bytes; the limit is {limit} bytes; nothing written"
+        )
 
 
 def key_digest(raw: str) -> str:

@@ -52,8 +52,11 @@ class ErrorOut(Schema):
     entry: str | None = None
 
 
-#: Error responses every operation documents (and the only non-2xx statuses it returns).
-ERROR_STATUSES = frozenset({400, 401, 403, 404, 409, 413, 422})
+#: Error responses every operation documents (and the only non-2xx statuses it returns):
+#: the statuses of ``config/api.py``'s table. 405 is a wrong method on an existing path; 503
+#: is a fold whose model could not be reached (``model_unavailable``). No operation is
+#: rate-limited, so 429 is not among them.
+ERROR_STATUSES = frozenset({400, 401, 403, 404, 405, 409, 413, 422, 503})
 ERRORS: dict[Any, Any] = {ERROR_STATUSES: ErrorOut}
 
 

@@ -328,15 +328,6 @@ def get_session_for_user(user: User, tenant_slug: str, key: str) -> Session:
     return session
 
 
-def default_journal(session: Session) -> Journal | None:
-    """The session's ``main/main`` journal, else its first journal, else ``None``."""
-    journals = list(session.journals.order_by("lane", "branch"))
-    for j in journals:
-        if j.lane == "main" and j.branch == "main":
-            return j
-    return journals[0] if journals else None
-
-
 def get_journal_for_user(user: User, tenant_slug: str, key: str, lane: str, branch: str) -> Journal:
     """The journal of scope ``tenant/key/lane/branch`` if ``user`` may read it; else ``Http404``."""
     journal = (
@@ -409,19 +400,6 @@ class _Row:
     kind: str
     role: str
     tool_call_id: str
-
-
-def journal_rounds(journal: Journal) -> list[Round]:
-    """API rounds of the whole journal, from its four grouping columns only (one query).
-
-    Reads every row of the journal: for a page of the timeline use :func:`page_rounds`.
-    """
-    rows = (
-        Entry.objects.filter(journal=journal)
-        .order_by("seq")
-        .values_list("seq", "kind", "role", "tool_call_id")
-    )
-    return group_rounds(_Row(*r) for r in rows)
 
 
 #: how far the timeline looks before and after a page to find its rounds' edges (entries)

@@ -6,7 +6,6 @@ transaction: an import, an append batch either lands whole or leaves nothing.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from django.utils.text import slugify
 
 from journal_app.artifacts import make_preview, media_type_of
 from journal_app.chain import EntryInvalid, PreparedEntry, StoredChunk, check_entry, prepare_entries
+from journal_app.errors import DomainError
 from journal_app.formats import FormatError, ParsedEntry, ParsedSession, parse_path
 from journal_app.hashing import CanonicalisationError, canonical_body, chunk_hash
 from journal_app.models import Artifact, Chunk, Entry, Journal, Session, Tenant
@@ -50,12 +50,18 @@ __all__ = [
 ]
 
 
-class JournalError(Exception):
-    """Base of the journal's domain errors (mapped to HTTP once, in the API layer)."""
+class JournalError(DomainError):
+    """Base of the journal's domain errors (mapped to HTTP once, in ``config/api.py``)."""
+
+    status = 422
+    code = "invalid_request"
 
 
 class ConflictError(JournalError):
     """A different entry at an existing ``seq`` (HTTP 409). Nothing was written."""
+
+    status = 409
+    code = "conflict"
 
     def __init__(self, seq: int, stored_hash: str, new_hash: str) -> None:
         self.seq = seq
@@ -63,12 +69,19 @@ class ConflictError(JournalError):
         self.new_hash = new_hash
         super().__init__(
             f"seq {seq} already holds sha256:{stored_hash}; the new entry hashes to "
-            f"sha256:{new_hash}: conflict, nothing written"
+            f"sha256:{new_hash}: conflict, nothing written",
+            entry=f"seq {seq}",
         )
 
 
 class GapError(JournalError):
-    """An append that would leave a gap in ``seq`` (seq is gapless per branch)."""
+    """An append that would leave a gap in ``seq`` (seq is gapless per branch); HTTP 409."""
+
+    status = 409
+    code = "gap"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"{message}; nothing written", field="start_seq")
 
 
 BATCH = 500
@@ -685,16 +698,3 @@ def journals_for_scope(scope: str | None) -> list[Journal]:
     if scope and not journals:
         raise JournalError(f"no journal matches scope {scope!r}")
     return journals
-
-
-def entry_json(entry: Entry) -> dict[str, Any]:
-    """The entry as a plain dict (for export and the API)."""
-    return {
-        "seq": entry.seq,
-        "kind": entry.kind,
-        "role": entry.role,
-        "tool_call_id": entry.tool_call_id,
-        "derived": entry.derived,
-        "content": json.loads(entry.body),
-        "entry_hash": "sha256:" + entry.entry_hash,
-    }

@@ -23,14 +23,11 @@ from django_htmx.middleware import HtmxDetails
 
 from journal_app import selectors
 from journal_app.charts import FoldPoint, token_chart
+from journal_app.filters import ENTRY_FIELDS, FilterError, describe, error_parts, parse_entries
 from journal_app.hashing import display
 from journal_app.models import Entry, Journal
 from journal_app.rounds import Round
 from journal_app.services import artifact_read, entry_check
-
-# The filter language is shared with the ledger's facts page (issue 6: one expression
-# language over facts and entries); ledger_app.filters is pure, so this adds no cycle.
-from ledger_app.filters import ENTRY_FIELDS, FilterError, describe, error_parts, parse_entries
 
 SESSIONS_PER_PAGE = 25
 ENTRIES_PER_PAGE = 100

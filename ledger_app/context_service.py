@@ -47,9 +47,11 @@ WITHHELD = "[withheld: this item failed the privacy check]"
 class ContextError(LedgerError):
     """A context request that cannot be served (bad revision, budgets, format); HTTP 422."""
 
+    status = 422
+    code = "invalid_context_request"
+
     def __init__(self, message: str, field: str = "") -> None:
-        self.field = field
-        super().__init__(message)
+        super().__init__(message, field=field or None)
 
 
 @dataclass

@@ -1,26 +1,51 @@
-"""Extension point of scheduled folds (pure registry, no Django).
+"""Extension point of every fold: recovery before it (pure registry, no Django).
 
-Imports flow ``journal_app <- ledger_app <- recovery_app``, so the ledger cannot call
-recovery. Recovery registers here, at start-up, the function that runs a scheduled fold
-(trigger scan, frozen snapshot, verified reads, then the fold: DESIGN.md section 7, "Each
-fold scans the most recent 24 entries"). With nothing registered the task folds directly.
+Imports flow ``journal_app <- audit_app <- ledger_app <- recovery_app``, so the ledger cannot
+call recovery. Recovery registers here, at start-up, the function that prepares a fold (trigger
+scan over the latest 24 entries, frozen snapshot, verified reads: DESIGN.md section 7, "Each
+fold scans the most recent 24 entries"). :func:`ledger_app.services.ledger_fold`, the one fold
+service, calls it before every fold it runs, whoever asked for the fold: import, append,
+task, API, ``compact``, the context builder, the UI. With nothing registered (recovery_app
+not installed) folds run without recovery.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-FoldRunner = Callable[..., Any]
-_runner: FoldRunner | None = None
+
+@dataclass
+class FoldRecovery:
+    """What recovery hands to one fold.
+
+    Attributes:
+        ops: recovered ``add`` ops waiting to enter the ledger (this attempt's and earlier
+            receipts' that no fold took yet); the reducer judges them like any other op.
+        receipt: the attempt's receipt (a ``recovery_app.models.Receipt``), or ``None`` when
+            not even a receipt could be written.
+        note: names the receipts the ops come from (shown in the manifest).
+        finish: called once the fold is stored, with the fold and the ids of the recovered
+            facts proposed in it; marks the receipts as entered.
+    """
+
+    ops: list[dict[str, Any]] = field(default_factory=list)
+    receipt: Any = None
+    note: str = ""
+    finish: Callable[[Any, Sequence[str]], None] | None = None
 
 
-def fold_runner_register(runner: FoldRunner | None) -> None:
-    """Set the runner: ``runner(journal=..., upto=...) -> FoldResult`` (``None`` clears it)."""
-    global _runner
-    _runner = runner
+FoldRecoveryHook = Callable[..., FoldRecovery]
+_hook: FoldRecoveryHook | None = None
 
 
-def fold_runner() -> FoldRunner | None:
-    """The registered runner, or ``None``."""
-    return _runner
+def fold_recovery_register(hook: FoldRecoveryHook | None) -> None:
+    """Set the hook: ``hook(journal=...) -> FoldRecovery`` (``None`` clears it)."""
+    global _hook
+    _hook = hook
+
+
+def fold_recovery() -> FoldRecoveryHook | None:
+    """The registered hook, or ``None``."""
+    return _hook

@@ -61,7 +61,8 @@ class EntryView:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def _clip(text: str, limit: int = TEXT_LIMIT) -> str:
+def clip(text: str, limit: int = TEXT_LIMIT) -> str:
+    """``text`` with whitespace runs collapsed, cut to ``limit`` characters (``…`` at the cut)."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -122,12 +123,12 @@ def _first_error_line(text: str) -> str:
 def _describe(call: EntryView) -> str:
     cmd = command_of(call)
     if cmd:
-        return f"`{call.tool_name}` command `{_clip(cmd, 160)}`"
+        return f"`{call.tool_name}` command `{clip(cmd, 160)}`"
     args = call.content.get("arguments")
     if isinstance(args, dict):
         for key in ("file_path", "path", "filePath", "pattern", "query", "url"):
             if isinstance(args.get(key), str):
-                return f"`{call.tool_name}` on `{_clip(args[key], 160)}`"
+                return f"`{call.tool_name}` on `{clip(args[key], 160)}`"
     return f"`{call.tool_name}`"
 
 
@@ -157,7 +158,7 @@ def outcome_fact(call: EntryView, result: EntryView) -> Fact:
     code = f" (exit {exit_code})" if exit_code is not None else ""
     what = _describe(call)
     if result.is_error:
-        detail = _clip(_first_error_line(result.text), 200)
+        detail = clip(_first_error_line(result.text), 200)
         return {
             "id": f"tool:{result.entry_hash[:16]}",
             "category": "blocker",
@@ -196,25 +197,6 @@ def interrupted_fact(call: EntryView) -> Fact:
         "author": "code",
         "outcome": "interrupted",
     }
-
-
-def mechanical_ops(entries: Sequence[EntryView]) -> list[dict[str, Any]]:
-    """The ops of a mechanical delta over ``entries`` (one fold's covered range, in order).
-
-    Returns:
-        ``[{"op": "add", "fact": ...}, ...]``: pins first in journal order, interleaved with
-        tool outcomes in the order their results (or, for interrupted calls, the calls) appear.
-    """
-    results = {e.tool_call_id: e for e in entries if e.kind == "tool_result"}
-    ops: list[dict[str, Any]] = []
-    for e in entries:
-        if is_pin_source(e):
-            ops.append({"op": "add", "fact": pin_fact(e)})
-        elif e.kind == "tool_call":
-            result = results.get(e.tool_call_id)
-            fact = outcome_fact(e, result) if result is not None else interrupted_fact(e)
-            ops.append({"op": "add", "fact": fact})
-    return ops
 
 
 def required_pins(entries: Sequence[EntryView]) -> list[dict[str, str]]:

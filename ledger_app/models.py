@@ -74,6 +74,7 @@ class Fold(models.Model):
         FOLD = "fold"
         REVIEW = "review"
         CONSOLIDATION = "consolidation"
+        REFOLD = "refold"
 
     journal = models.ForeignKey(Journal, on_delete=models.PROTECT, related_name="folds")
     number = models.PositiveIntegerField()

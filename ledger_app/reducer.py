@@ -31,7 +31,10 @@ The rules (each broken rule rejects the op with a reason; nothing is dropped sil
 * an open obligation closes only on a non-failed tool result or an authoritative
   cancellation (5.2);
 * an assistant statement stays ``reported``: ``verified`` needs a tool result, and a
-  failed tool result cannot support a success claim (5.2, 5.3).
+  failed tool result cannot support a success claim (5.2, 5.3);
+* ``withdraw`` (a refold: the same range folded again by a better writer, recorded as a new
+  fold, never an edit) supersedes an active non-pin fact only when the delta says
+  ``"refold_of": n`` and the fact was born in fold ``n``.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ from ledger_app.facts import (
     Fact,
 )
 
-OPS = ("add", "supersede", "retire", "close", "cancel", "review", "evict")
+OPS = ("add", "supersede", "retire", "close", "cancel", "review", "evict", "withdraw")
 EMPTY_STATE: dict[str, Any] = {"facts": {}, "folds": 0}
 
 
@@ -310,6 +313,21 @@ def _apply(new: dict[str, Any], delta: Mapping[str, Any]) -> list[OpResult]:
         assert target is not None
         if target["lifecycle"] != "active":
             reject(f"fact {fact_id!r} is {target['lifecycle']}, not active", fact_id)
+            continue
+
+        if kind == "withdraw":
+            refold_of = delta.get("refold_of")
+            if target.get("pin"):
+                reject("a pin is never withdrawn; it can only be retired with review", fact_id)
+            elif refold_of is None or target.get("origin_fold") != refold_of:
+                reject(
+                    f"only a refold of fold {target.get('origin_fold')} withdraws its facts",
+                    fact_id,
+                )
+            else:
+                target["lifecycle"] = "superseded"
+                target["superseded_by"] = f"refold:{fold}"
+                results.append(OpResult(index, kind, "accepted", "", fact_id))
             continue
 
         if kind == "retire":

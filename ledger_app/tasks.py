@@ -16,7 +16,7 @@ from celery import Task, shared_task
 from django.db import InterfaceError, OperationalError
 
 from journal_app.models import Journal
-from ledger_app import hooks, services
+from ledger_app import services
 from ledger_app.models import TaskRun
 from ledger_app.runs import task_run_finish, task_run_start
 
@@ -32,6 +32,17 @@ def _will_retry(task: Task, exc: Exception) -> bool:
 
 
 def _summary(outcome: Any) -> dict[str, Any]:
+    if isinstance(outcome, services.CompactReport):
+        made = outcome.folds
+        return {
+            "fold": made[-1].number if made else None,
+            "created": bool(made),
+            "reason": outcome.summary(),
+            "folds": [f.number for f in made],
+            "writer": outcome.writer,
+            "receipts": [r.receipt.pk for r in outcome.rows if r.receipt is not None],
+            "recovered": [i for r in outcome.rows for i in r.recovered],
+        }
     fold = getattr(outcome, "fold", None)
     return {
         "fold": fold.number if fold is not None else None,
@@ -41,7 +52,7 @@ def _summary(outcome: Any) -> dict[str, Any]:
 
 
 def _recorded(
-    task: Task, journal_id: int, service: Callable[..., Any] | None, **kwargs: Any
+    task: Task, journal_id: int, service: Callable[..., Any], **kwargs: Any
 ) -> dict[str, Any]:
     """Fetch the journal, record the run around ``service(journal=..., **kwargs)``."""
     journal = Journal.objects.filter(pk=journal_id).first()
@@ -54,9 +65,6 @@ def _recorded(
     if journal is None:
         result = {"journal_id": journal_id, "reason": "journal gone"}
         return task_run_finish(run, status=TaskRun.Status.SUCCEEDED, result=result).result
-    if service is None:
-        error = f"not available: {task.name} has no ledger service yet"
-        return task_run_finish(run, status=TaskRun.Status.FAILED, error=error).result
     try:
         outcome = service(journal=journal, **kwargs)
     except Exception as exc:
@@ -77,28 +85,29 @@ def _recorded(
 def fold_journal(self: Task, journal_id: int, upto: int | None = None) -> dict[str, Any]:
     """Fold the journal's unfolded complete API rounds (DESIGN.md sections 5.2 and 9).
 
+    One call of :func:`ledger_app.services.ledger_compact`: folds in slices of about
+    ``LEDGER_FOLD_THRESHOLD_TOKENS`` covered tokens through the one fold service (the
+    configured writer, the recovery scan, the same manifest as every other fold), then
+    consolidation when the ledger is past its start figure.
+
     Args:
         journal_id: primary key of the :class:`~journal_app.models.Journal`.
-        upto: highest seq the fold may cover; ``None`` means the head at run time.
+        upto: highest seq the folds may cover; ``None`` means the head at run time.
 
     Returns:
-        The run's result: ``{"fold": number | None, "created": bool, "reason": str}``, or
+        The run's result: ``{"fold": last fold number | None, "created": bool, "reason":
+        what was folded and by which writer, "folds": [numbers], "writer": writer id}``, or
         ``{"journal_id": id, "reason": "journal gone"}`` when the journal no longer exists.
 
-    The fold runs through :func:`ledger_app.hooks.fold_runner` when one is registered (the
-    recovery app registers its trigger scan and recovery attempt before the fold), else
-    :func:`ledger_app.services.ledger_fold` directly.
-
-    Idempotent: :func:`ledger_app.services.ledger_fold` locks the journal row and keys each
-    fold by scope + covered range hash, so a second delivery records a run with
-    ``created: False`` and adds no fold. Retries: :data:`TRANSIENT` errors only, up to 5
-    times with exponential backoff and jitter; each attempt is a ``TaskRun`` (``retrying``,
-    then ``succeeded`` or ``failed``). Any other error is recorded ``failed`` and raised.
-    Eager with ``CELERY_TASK_EAGER_PROPAGATES`` (the embedded default) Celery runs no
-    retries: the run is recorded ``failed`` and ``celery.exceptions.Retry`` reaches the caller.
+    Idempotent: the fold service locks the journal row and keys each fold by scope + covered
+    range hash, so a second delivery records a run with ``created: False`` and adds no fold.
+    Retries: :data:`TRANSIENT` errors only, up to 5 times with exponential backoff and
+    jitter; each attempt is a ``TaskRun`` (``retrying``, then ``succeeded`` or ``failed``).
+    Any other error is recorded ``failed`` and raised. Eager with
+    ``CELERY_TASK_EAGER_PROPAGATES`` (the embedded default) Celery runs no retries: the run
+    is recorded ``failed`` and ``celery.exceptions.Retry`` reaches the caller.
     """
-    runner = hooks.fold_runner() or services.ledger_fold
-    return _recorded(self, journal_id, runner, upto=upto)
+    return _recorded(self, journal_id, services.ledger_compact, upto=upto)
 
 
 @shared_task(

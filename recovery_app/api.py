@@ -5,19 +5,17 @@ from ``request.auth`` (the key's tenant plus the session path; another tenant's 
 not exist for the key) and calls one service. Scope is never a query or body parameter, and
 a cursor signed for one scope is refused in any other.
 
-Recovery's domain errors become HTTP errors here, once: a refused cursor 400, a denied
-request 403, an unknown entry 404, an unsearchable query or other refusal 422.
+Recovery's domain errors (a refused cursor 400 ``cursor_refused``, a denied request 403, an
+unknown entry 404, an unsearchable query 422 ``invalid_query``) are ``DomainError``s that
+carry their own status and code; ``config/api.py`` maps them, as every other app's.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from typing import Annotated, Any
 
 from django.http import Http404, HttpRequest
 from ninja import Query, Router
-from ninja.errors import HttpError
 
 from journal_app.models import Journal
 from journal_app.schemas import ERRORS, ScopePart
@@ -27,26 +25,6 @@ from recovery_app.schemas import AnalystIn, AnalystOut, ReadOut, SearchOut
 router = Router(tags=["recovery"])
 
 SCOPE = "/sessions/{session}/{lane}/{branch}/recovery"
-
-_STATUS: list[tuple[type[Exception], int]] = [
-    (services.CursorRefused, 400),
-    (services.Denied, 403),
-    (services.EntryNotFound, 404),
-    (services.QueryInvalid, 422),
-    (services.RecoveryError, 422),
-]
-
-
-def _mapped(func: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except tuple(cls for cls, _ in _STATUS) as exc:
-            status = next(code for cls, code in _STATUS if isinstance(exc, cls))
-            raise HttpError(status, str(exc)) from exc
-
-    return wrapper
 
 
 def caller_journal(request: HttpRequest, session: str, lane: str, branch: str) -> Journal:
@@ -65,7 +43,6 @@ def caller_journal(request: HttpRequest, session: str, lane: str, branch: str) -
 
 
 @router.get(SCOPE + "/search", response={200: SearchOut, **ERRORS}, summary="Search the journal")
-@_mapped
 def search(
     request: HttpRequest,
     session: ScopePart,
@@ -91,7 +68,6 @@ def search(
 
 
 @router.get(SCOPE + "/read", response={200: ReadOut, **ERRORS}, summary="Read an entry, verified")
-@_mapped
 def read(
     request: HttpRequest,
     session: ScopePart,
@@ -108,7 +84,6 @@ def read(
 
 
 @router.post(SCOPE + "/analyst", response={200: AnalystOut, **ERRORS}, summary="Ask the analyst")
-@_mapped
 def analyst(
     request: HttpRequest, session: ScopePart, lane: ScopePart, branch: ScopePart, payload: AnalystIn
 ) -> Any:

@@ -8,13 +8,12 @@ class RecoveryAppConfig(AppConfig):
     def ready(self) -> None:
         from journal_app.models import Journal
         from journal_app.signals import entries_appended
+        from ledger_app.hooks import fold_recovery_register
+        from recovery_app.fold import fold_recovery_prepare
         from recovery_app.receivers import index_appended
 
         entries_appended.connect(
             index_appended, sender=Journal, dispatch_uid="recovery_app.index_appended"
         )
-        from ledger_app.hooks import fold_runner_register
-        from recovery_app.services import recovery_fold_result
-
-        # every scheduled fold scans for recovery triggers first (DESIGN.md section 7)
-        fold_runner_register(recovery_fold_result)
+        # every fold, whoever asks for it, scans for recovery triggers first (DESIGN.md 7)
+        fold_recovery_register(fold_recovery_prepare)

@@ -24,17 +24,22 @@ from dataclasses import dataclass
 
 import rfc8785
 
+from journal_app.errors import DomainError
+
 VERSION = 1
 DEFAULT_TTL_SECONDS = 900
 _CONTEXT = b"ledgerkeep.recovery.cursor.v1"
 
 
-class CursorRefused(ValueError):
-    """A cursor that may not be used. ``reason``: tampered, expired, scope or query."""
+class CursorRefused(DomainError, ValueError):
+    """A cursor that may not be used. ``reason``: tampered, expired, scope or query (HTTP 400)."""
+
+    status = 400
+    code = "cursor_refused"
 
     def __init__(self, reason: str, detail: str) -> None:
         self.reason = reason
-        super().__init__(f"cursor refused ({reason}): {detail}")
+        super().__init__(f"cursor refused ({reason}): {detail}", field="cursor")
 
 
 @dataclass(frozen=True)

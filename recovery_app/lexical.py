@@ -25,6 +25,8 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from journal_app.errors import DomainError
+
 MAX_TOKEN_CHARS = 100
 SEGMENT_TOKENS = 16_000
 SEGMENT_OVERLAP = 64
@@ -34,8 +36,11 @@ MAX_QUERY_CHARS = 400
 _TOKEN = re.compile(r"[^\W_]+")
 
 
-class QueryInvalid(ValueError):
-    """A query that cannot be searched: empty, too long, or with too many terms."""
+class QueryInvalid(DomainError, ValueError):
+    """A query that cannot be searched: empty, too long, or with too many terms (HTTP 422)."""
+
+    status = 422
+    code = "invalid_query"
 
 
 def tokenize(text: str) -> list[str]:

@@ -5,9 +5,9 @@ Every entry point calls one function here:
 * :func:`recovery_run`: one bounded attempt (trigger scan, frozen snapshot, searches,
   hash-verified reads, claims) that always leaves a :class:`~recovery_app.models.Receipt`
   and never raises for a failed attempt (outcome ``failed``; compaction carries on);
-* :func:`recovery_fold`: :func:`recovery_run`, then ``ledger_fold`` with a
-  :class:`~recovery_app.writer.RecoveryWriter`, so recovered facts pass the verifier like
-  any other before they enter the ledger, each with a pointer to its entry;
+* before every fold, :mod:`recovery_app.fold` (the hook the one fold service calls) runs
+  :func:`recovery_run` and hands the fold the recovered ops, so recovered facts are judged
+  like any other before they enter the ledger, each with a pointer to its entry;
 * :func:`recovery_search`, :func:`recovery_read`, :func:`recovery_analyst`: the agent's
   tools. Their scope is always the caller's journal (from its credentials and session),
   never a parameter.
@@ -29,10 +29,9 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
+from journal_app.errors import DomainError
 from journal_app.models import Entry, Journal
-from ledger_app import services as ledger_services
 from ledger_app.models import Fold
-from ledger_app.services import WRITERS
 from recovery_app import analyst as lexical_analyst
 from recovery_app.analyst import AnalystModel, ReadView
 from recovery_app.budget import Budget, BudgetExhausted, BudgetMeter
@@ -51,7 +50,7 @@ from recovery_app.snapshot import (
     verify_read,
 )
 from recovery_app.triggers import WINDOW, ScanItem, TriggerScan, find_identifiers, scan
-from recovery_app.writer import RecoveryWriter, recovered_fact
+from recovery_app.writer import recovered_fact
 
 log = logging.getLogger("ledgerkeep.recovery")
 #: How far (in seq) a tool call's result is looked for before the whole journal is.
@@ -66,7 +65,6 @@ __all__ = [
     "RecoveryError",
     "recovery_analyst",
     "recovery_budget",
-    "recovery_fold",
     "recovery_read",
     "recovery_run",
     "recovery_search",
@@ -74,12 +72,18 @@ __all__ = [
 ]
 
 
-class RecoveryError(Exception):
+class RecoveryError(DomainError):
     """Base of recovery's own domain errors (the pure modules' errors are listed in __all__)."""
+
+    status = 422
+    code = "invalid_request"
 
 
 class EntryNotFound(RecoveryError):
     """No entry of that seq or hash in the caller's journal at the revision (HTTP 404)."""
+
+    status = 404
+    code = "not_found"
 
 
 def _setting(name: str, default: Any) -> Any:
@@ -565,76 +569,6 @@ def _receipt(
     return Receipt.objects.create(**data)
 
 
-# --- into the ledger ------------------------------------------------------------------------
-
-
-@dataclass
-class RecoveryFoldResult:
-    """The recovery receipt (``None`` if none could be written) and the ledger fold that followed."""
-
-    receipt: Receipt | None
-    fold: Any  # ledger_app.services.FoldResult
-    entered: list[str] = field(default_factory=list)
-
-
-def recovery_fold(
-    *, journal: Journal, writer: Any = "mechanical", upto: int | None = None, **run: Any
-) -> RecoveryFoldResult:
-    """Recover, then fold: recovered facts enter the ledger through the verifier.
-
-    Runs :func:`recovery_run` at the journal's head, then
-    ``ledger_fold(journal=, upto=, writer=RecoveryWriter(writer, ops))`` where ``ops`` are the
-    recovered ``add`` ops of this attempt and of earlier receipts whose facts have not
-    entered a fold yet. The reducer judges each op like any other (a recovered fact cites
-    the raw entry with its exact quote). A failed attempt changes nothing about the fold.
-
-    Args:
-        journal: the journal to recover for and fold.
-        writer: the fold's writer (a name from ``ledger_app.services.WRITERS`` or a Writer).
-        upto: passed to ``ledger_fold``.
-        run: passed to :func:`recovery_run` (``model``, ``budget``, ``clock``).
-
-    Returns:
-        :class:`RecoveryFoldResult`; when ``ledger_fold`` has nothing new to fold, the
-        recovered facts wait in their receipt for the next fold.
-
-    Raises:
-        What ``ledger_fold`` raises (``FoldRefused``, ``LedgerError``); the receipt is kept.
-    """
-    base = WRITERS[writer]() if isinstance(writer, str) else writer
-    try:
-        receipt = recovery_run(journal=journal, **run)
-    except Exception:  # not even a receipt could be written: fold without recovery
-        log.exception("recovery before the fold of %s failed", journal.pk)
-        return RecoveryFoldResult(
-            None, ledger_services.ledger_fold(journal=journal, upto=upto, writer=base)
-        )
-    pending = list(
-        Receipt.objects.filter(journal=journal, entered_fold__isnull=True)
-        .exclude(recovered=[])
-        .order_by("pk")
-    )
-    ops = [op for r in pending for op in r.recovered]
-    if not ops:
-        return RecoveryFoldResult(
-            receipt, ledger_services.ledger_fold(journal=journal, upto=upto, writer=base)
-        )
-    w = RecoveryWriter(base, ops, note=", ".join(f"receipt {r.pk}" for r in pending))
-    result = ledger_services.ledger_fold(journal=journal, upto=upto, writer=w)
-    if result.fold is not None and result.created:
-        verdicts = [
-            v for v in result.fold.delta_dict.get("verdicts", []) if v.get("fact_id") in w.proposed
-        ]
-        for r in pending:
-            ids = {op["fact"]["id"] for op in r.recovered}
-            r.entered_fold = result.fold
-            r.verdicts = [v for v in verdicts if v["fact_id"] in ids]
-            r.save(update_fields=["entered_fold", "verdicts"])
-        if receipt is not None:
-            receipt.refresh_from_db()
-    return RecoveryFoldResult(receipt, result, list(w.proposed))
-
-
 # --- the agent's tools ----------------------------------------------------------------------
 
 
@@ -844,8 +778,3 @@ def recovery_analyst(
     if not any(lexical_analyst.plan_queries(question)):
         raise QueryInvalid(f"question {question!r} has nothing to search for")
     return recovery_run(journal=journal, question=question, model=model, budget=budget, clock=clock)
-
-
-def recovery_fold_result(*, journal: Journal, upto: int | None = None) -> Any:
-    """:func:`recovery_fold`, returning only its ``FoldResult`` (the fold task's runner)."""
-    return recovery_fold(journal=journal, upto=upto).fold

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from journal_app.chain import StoredChunk, check_entry
+from journal_app.errors import DomainError
 
 SCOPE_PARTS = ("tenant", "session", "lane", "branch")
 CHECKS = (
@@ -34,8 +35,11 @@ CHECKS = (
 )
 
 
-class Denied(Exception):
-    """A request the snapshot does not admit. ``reason``: the scope part, or ``revision``."""
+class Denied(DomainError):
+    """A request the snapshot does not admit. ``reason``: the scope part, or ``revision`` (403)."""
+
+    status = 403
+    code = "forbidden"
 
     def __init__(self, reason: str, detail: str) -> None:
         self.reason = reason

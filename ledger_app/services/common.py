@@ -8,12 +8,13 @@ from __future__ import annotations
 import copy
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import rfc8785
 from django.conf import settings
 
+from journal_app.errors import DomainError
 from journal_app.models import Entry, Journal
 from journal_app.services import entry_check
 from journal_app.tokens import count_tokens
@@ -22,19 +23,33 @@ from ledger_app.mechanical import EntryView
 from ledger_app.models import Fold, FoldAttempt
 
 
-class LedgerError(Exception):
-    """Base of the ledger's domain errors."""
+class LedgerError(DomainError):
+    """Base of the ledger's domain errors (HTTP 422 unless a subclass says otherwise)."""
+
+    status = 422
+    code = "invalid_request"
 
 
 class FoldRefused(LedgerError):
-    """A required pin is missing or altered, or a pin no longer matches its entry; nothing stored."""
+    """A required pin is missing or altered, or a pin no longer matches its entry; nothing stored.
+
+    HTTP 409: the request is well formed but conflicts with the stored journal or ledger.
+    """
+
+    status = 409
+    code = "fold_refused"
 
 
 class FoldFailed(LedgerError):
     """The writer's model was unreachable (or refused): the fold is recorded failed, nothing else.
 
-    ``attempt`` is the stored ``failed`` :class:`~ledger_app.models.FoldAttempt`.
+    HTTP 503 ``model_unavailable``: the failure is the model server's, not the request's, and
+    the same request may succeed later (the failed attempt is stored and listed). ``attempt``
+    is the stored ``failed`` :class:`~ledger_app.models.FoldAttempt`.
     """
+
+    status = 503
+    code = "model_unavailable"
 
     def __init__(self, message: str, *, attempt: FoldAttempt) -> None:
         super().__init__(message)
@@ -42,24 +57,34 @@ class FoldFailed(LedgerError):
 
 
 class ReviewError(LedgerError):
-    """A review that cannot be applied (not pending, bad decision)."""
+    """A review that cannot be applied (not pending, bad decision); HTTP 409."""
+
+    status = 409
+    code = "review_conflict"
 
 
 class ReviewForbidden(LedgerError):
-    """The user is not a reviewer (or admin) of the journal's tenant."""
+    """The user is not a reviewer (or admin) of the journal's tenant; HTTP 403."""
+
+    status = 403
+    code = "forbidden"
 
 
 @dataclass
 class FoldResult:
     """``fold`` is the stored fold (new, or the existing one for the same range); ``created``.
 
-    ``attempt`` is the :class:`~ledger_app.models.FoldAttempt` stored with a new fold.
+    ``attempt`` is the :class:`~ledger_app.models.FoldAttempt` stored with a new fold;
+    ``receipt`` the recovery receipt of the attempt that ran before it (``None`` when
+    recovery did not run); ``recovered`` the ids of recovered facts proposed in the fold.
     """
 
     fold: Fold | None
     created: bool
     reason: str = ""
     attempt: FoldAttempt | None = None
+    receipt: Any = None
+    recovered: list[str] = field(default_factory=list)
 
 
 def entry_view(entry: Entry) -> EntryView:

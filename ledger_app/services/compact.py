@@ -1,22 +1,25 @@
-"""``compact``: fold a journal in slices, then consolidate (DESIGN.md 5.2, 5.4)."""
+"""``compact``: fold a journal in slices, then consolidate (DESIGN.md 5.2, 5.4).
+
+The loop every multi-fold request runs: ``manage.py compact`` (and its alias ``fold``), the
+automatic fold after an import or an append (the ``fold_journal`` task) and the API's
+``POST .../folds``. Each slice is one call of the one fold service,
+:func:`ledger_app.services.fold.ledger_fold` (writer choice, recovery, manifest).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
 
 from journal_app.models import Entry, Journal
 from journal_app.rounds import group_rounds
-from ledger_app.model_writer import FALLBACK_NOTE as FALLBACK_NOTE  # re-exported: views
-from ledger_app.model_writer import (
-    ModelWriter,
-)
 from ledger_app.models import Fold, FoldAttempt
 from ledger_app.services.common import FoldFailed, latest_fold
 from ledger_app.services.consolidate import ledger_consolidate
-from ledger_app.services.fold import default_writer, ledger_fold, writer_resolve
-from ledger_app.writers import Writer
+from ledger_app.services.fold import ledger_fold
+from ledger_app.services.writers import writer_resolve
 
 
 @dataclass
@@ -28,31 +31,79 @@ class CompactRow:
     created: bool = True
     reason: str = ""
     attempt: FoldAttempt | None = None
+    receipt: Any = None
+    recovered: list[str] = field(default_factory=list)
 
 
 @dataclass
 class CompactReport:
-    """What :func:`ledger_compact` did: the writer used, one row per fold, why it stopped."""
+    """What :func:`ledger_compact` did: the writer used, one row per fold, why it stopped.
+
+    ``existing`` describes the folds already stored before this run (count, writers, the
+    last folded seq), so a run that folds nothing still says what the ledger holds.
+    """
 
     writer: str
     writer_label: str
     rows: list[CompactRow] = field(default_factory=list)
     stopped: str = ""
+    existing: dict[str, Any] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
         return any(r.outcome == FoldAttempt.Outcome.FAILED for r in self.rows)
 
+    @property
+    def folds(self) -> list[Fold]:
+        """The folds this run stored, in order."""
+        return [r.fold for r in self.rows if r.fold is not None and r.created]
 
-def _slice_end(journal: Journal, budget_tokens: int) -> int | None:
+    def summary(self) -> str:
+        """One sentence: what was folded, by which writer, and why it stopped."""
+        made = self.folds
+        ranges = [f for f in made if f.kind == Fold.Kind.FOLD]
+        parts = []
+        if ranges:
+            fallbacks = sum(1 for f in ranges if f.outcome == Fold.Outcome.FALLBACK)
+            parts.append(
+                f"{len(ranges)} fold(s) by writer {self.writer} over seq "
+                f"{ranges[0].seq_start}-{ranges[-1].seq_end}"
+                + (f" ({fallbacks} labelled fallback)" if fallbacks else "")
+            )
+        consolidated = [f for f in made if f.kind == Fold.Kind.CONSOLIDATION]
+        if consolidated:
+            parts.append(f"consolidated into fold {consolidated[-1].number}")
+        if not parts:
+            e = self.existing
+            if e.get("folds"):
+                parts.append(
+                    f"nothing new to fold: seq 1-{e['folded_to']} already folded in "
+                    f"{e['folds']} fold(s) by {', '.join(e['writers'])}"
+                )
+            else:
+                parts.append("nothing folded")
+        return "; ".join(parts) + (f"; stopped: {self.stopped}" if self.stopped else "")
+
+
+def _existing(journal: Journal) -> dict[str, Any]:
+    rows = list(
+        Fold.objects.filter(journal=journal, kind=Fold.Kind.FOLD).values_list("writer", "seq_end")
+    )
+    return {
+        "folds": len(rows),
+        "writers": sorted({w for w, _ in rows}),
+        "folded_to": max((e or 0 for _, e in rows), default=0),
+    }
+
+
+def _slice_end(journal: Journal, budget_tokens: int, upto: int | None = None) -> int | None:
     """Last seq of the next fold: whole rounds after the last fold, about ``budget_tokens``."""
     last = latest_fold(journal, Fold.Kind.FOLD)
     start = (last.seq_end or 0) + 1 if last else 1
-    entries = list(
-        Entry.objects.filter(journal=journal, seq__gte=start)
-        .order_by("seq")
-        .only("seq", "kind", "role", "tool_call_id", "token_count")
-    )
+    qs = Entry.objects.filter(journal=journal, seq__gte=start)
+    if upto is not None:
+        qs = qs.filter(seq__lte=upto)
+    entries = list(qs.order_by("seq").only("seq", "kind", "role", "tool_call_id", "token_count"))
     tokens = {e.seq: e.token_count for e in entries}
     end, total = None, 0
     for r in group_rounds(entries):
@@ -66,41 +117,47 @@ def _slice_end(journal: Journal, budget_tokens: int) -> int | None:
 def ledger_compact(
     *,
     journal: Journal,
-    writer: str | Writer | ModelWriter | None = None,
+    writer: Any = None,
     fold_tokens: int | None = None,
+    upto: int | None = None,
     max_folds: int = 10_000,
 ) -> CompactReport:
-    """Fold a journal's unfolded rounds in slices, then consolidate (``manage.py compact``).
+    """Fold a journal's unfolded rounds in slices, then consolidate.
 
     Each fold covers whole API rounds worth about ``fold_tokens`` covered tokens (default
-    ``LEDGER_FOLD_THRESHOLD_TOKENS``; a single larger round is one fold), so a long
-    session becomes a sequence of folds a model can read. Stops when nothing is left, at
+    ``LEDGER_FOLD_THRESHOLD_TOKENS``, 32,000; a single larger round is one fold), so a long
+    session becomes a sequence of folds a model can read. Each slice is one call of the one
+    fold service (:func:`ledger_app.services.fold.ledger_fold`), so every slice gets the
+    same writer, the recovery scan and the same manifest. Stops when nothing is left, at
     the first failed fold (the ledger keeps every fold before it; running again retries
-    from there), or after ``max_folds``. Then :func:`ledger_consolidate` runs once.
+    from there), or after ``max_folds``. Then :func:`ledger_consolidate` runs once (it
+    folds only when the ledger is past ``LEDGER_CONSOLIDATE_AT_TOKENS``, DESIGN.md 5.4).
 
     Args:
         journal: the scope.
-        writer: ``"offline"``, ``"model"``, ``"mechanical"`` or a writer object; default
-            :func:`default_writer` (the model when ``OPENAI_BASE_URL`` is set, else offline).
+        writer: ``None`` (the configured default: model when configured, else offline), a
+            writer name or a writer object; resolved once, before anything is folded.
         fold_tokens: covered tokens per fold.
+        upto: highest seq to fold (default: the head).
+        max_folds: at most this many folds in this run.
 
     Returns:
-        :class:`CompactReport`.
+        :class:`CompactReport` (rows, why it stopped, what was folded before).
 
     Raises:
-        LedgerError: unknown writer, or ``"model"`` without a configured model.
+        WriterUnknown / ModelNotConfigured: a bad writer (nothing folded).
         FoldRefused: a pin check failed (nothing of that fold stored).
     """
-    w = writer_resolve(writer if writer is not None else default_writer())
+    w = writer_resolve(writer)
     budget = settings.LEDGER_FOLD_THRESHOLD_TOKENS if fold_tokens is None else fold_tokens
-    report = CompactReport(writer=w.id, writer_label=w.label)
+    report = CompactReport(writer=w.id, writer_label=w.label, existing=_existing(journal))
     while len(report.rows) < max_folds:
-        upto = _slice_end(journal, budget)
-        if upto is None:
+        end = _slice_end(journal, budget, upto)
+        if end is None:
             report.stopped = "nothing left to fold"
             break
         try:
-            result = ledger_fold(journal=journal, upto=upto, writer=w)
+            result = ledger_fold(journal=journal, upto=end, writer=w)
         except FoldFailed as exc:
             report.rows.append(
                 CompactRow(None, FoldAttempt.Outcome.FAILED, False, str(exc), exc.attempt)
@@ -110,7 +167,17 @@ def ledger_compact(
         if result.fold is None or not result.created:
             report.stopped = result.reason
             break
-        report.rows.append(CompactRow(result.fold, result.fold.outcome, True, "", result.attempt))
+        report.rows.append(
+            CompactRow(
+                result.fold,
+                result.fold.outcome,
+                True,
+                "",
+                result.attempt,
+                result.receipt,
+                list(result.recovered),
+            )
+        )
         journal.refresh_from_db()
     consolidated = ledger_consolidate(journal=journal)
     if consolidated.fold is not None:

@@ -15,11 +15,10 @@ from django.db.models import Q
 from journal_app.models import Entry, Journal
 from journal_app.rounds import complete_prefix_end, group_rounds
 from journal_app.tokens import source_label
-from ledger_app import reducer
+from ledger_app import hooks, reducer
 from ledger_app.budget import render_fact
 from ledger_app.loss import loss_report
 from ledger_app.mechanical import EntryView, is_pin_source, pin_fact, required_pins
-from ledger_app.model_client import ModelConfig
 from ledger_app.model_writer import FALLBACK_NOTE as FALLBACK_NOTE  # re-exported: views
 from ledger_app.model_writer import (
     Composition,
@@ -30,12 +29,10 @@ from ledger_app.model_writer import (
     compose,
 )
 from ledger_app.models import Fold, FoldAttempt, Proposal, RetirementRequest, Verdict
-from ledger_app.offline import OfflineWriter
 from ledger_app.services.common import (
     FoldFailed,
     FoldRefused,
     FoldResult,
-    LedgerError,
     _active_tokens,
     _evidence,
     _provider_usage,
@@ -45,41 +42,8 @@ from ledger_app.services.common import (
     latest_fold,
     range_hash,
 )
-from ledger_app.writers import MechanicalWriter, Writer
-
-WRITERS: dict[str, type] = {"mechanical": MechanicalWriter, "offline": OfflineWriter}
-
-
-def model_config() -> ModelConfig:
-    """The model endpoint and names from the settings (``OPENAI_BASE_URL``, ...)."""
-    return ModelConfig.from_settings(settings)
-
-
-def default_writer() -> str:
-    """``"model"`` when a model is configured (``OPENAI_BASE_URL``), else ``"offline"``."""
-    return "model" if model_config().configured else "offline"
-
-
-def writer_resolve(writer: str | Writer | ModelWriter) -> Writer | ModelWriter:
-    """A writer object for a name (``mechanical``, ``offline``, ``model``) or the object given.
-
-    Raises:
-        LedgerError: unknown name, or ``"model"`` with no model configured.
-    """
-    if isinstance(writer, str):
-        if writer == "model":
-            config = model_config()
-            if not config.configured:
-                raise LedgerError(
-                    "no model configured: set OPENAI_BASE_URL and WRITER_MODEL "
-                    "(or use the offline writer)"
-                )
-            return ModelWriter(config)
-        if writer not in WRITERS:
-            known = ", ".join([*WRITERS, "model"])
-            raise LedgerError(f"unknown writer {writer!r} (known: {known})")
-        return WRITERS[writer]()
-    return writer
+from ledger_app.services.writers import writer_resolve
+from ledger_app.writers import Writer
 
 
 @dataclass
@@ -243,10 +207,55 @@ def _store_attempt(
     return attempt
 
 
+def _take_recovered(
+    recovery: hooks.FoldRecovery | None, ops: list[dict[str, Any]], state: dict[str, Any]
+) -> list[str]:
+    """Append the recovered ``add`` ops whose fact id is new; return those ids."""
+    if recovery is None or not recovery.ops:
+        return []
+    taken = set(state.get("facts", {})) | {
+        op["fact"]["id"] for op in ops if isinstance(op.get("fact"), dict) and "id" in op["fact"]
+    }
+    proposed = []
+    for op in recovery.ops:
+        fact_id = op["fact"]["id"]
+        if fact_id not in taken:
+            taken.add(fact_id)
+            ops.append(dict(op))
+            proposed.append(fact_id)
+    return proposed
+
+
+def _recover(
+    journal: Journal, recover: bool, options: dict[str, Any] | None
+) -> hooks.FoldRecovery | None:
+    hook = hooks.fold_recovery() if recover else None
+    return hook(journal=journal, **(options or {})) if hook is not None else None
+
+
+def _with_receipt(result: FoldResult, recovery: hooks.FoldRecovery | None) -> FoldResult:
+    result.receipt = recovery.receipt if recovery is not None else None
+    return result
+
+
 def ledger_fold(
-    *, journal: Journal, upto: int | None = None, writer: str | Writer | ModelWriter = "mechanical"
+    *,
+    journal: Journal,
+    upto: int | None = None,
+    writer: str | Writer | ModelWriter | None = None,
+    recover: bool = True,
+    recovery_options: dict[str, Any] | None = None,
 ) -> FoldResult:
-    """Fold the journal's unfolded complete API rounds, up to ``upto`` (default: head).
+    """THE fold service: every fold, whoever asks for it, runs here (DESIGN.md 5.2, 5.3, 7).
+
+    Called by the automatic fold after an import or an append (the ``fold_journal`` task),
+    ``compact``, the API's ``POST .../folds``, the context builder's fold-more and the UI.
+    It (1) picks the writer (:func:`ledger_app.services.writers.writer_resolve`: the model
+    when one is configured, else the offline writer); (2) runs the recovery hook registered
+    by recovery_app (trigger scan over the latest 24 entries, frozen snapshot, verified
+    reads; its recovered ``add`` ops join the writer's and are judged by the reducer like any
+    other op, and the manifest names the receipt); (3) folds the unfolded complete API rounds
+    up to ``upto`` (default: head) and records the same manifest whoever asked.
 
     The pins are added by code; ``writer`` proposes the other ops; the reducer judges every
     op (DESIGN.md 5.2) and the pins are re-hashed against their entries before anything is
@@ -268,9 +277,12 @@ def ledger_fold(
         journal: the scope to fold.
         upto: highest seq the fold may cover; it ends at the last complete round at or
             before it. A trailing interrupted round is left for a later fold.
-        writer: ``"mechanical"`` (tool outcomes; outcome ``fallback``), ``"offline"``
-            (deterministic rules, :mod:`ledger_app.offline`), ``"model"`` (the configured
-            models), or a writer object.
+        writer: ``None`` for the configured default (``model`` when a model is configured,
+            else ``offline``), a name (``"offline"``, ``"model"``, ``"mechanical"``: tool
+            outcomes only, outcome ``fallback``, labelled), or a writer object.
+        recover: ``False`` skips the recovery hook (the what-if refold; tests).
+        recovery_options: passed to the hook for this fold's attempt (``model``, ``budget``,
+            ``clock`` of :func:`recovery_app.services.recovery_run`).
 
     Returns:
         :class:`FoldResult`; ``fold`` is ``None`` with a ``reason`` when nothing is foldable.
@@ -281,16 +293,18 @@ def ledger_fold(
             error and the calls; a later run folds the same range.
         FoldRefused: a required pin missing or altered, or a pin that no longer matches its
             journal entry. Nothing is stored.
-        LedgerError: unknown writer name, or ``"model"`` with no model configured.
+        WriterUnknown / ModelNotConfigured: an unknown writer name, or ``"model"`` with no
+            model configured (nothing stored, no receipt written).
     """
     w = writer_resolve(writer)
+    recovery = _recover(journal, recover, recovery_options)
     composed: Composition | None = None
     first: _Plan | None = None
     if getattr(w, "calls_models", False):
         journal = Journal.objects.select_related("session__tenant").get(pk=journal.pk)
         planned = _plan(journal, upto)
         if isinstance(planned, FoldResult):
-            return planned
+            return _with_receipt(planned, recovery)
         first = planned
         try:
             composed = compose(
@@ -317,7 +331,7 @@ def ledger_fold(
         )
         planned = _plan(journal, first.end if first is not None else upto)
         if isinstance(planned, FoldResult):
-            return planned
+            return _with_receipt(planned, recovery)
         plan = planned
         if first is not None and (
             plan.key != first.key
@@ -341,6 +355,7 @@ def ledger_fold(
         )
         pin_ops = [{"op": "add", "fact": pin_fact(v)} for v in views if is_pin_source(v)]
         ops = pin_ops + composed.ops
+        recovered = _take_recovered(recovery, ops, prev_state)
         delta = {
             "fold": number,
             "revision": journal.head_seq,
@@ -395,6 +410,14 @@ def ledger_fold(
             manifest["review"] = composed.review()
         if composed.note:
             manifest["note"] = composed.note
+        if recovery is not None:
+            receipt = recovery.receipt
+            manifest["recovery"] = {
+                "receipt": getattr(receipt, "pk", None),
+                "outcome": getattr(receipt, "outcome", "not recorded"),
+                "proposed": recovered,
+                "from": recovery.note,
+            }
         verdicts = _verdicts(reduction)
         try:
             with transaction.atomic():
@@ -443,4 +466,12 @@ def ledger_fold(
                     evidence=pending["evidence"],
                     reason=pending.get("reason", ""),
                 )
-    return FoldResult(fold, True, attempt=attempt)
+        if recovery is not None and recovery.finish is not None:
+            recovery.finish(fold, recovered)
+    return FoldResult(
+        fold,
+        True,
+        attempt=attempt,
+        receipt=recovery.receipt if recovery else None,
+        recovered=recovered,
+    )

@@ -334,7 +334,7 @@ def test_20_secrets_never_reach_the_model_the_frontend_or_the_ledger(tmp_path):
             text = json.dumps(view, ensure_ascii=False)
             assert not any(s in text for s in secrets)
         assert "OPENAI_API_KEY" in blob(result) or folded(result)
-    assert "[REDACTED:" in json.dumps(h.build(100_000).model_view)
+    assert "[filtered: " in json.dumps(h.build(100_000).model_view)
 
 
 def test_21_the_summary_does_not_grow_across_compactions(tmp_path):

@@ -1,4 +1,4 @@
-"""``manage.py compact SCOPE [--writer offline|model]``: fold a session and print the folds."""
+"""``manage.py compact [SCOPE] [--writer W] [--refold]`` (alias ``fold``): fold and print the folds."""
 
 from __future__ import annotations
 
@@ -7,7 +7,13 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from journal_app.services import JournalError, journals_for_scope
-from ledger_app.services import CompactRow, LedgerError, ledger_compact
+from ledger_app.services import (
+    WRITER_NAMES,
+    CompactRow,
+    LedgerError,
+    ledger_compact,
+    ledger_refold_fallbacks,
+)
 
 COLUMNS = (
     "fold",
@@ -61,25 +67,39 @@ def _row(r: CompactRow) -> tuple[str, ...]:
 
 class Command(BaseCommand):
     help = (
-        "Compact every journal in SCOPE (tenant[/session[/lane[/branch]]]): fold its unfolded "
-        "rounds in slices with the offline writer or the configured models, then consolidate, "
-        "and print one row per fold (outcome, facts added, rejections, tokens). Without "
-        "OPENAI_BASE_URL the default writer is the offline one."
+        "Fold every journal in SCOPE (tenant[/session[/lane[/branch]]]; omitted: every "
+        "journal) through the one fold service: the unfolded complete API rounds in slices of "
+        "about --fold-tokens covered tokens, each slice after a recovery scan, then "
+        "consolidation when the ledger has outgrown LEDGER_CONSOLIDATE_AT_TOKENS. Prints one "
+        "row per fold (outcome, facts added, rejections, tokens) and a summary. The writer is "
+        "the configured model when OPENAI_BASE_URL and WRITER_MODEL are set, else the offline "
+        "writer; 'mechanical' (tool outcomes only) only when asked for. `fold` is an alias."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("scope", help="tenant[/session[/lane[/branch]]]")
+        parser.add_argument(
+            "scope", nargs="?", default=None, help="tenant[/session[/lane[/branch]]] (default: all)"
+        )
         parser.add_argument(
             "--writer",
-            choices=["offline", "model", "mechanical"],
+            choices=list(WRITER_NAMES),
             default=None,
-            help="default: model when OPENAI_BASE_URL is set, else offline",
+            help="default: model when OPENAI_BASE_URL and WRITER_MODEL are set, else offline",
         )
         parser.add_argument(
             "--fold-tokens",
             type=int,
             default=None,
-            help="covered tokens per fold (default LEDGER_FOLD_THRESHOLD_TOKENS)",
+            help="covered tokens per fold (default LEDGER_FOLD_THRESHOLD_TOKENS, 32000)",
+        )
+        parser.add_argument("--upto", type=int, default=None, help="highest seq to fold")
+        parser.add_argument(
+            "--refold",
+            action="store_true",
+            help=(
+                "re-fold, with --writer (or the default writer), every range whose fold fell "
+                "back to mechanical facts; each becomes a new refold fold, never an edit"
+            ),
         )
 
     def handle(self, *args: Any, **opts: Any) -> None:
@@ -90,20 +110,29 @@ class Command(BaseCommand):
         failed = False
         for journal in journals:
             try:
-                report = ledger_compact(
-                    journal=journal, writer=opts["writer"], fold_tokens=opts["fold_tokens"]
-                )
+                if opts["refold"]:
+                    report = ledger_refold_fallbacks(journal=journal, writer=opts["writer"])
+                else:
+                    report = ledger_compact(
+                        journal=journal,
+                        writer=opts["writer"],
+                        fold_tokens=opts["fold_tokens"],
+                        upto=opts["upto"],
+                    )
             except LedgerError as exc:
                 raise CommandError(f"{journal.scope_label}: {exc}") from None
             self.stdout.write(f"{journal.scope_label}: writer {report.writer_label}")
-            rows = [COLUMNS] + [_row(r) for r in report.rows]
-            widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
-            for row in rows:
-                self.stdout.write("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
+            if report.rows:
+                rows = [COLUMNS] + [_row(r) for r in report.rows]
+                widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+                for row in rows:
+                    self.stdout.write(
+                        "  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True))
+                    )
             for r in report.rows:
                 if r.reason:
                     self.stdout.write(f"  failed: {r.reason}")
-            self.stdout.write(f"  {len(report.rows)} fold(s); stopped: {report.stopped or '-'}")
+            self.stdout.write(f"  {report.summary()}")
             failed = failed or report.failed
         if failed:
             raise CommandError("a fold failed (nothing of it was stored); run compact again")

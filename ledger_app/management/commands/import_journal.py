@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db.models import Sum
+from django.utils import timezone
 from tqdm import tqdm
 
 from journal_app.formats import FORMATS, FormatError, ParsedSession
 from journal_app.hashing import display
 from journal_app.services import ConflictError, JournalError, journal_import
+from ledger_app.models import Fold, TaskRun
 
 
 class Command(BaseCommand):
@@ -36,6 +40,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **opts: Any) -> None:
         bar: tqdm | None = None
+        started = timezone.now()
         quiet = opts["no_progress"] or opts["verbosity"] == 0
 
         def on_parsed(parsed: ParsedSession) -> None:
@@ -91,7 +96,48 @@ class Command(BaseCommand):
             f"reasoning {c.get('reasoning', 0)}, events {c.get('event', 0)}, derived {c.get('derived', 0)}",
             f"artifacts  {len({e.artifact_id for e in result.append.entries if e.artifact_id})} "
             "oversized tool results referenced as artifacts by the new entries",
-            f"next       manage.py verify_journal {result.journal.session.tenant.slug}/{result.journal.session.key}"
-            f"   |   manage.py fold {result.journal.session.tenant.slug}/{result.journal.session.key}",
         ]
+        lines += [_folded(j, started) for j in result.journals]
+        scope = f"{result.journal.session.tenant.slug}/{result.journal.session.key}"
+        lines.append(f"next       manage.py verify_journal {scope}   |   manage.py compact {scope}")
         self.stdout.write("\n".join(lines))
+
+
+def _folded(journal: Any, started: Any) -> str:
+    """What the automatic fold after the import did for ``journal``: folds, writer, reason."""
+    folds = list(Fold.objects.filter(journal=journal, created_at__gte=started).order_by("number"))
+    ranges = [f for f in folds if f.kind == Fold.Kind.FOLD]
+    if ranges:
+        writers = sorted({f.writer for f in ranges})
+        fallbacks = [f for f in ranges if f.outcome == Fold.Outcome.FALLBACK]
+        text = (
+            f"folded     {journal.scope_label}: {len(ranges)} fold(s) by writer "
+            f"{', '.join(writers)} over seq {ranges[0].seq_start}-{ranges[-1].seq_end}"
+        )
+        if fallbacks:
+            why = fallbacks[0].manifest.get("note") or fallbacks[0].manifest.get("outcome", "")
+            text += f"; {len(fallbacks)} labelled fallback ({why})"
+        consolidated = [f for f in folds if f.kind == Fold.Kind.CONSOLIDATION]
+        if consolidated:
+            text += f"; consolidated into fold {consolidated[-1].number}"
+        return text
+    failed = (
+        TaskRun.objects.filter(journal=journal, created_at__gte=started, status="failed")
+        .order_by("-pk")
+        .first()
+    )
+    if failed is not None:
+        return f"folded     {journal.scope_label}: the automatic fold failed: {failed.error}"
+    folded_to = (
+        Fold.objects.filter(journal=journal, kind=Fold.Kind.FOLD)
+        .order_by("-number")
+        .values_list("seq_end", flat=True)
+        .first()
+        or 0
+    )
+    unfolded = journal.entries.filter(seq__gt=folded_to).aggregate(t=Sum("token_count"))["t"] or 0
+    return (
+        f"folded     {journal.scope_label}: nothing yet ({unfolded} unfolded tokens, below "
+        f"LEDGER_FOLD_THRESHOLD_TOKENS {settings.LEDGER_FOLD_THRESHOLD_TOKENS}); "
+        "`compact` folds it now"
+    )

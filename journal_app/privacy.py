@@ -1,0 +1,446 @@
+"""The one privacy module: secrets and hidden reasoning (DESIGN.md sections 6, 7 and 9).
+
+Pure module (no Django). Every surface that shows or sends an entry's text (the frontend
+view, recovery reads, search and the analyst, ``/validate``, the UI pages and API endpoints
+that render bodies, export, the writer and verifier prompts, ledger fact text) calls these
+functions and nothing else, so the same input gets the same verdict everywhere (issue 12).
+
+Two kinds of private data:
+
+* **secrets**: provider key patterns (OpenAI/Anthropic ``sk-...`` keys, AWS access and secret
+  access keys, GitHub/GitLab/Slack/Stripe tokens, Google API keys, bearer tokens, private key
+  blocks), keyword assignments (``db password: ...``, ``X_API_KEY=...``,
+  ``--secret-access-key ...``), and ``detect-secrets``' pattern plugins used through their
+  public API only (each plugin instantiated here, its ``analyze_string`` called; no
+  process-wide settings read or changed). The entropy plugins are left out on purpose: they
+  flag every content hash this product writes (``sha256:<hex>``), and such a hash is never
+  reported. Each value is replaced by ``[filtered: <kind>]``; the name and the rest of the
+  line stay.
+* **hidden reasoning**: ``<think>``, ``<thinking>``, ``<reasoning>`` blocks in text, content
+  blocks of type ``thinking``/``redacted_thinking``/``reasoning``, and a whole ``reasoning``
+  entry; each is replaced by ``[filtered: reasoning]``.
+
+Speed: this runs on every body shown. Each pattern runs only on a text holding one of its
+anchors (a substring every match holds), found with ``in``/``str.find``; keyword patterns run
+only over short windows around keyword anchors.
+
+The stored entry is never changed: filtering returns a copy that says ``filtered`` and why.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+SECRET_MARK = "[filtered: {kind}]"
+REASONING_MARK = "[filtered: reasoning]"
+#: The prefix every mark starts with: a text already filtered scans clean.
+MARK_PREFIX = "[filtered: "
+
+REASONING_KINDS = ("thinking", "redacted_thinking", "reasoning")
+#: Message fields that carry a provider's hidden reasoning as a string.
+REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
+
+# A value may not start with a reference or placeholder (``$VAR``, ``<x>``, ``{x}``, ``[x``).
+_VALUE = r"(?P<v>(?![$<{\[%*])[^\s\"'`\\,;&|()<>\[\]{}]{8,})"
+
+#: Provider key and credential patterns: ``(kind, regex, anchors, lowered)``; group ``v`` is
+#: the value when present. A pattern runs only on a text holding one of its anchors (in the
+#: lower-cased text when ``lowered``).
+PROVIDER_PATTERNS: tuple[tuple[str, re.Pattern[str], tuple[str, ...], bool], ...] = (
+    (
+        "private-key",
+        re.compile(
+            r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)"
+        ),
+        ("PRIVATE KEY-----",),
+        False,
+    ),
+    ("anthropic-key", re.compile(r"(?P<v>\bsk-ant-[A-Za-z0-9_-]{20,})"), ("sk-ant-",), False),
+    (
+        "openai-key",
+        re.compile(r"(?P<v>\bsk-(?!ant-)(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,})"),
+        ("sk-",),
+        False,
+    ),
+    (
+        "aws-access-key",
+        re.compile(r"(?P<v>\b(?:AKIA|ASIA)[0-9A-Z]{16}\b)"),
+        ("AKIA", "ASIA"),
+        False,
+    ),
+    (
+        # the 40-character secret access key, after its name or option, whatever the separator
+        "aws-secret-key",
+        re.compile(
+            r"(?i)(?:aws)?[_-]?secret[_-]?access[_-]?key[\"']?\s*(?:[:=]|\s)\s*[\"']?"
+            r"(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"
+        ),
+        ("secret", "access"),
+        True,
+    ),
+    (
+        "github-token",
+        re.compile(r"(?P<v>\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_\w{20,}))"),
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+        False,
+    ),
+    ("gitlab-token", re.compile(r"(?P<v>\bglpat-[A-Za-z0-9_-]{20,})"), ("glpat-",), False),
+    ("slack-token", re.compile(r"(?P<v>\bxox[abposr]-[A-Za-z0-9-]{10,})"), ("xox",), False),
+    ("google-api-key", re.compile(r"(?P<v>\bAIza[0-9A-Za-z_-]{35})"), ("AIza",), False),
+    (
+        "stripe-key",
+        re.compile(r"(?P<v>\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,})"),
+        ("k_live_", "k_test_"),
+        False,
+    ),
+    (
+        "bearer-token",
+        re.compile(r"(?i)\bbearer\s+(?P<v>[A-Za-z0-9._~+/-]{20,}=*)"),
+        ("bearer",),
+        True,
+    ),
+    (
+        "jwt",
+        re.compile(r"(?P<v>\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"),
+        ("eyJ",),
+        False,
+    ),
+    (
+        "connection-string",
+        re.compile(r"\b[a-z][a-z0-9+.-]{1,20}://[^\s:/@\"']{1,64}:(?P<v>[^\s@/\"']{3,128})@"),
+        ("://",),
+        False,
+    ),
+    (
+        # environment style: an upper-case name holding SECRET/TOKEN/... and ``=``
+        "credential",
+        re.compile(
+            r"(?:SECRET|TOKEN|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY)"
+            r"[A-Z0-9_]*\s*=\s*[\"']?" + _VALUE
+        ),
+        ("SECRET", "TOKEN", "PASSW", "KEY"),
+        False,
+    ),
+)
+
+#: Keyword style in any case: ``password: x``, ``"api_key": "x"``, ``--token x``. The value
+#: must look like a secret (a digit or a symbol in it, or mixed case and 16+ characters), so
+#: ``password: required`` or ``max_tokens: 4096`` are not secrets.
+_KEYWORD = re.compile(
+    r"(?i)(?P<flag>--?)?(?P<name>[a-z0-9_.-]{0,40}?"
+    r"(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|auth[_-]?key"
+    r"|private[_-]?key|client[_-]?secret|credentials?)[a-z0-9_-]{0,20})"
+    r"[\"']?(?P<sep>\s*[:=]\s*|\s+)[\"']?" + _VALUE
+)
+_KEYWORD_ANCHORS = ("pass", "secret", "token", "key", "credential")
+_KEYWORD_WINDOW = (80, 240)
+_STRONG = re.compile(r"[0-9!@#$%^&*+/=~]")
+_NUMBER = re.compile(r"[0-9.,_]+")
+_PATH_STARTS = ("/", "./", "../", "~/")
+
+#: ``sha256:<64 hex>``: every id in this product. Never a secret.
+_HASH = re.compile(r"(?:sha256:)?[0-9a-f]{64}")
+
+#: detect-secrets plugins used (module, class, anchors, lowered); a plugin runs only on a text
+#: holding one of its anchors (read off detect-secrets 1.5's patterns).
+_PLUGINS: tuple[tuple[str, str, tuple[str, ...], bool], ...] = (
+    ("aws", "AWSKeyDetector", ("a3t", "abia", "acca", "akia", "asia"), True),
+    ("artifactory", "ArtifactoryDetector", ("AKC", "AP"), False),
+    ("azure_storage_key", "AzureStorageKeyDetector", ("AccountKey=",), False),
+    ("basic_auth", "BasicAuthDetector", ("://",), False),
+    ("discord", "DiscordBotTokenDetector", (), False),
+    ("github_token", "GitHubTokenDetector", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), False),
+    ("gitlab_token", "GitLabTokenDetector", ("gl", "GR1348941"), False),
+    ("jwt", "JwtTokenDetector", ("eyJ",), False),
+    ("mailchimp", "MailchimpDetector", ("-us",), False),
+    ("npm", "NpmDetector", ("_authToken",), False),
+    ("openai", "OpenAIDetector", ("T3BlbkFJ",), False),
+    ("private_key", "PrivateKeyDetector", ("PRIVATE KEY", "PuTTY-User-Key"), False),
+    ("pypi_token", "PypiTokenDetector", ("pypi-",), False),
+    ("sendgrid", "SendGridDetector", ("SG.",), False),
+    ("slack", "SlackDetector", ("xox", "hooks.slack.com"), True),
+    ("square_oauth", "SquareOAuthDetector", ("sq0csp-",), False),
+    ("stripe", "StripeDetector", ("k_live_",), False),
+    ("telegram_token", "TelegramBotTokenDetector", (":AA",), False),
+    ("twilio", "TwilioKeyDetector", ("AC", "SK"), False),
+)
+
+_REASONING = re.compile(r"<(think|thinking|reasoning)>[\s\S]*?(?:</\1>|$)", re.IGNORECASE)
+_REASONING_ANCHORS = ("<think", "<reasoning")
+
+Span = tuple[int, int, str]
+
+
+@lru_cache(maxsize=1)
+def _plugins() -> tuple[tuple[Any, tuple[str, ...], bool], ...]:
+    """The detect-secrets plugin instances, built once (public classes, default options)."""
+    import importlib
+
+    out = []
+    for module, name, anchors, lowered in _PLUGINS:
+        try:
+            cls = getattr(importlib.import_module(f"detect_secrets.plugins.{module}"), name)
+        except (ImportError, AttributeError):  # a plugin missing from this version
+            continue
+        out.append((cls(), anchors, lowered))
+    return tuple(out)
+
+
+def _kind(secret_type: str) -> str:
+    return secret_type.lower().replace(" ", "-").replace("(", "").replace(")", "")
+
+
+def _keyword_windows(text: str, low: str) -> list[tuple[int, int]]:
+    """Spans of ``text`` around each keyword anchor (within its line), merged, in order."""
+    spans: list[tuple[int, int]] = []
+    before, after = _KEYWORD_WINDOW
+    for anchor in _KEYWORD_ANCHORS:
+        i = low.find(anchor)
+        while i >= 0:
+            line_start = low.rfind("\n", 0, i) + 1
+            line_end = low.find("\n", i)
+            line_end = len(low) if line_end < 0 else line_end
+            spans.append((max(line_start, i - before), min(line_end, i + after)))
+            i = low.find(anchor, i + len(anchor))
+    spans.sort()
+    merged: list[list[int]] = []
+    for a, b in spans:
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    return [(a, b) for a, b in merged]
+
+
+def _looks_secret(value: str) -> bool:
+    if _HASH.fullmatch(value) or value.lower() in ("true", "false", "none", "null"):
+        return False
+    if _NUMBER.fullmatch(value) or value.startswith(_PATH_STARTS):
+        return False  # ``max_tokens: 128000000``, ``--token-file /run/x``
+    if _STRONG.search(value):
+        return True
+    return len(value) >= 16 and value.lower() != value and value.upper() != value
+
+
+def _raw_spans(text: str) -> Iterable[Span]:
+    low = text.lower()
+    for kind, pattern, anchors, lowered in PROVIDER_PATTERNS:
+        hay = low if lowered else text
+        if not any(a in hay for a in anchors):
+            continue
+        for m in pattern.finditer(text):
+            a, b = (m.start("v"), m.end("v")) if "v" in pattern.groupindex else m.span()
+            yield a, b, kind
+    if len(low) == len(text):
+        for wa, wb in _keyword_windows(text, low):
+            for m in _KEYWORD.finditer(text, wa, wb):
+                sep_is_space = not m.group("sep").strip()
+                name = m.group("name")
+                # ``name value`` only for an option (``--token x``) or a compound name
+                # (``aws_secret_access_key x``); prose ("the token is ...") is not a secret.
+                if sep_is_space and not (m.group("flag") or "_" in name or "-" in name):
+                    continue
+                if _looks_secret(m.group("v")):
+                    yield m.start("v"), m.end("v"), "secret-keyword"
+    for plugin, anchors, lowered in _plugins():
+        hay = low if lowered else text
+        if anchors and not any(a in hay for a in anchors):
+            continue
+        for value in plugin.analyze_string(text):
+            if not isinstance(value, str) or len(value) < 6:
+                continue  # a token prefix (e.g. "ghp"): the provider patterns cover it
+            kind = _kind(plugin.secret_type)
+            start = 0
+            while (i := text.find(value, start)) >= 0:
+                yield i, i + len(value), kind
+                start = i + len(value)
+
+
+def _excluded(text: str) -> list[tuple[int, int]]:
+    """Spans no secret may touch: content hashes and the marks of earlier filtering."""
+    out: list[tuple[int, int]] = []
+    if "[filtered: " in text:
+        i = text.find(MARK_PREFIX)
+        while i >= 0:
+            j = text.find("]", i)
+            j = len(text) if j < 0 else j + 1
+            out.append((i, j))
+            i = text.find(MARK_PREFIX, j)
+    if "sha256:" in text or len(text) >= 64:
+        out.extend(m.span() for m in _HASH.finditer(text))
+    return out
+
+
+def secret_spans(text: str) -> list[tuple[int, int, str]]:
+    """Character spans of secret values in ``text``: ``[(start, end, kind)]``, merged, sorted.
+
+    ``kind`` is a short slug: ``openai-key``, ``anthropic-key``, ``aws-access-key``,
+    ``aws-secret-key``, ``github-token``, ``gitlab-token``, ``slack-token``,
+    ``google-api-key``, ``stripe-key``, ``bearer-token``, ``jwt``, ``connection-string``,
+    ``private-key``, ``credential`` (``X_API_KEY=...``), ``secret-keyword``
+    (``password: ...``), or a detect-secrets type slug (``basic-auth-credentials``,
+    ``json-web-token``, ...). Overlapping hits merge into one span keeping the kind of the
+    earliest, longest hit. A span never covers a ``[filtered: ...]`` mark or a
+    ``sha256:<64 hex>`` hash. Empty list for a clean text.
+    """
+    if not text:
+        return []
+    spans = list(_raw_spans(text))
+    if not spans:
+        return []
+    excluded = _excluded(text)
+    if excluded:
+        spans = [s for s in spans if not any(s[0] < y and x < s[1] for x, y in excluded)]
+    # the provider pattern's kind wins over a generic one at the same place
+    generic = ("secret-keyword", "credential", "basic-auth-credentials")
+    spans.sort(key=lambda s: (s[0], -s[1], s[2] in generic))
+    merged: list[Span] = []
+    for a, b, kind in spans:
+        if merged and a < merged[-1][1]:
+            pa, pb, pk = merged[-1]
+            if pk in generic and kind not in generic and b >= pb:
+                pk = kind
+            merged[-1] = (pa, max(pb, b), pk)
+        else:
+            merged.append((a, b, kind))
+    return merged
+
+
+def reasoning_spans(text: str) -> list[tuple[int, int]]:
+    """Spans of ``<think>``/``<thinking>``/``<reasoning>`` blocks (unclosed: to the end)."""
+    if not text or "<" not in text:
+        return []
+    low = text.lower()
+    if not any(a in low for a in _REASONING_ANCHORS):
+        return []
+    return [m.span() for m in _REASONING.finditer(text)]
+
+
+@dataclass
+class Filtered:
+    """A filtered text.
+
+    Attributes:
+        text: the text with each secret value and reasoning block replaced by its mark.
+        filtered: True when anything was replaced.
+        labels: what was replaced, in order, each once: ``"secret: <kind>"``, ``"reasoning"``.
+        spans: the ``(start, end)`` character spans of the input that were replaced.
+    """
+
+    text: str
+    filtered: bool = False
+    labels: list[str] = field(default_factory=list)
+    spans: list[tuple[int, int]] = field(default_factory=list)
+
+
+def findings(text: str) -> list[tuple[int, int, str, str]]:
+    """Everything private in ``text``: ``[(start, end, kind, category)]`` sorted by start.
+
+    ``category`` is ``"secret"`` (``kind`` as in :func:`secret_spans`) or ``"reasoning"``
+    (``kind`` ``"reasoning"``). A secret inside a reasoning block is not listed apart. This is
+    what validation's ``no_secrets`` / ``no_hidden_reasoning`` checks report.
+    """
+    found = [(a, b, "reasoning", "reasoning") for a, b in reasoning_spans(text)]
+    for a, b, kind in secret_spans(text):
+        if not any(x <= a and b <= y for x, y, _, _ in found):
+            found.append((a, b, kind, "secret"))
+    found.sort()
+    return found
+
+
+def _replace(text: str, found: list[tuple[int, int, str, str]]) -> Filtered:
+    if not found:
+        return Filtered(text)
+    out: list[str] = []
+    labels: list[str] = []
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    for a, b, kind, category in found:
+        a = max(a, pos)
+        if a >= b:
+            continue
+        out.append(text[pos:a])
+        if category == "reasoning":
+            out.append(REASONING_MARK)
+            label = "reasoning"
+        else:
+            out.append(SECRET_MARK.format(kind=kind))
+            label = f"secret: {kind}"
+        if label not in labels:
+            labels.append(label)
+        spans.append((a, b))
+        pos = b
+    out.append(text[pos:])
+    return Filtered("".join(out), True, labels, spans)
+
+
+def filter_text(text: str, *, kind: str = "message") -> Filtered:
+    """Replace hidden reasoning and secrets in ``text`` of an entry of ``kind``.
+
+    Args:
+        text: any text (message, tool arguments or output, fact text).
+        kind: the entry's kind; a ``"reasoning"`` entry returns only the reasoning mark.
+
+    Returns:
+        :class:`Filtered`; ``spans`` index ``text`` (used to keep quotes clear of them).
+    """
+    if kind == "reasoning":
+        return Filtered(REASONING_MARK, True, ["reasoning"], [(0, len(text or ""))])
+    return _replace(text, findings(text))
+
+
+def redact_secrets(text: str) -> tuple[str, list[str]]:
+    """``text`` with every secret value replaced by ``[filtered: <kind>]``, and the labels.
+
+    Hidden-reasoning tags are kept (the model view may carry its own reasoning); used for the
+    model view and the writer/verifier prompts. Labels as in :class:`Filtered`.
+    """
+    found = [(a, b, k, "secret") for a, b, k in secret_spans(text)]
+    result = _replace(text, found)
+    return result.text, result.labels
+
+
+def filter_content(kind: str, content: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A filtered copy of an entry's content and the labels of what was replaced.
+
+    Every string is filtered (message text, tool output, tool arguments, nested values; dict
+    keys are kept); content blocks of type ``thinking``, ``redacted_thinking`` or
+    ``reasoning`` are dropped; a ``reasoning`` entry becomes ``{"text": REASONING_MARK}``.
+    ``content`` itself is never changed.
+    """
+    if kind == "reasoning":
+        return {"text": REASONING_MARK}, ["reasoning"]
+    labels: list[str] = []
+
+    def add(new: list[str]) -> None:
+        labels.extend(x for x in new if x not in labels)
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            f = filter_text(value)
+            add(f.labels)
+            return f.text
+        if isinstance(value, list):
+            kept = []
+            for item in value:
+                if isinstance(item, dict) and item.get("type") in REASONING_KINDS:
+                    add(["reasoning"])
+                    continue
+                kept.append(walk(item))
+            return kept
+        if isinstance(value, dict):
+            out = {}
+            for k, v in value.items():
+                if k in REASONING_FIELDS and isinstance(v, str) and v:
+                    add(["reasoning"])
+                    out[k] = REASONING_MARK
+                else:
+                    out[k] = walk(v)
+            return out
+        return value
+
+    return walk(content), labels

@@ -1,0 +1,379 @@
+"""The state of one context build: rounds, how each is shown, costs, the request and its checks.
+
+Pure module: no Django, no database (DESIGN.md section 6). :class:`Builder` holds the journal's
+rounds as :class:`Plan` s (parts plus whether the round is protected or dropped), the ledger's
+facts (:class:`~ledger_app.context.checkpoint.Checkpoint`), the task state, the token cost of
+the request as planned, and every decision taken with its reason and token effect. The
+compaction steps that change a plan are in :mod:`ledger_app.context.compaction`; the order
+they run in is :func:`ledger_app.context.build.build_context`.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from journal_app.rounds import Round, group_rounds
+from ledger_app.context.assembly import (
+    CONTINUED,
+    Assembled,
+    Part,
+    anthropic_ids,
+    assemble,
+    round_parts,
+    starts_with_assistant,
+)
+from ledger_app.context.checkpoint import Checkpoint, fact_line
+from ledger_app.context.common import TARGETS, ArtifactResolver, FoldCallback
+from ledger_app.context.projection import receipt_again
+from ledger_app.context.task_state import current_goal, pending_approvals, task_state_text
+from ledger_app.mechanical import EntryView, is_pin_source, pin_fact
+from ledger_app.validation import (
+    BUDGET_CHECKS,
+    ArtifactInfo,
+    Expectations,
+    Meter,
+    ValidationReport,
+    budget_problems,
+    memo_scanner,
+    redact,
+    validate_request,
+)
+
+#: Tokens kept back when filling the checkpoint with P2/P3 facts.
+FILL_MARGIN = 8
+
+
+@dataclass
+class Plan:
+    """One round of the body and how it is shown."""
+
+    round: Round
+    parts: list[Part]
+    position: int = -1  # position among droppable API rounds, -1 for others
+    dropped: bool = False
+    protected: bool = False
+    cost: int = 0
+
+
+
+class Builder:
+    """The state of one build: the rounds, how each is shown, the ledger facts, the task
+    state, and each compaction step (project, shrink, drop/fold, restore) with its decision.
+
+    Used by :func:`ledger_app.context.build.build_context`, which runs the steps in the
+    controlled order; budgets are tokens, ``limit`` is ``min(working, hard - reserve)``.
+    """
+
+    def __init__(
+        self,
+        *,
+        entries: Sequence[EntryView],
+        ledger: Mapping[str, Any],
+        covered_upto: int,
+        receipts: Mapping[str, Mapping[str, Any]],
+        resolve: ArtifactResolver | None,
+        working: int,
+        hard: int,
+        reserve: int,
+        tail_tokens: int,
+        fmt: str,
+        fold: FoldCallback | None,
+        meter: Meter,
+    ) -> None:
+        self.entries = list(entries)
+        self.ledger = ledger
+        self.covered_upto = covered_upto
+        self.receipts = receipts
+        self.resolve = resolve
+        self.working = working
+        self.hard = hard
+        self.reserve = reserve
+        self.limit = min(working, hard - reserve)
+        self.tail_tokens = tail_tokens
+        self.fmt = fmt
+        self.fold = fold
+        self.meter = meter
+        self.decisions: list[dict[str, Any]] = []
+        self.fold_attempts: list[dict[str, Any]] = []
+        self.by_seq = {e.seq: e for e in self.entries}
+        self.by_hash = {e.entry_hash: e for e in self.entries}
+        self.ids = anthropic_ids(self.entries) if fmt == "anthropic" else {}
+        self._redacted: dict[str, str] = {}
+        self.redactions = 0
+        self.scan = memo_scanner()
+        self._prepare()
+
+    # ---------------------------------------------------------------- setup
+
+    def _prepare(self) -> None:
+        rounds = group_rounds(self.entries)
+        self.tail_round: Round | None = None
+        if (
+            rounds
+            and rounds[-1].at_tail
+            and rounds[-1].kind == "api"
+            and rounds[-1].status == "interrupted"
+        ):
+            self.tail_round = rounds.pop()
+        self.interrupted: list[tuple[str, EntryView, bool]] = []  # (call id, call, at tail)
+        for r in rounds:
+            for cid in r.interrupted_call_ids:
+                call = next(
+                    self.by_seq[s]
+                    for s in r.seqs
+                    if self.by_seq[s].kind == "tool_call" and self.by_seq[s].tool_call_id == cid
+                )
+                self.interrupted.append((cid, call, False))
+        if self.tail_round is not None:
+            for cid in self.tail_round.interrupted_call_ids:
+                call = next(
+                    self.by_seq[s]
+                    for s in self.tail_round.seqs
+                    if self.by_seq[s].kind == "tool_call" and self.by_seq[s].tool_call_id == cid
+                )
+                self.interrupted.append((cid, call, True))
+        mid = {cid for cid, _, at_tail in self.interrupted if not at_tail}
+        self.notes: list[str] = []
+        self.plans: list[Plan] = []
+        for r in rounds:
+            parts, notes = round_parts(r, self.by_seq, mid)
+            self.notes += notes
+            self.plans.append(Plan(round=r, parts=parts))
+        for p in self.plans:
+            p.cost = self.cost(p.parts)
+        # the protected tail: complete rounds from the end within tail_tokens, at least one
+        total = 0
+        for p in reversed(self.plans):
+            if total > 0 and total + p.cost > self.tail_tokens:
+                break
+            p.protected = True
+            total += p.cost
+        self.droppable = [p for p in self.plans if p.round.kind == "api" and not p.protected]
+        for i, p in enumerate(self.droppable):
+            p.position = i
+        self.position_of = {}
+        for p in self.plans:
+            for s in p.round.seqs:
+                self.position_of[self.by_seq[s].entry_hash] = p.position
+        self.last_assistant = max(
+            (
+                e.seq
+                for e in self.entries
+                if e.role == "assistant" and e.kind in ("message", "tool_call")
+            ),
+            default=0,
+        )
+        self.goal = current_goal(self.entries)
+        self.approvals = pending_approvals(self.entries)
+        self.facts_from(self.ledger)
+        self.task_text = self.task_state()
+
+    def facts_from(self, ledger: Mapping[str, Any]) -> None:
+        self.facts = Checkpoint(
+            ledger,
+            self.position_of,
+            [p.round for p in self.droppable],
+            self.meter,
+            lambda f: fact_line(f, self.scan),
+        )
+        self.inactive_pins = self.facts.inactive_pins
+
+    # ---------------------------------------------------------------- costs
+
+    def cost(self, parts: Sequence[Part]) -> int:
+        a = assemble(parts, self.fmt, self.ids)
+        return sum(self.meter.message(m) for m in a.messages) + sum(
+            self.meter.per_message + self.meter.text(b["text"]) for b in a.system
+        )
+
+    def text_cost(self, text: str) -> int:
+        return self.meter.per_message + self.meter.text(text) if text else 0
+
+    def checkpoint_text(self, dropped: int, fill: int | None) -> tuple[str, list[str], int]:
+        """:meth:`Checkpoint.text` of the current ledger."""
+        return self.facts.text(dropped, fill)
+
+    def ckpt_cost(self, dropped: int) -> int:
+        return self.facts.cost(dropped)
+
+    def body_cost(self) -> int:
+        return sum(p.cost for p in self.plans if not p.dropped)
+
+    def total(self, dropped: int | None = None) -> int:
+        """The request's tokens as planned (P2/P3 facts not counted: they only fill room)."""
+        k = self.dropped_count() if dropped is None else dropped
+        return (
+            self.meter.per_request
+            + self.body_cost()
+            + self.ckpt_cost(k)
+            + self.text_cost(self.task_text)
+        )
+
+    # ---------------------------------------------------------------- task state
+
+    def task_state(self) -> str:
+        unfinished = (
+            [self.by_seq[s] for s in self.tail_round.seqs if self.by_seq[s].kind == "tool_result"]
+            if self.tail_round is not None
+            else []
+        )
+        return task_state_text(
+            entries=self.entries,
+            interrupted=self.interrupted,
+            unfinished_results=unfinished,
+            approvals=self.approvals,
+            obligations=self.facts.obligations,
+            goal=self.goal,
+            redact=lambda text: redact(text, self.scan)[0],
+            fact_line=fact_line,
+        )
+
+    # ---------------------------------------------------------------- decisions
+
+    def decide(
+        self, step: int, action: str, reason: str, before: int, after: int, **extra: Any
+    ) -> None:
+        self.decisions.append(
+            {
+                "step": step,
+                "action": action,
+                "reason": reason,
+                "tokens_before": before,
+                "tokens_after": after,
+                "effect": after - before,
+                **extra,
+            }
+        )
+
+    def dropped_count(self) -> int:
+        return sum(1 for p in self.droppable if p.dropped)
+
+    # ---------------------------------------------------------------- assembly
+
+    def _redact(self, text: str) -> str:
+        out = self._redacted.get(text)
+        if out is None:
+            out, kinds = redact(text, self.scan)
+            self._redacted[text] = out
+            self.redactions += len(kinds)
+        return out
+
+    def final_parts(self, fill: int | None) -> tuple[list[Part], list[str]]:
+        k = self.dropped_count()
+        ckpt, left, _ = self.checkpoint_text(k, fill)
+        last_dropped = max((i for i, p in enumerate(self.plans) if p.dropped), default=-1)
+        parts: list[Part] = []
+        first_receipt: dict[str, int] = {}
+        for i, p in enumerate(self.plans):
+            if not p.dropped:
+                for part in p.parts:
+                    if (
+                        part.pin
+                        and part.entry is not None
+                        and part.entry.entry_hash in self.inactive_pins
+                        and i < last_dropped
+                    ):
+                        continue
+                    q = copy.copy(part)
+                    if not q.pin:
+                        q.text = self._redact(q.text)
+                    if q.form == "receipt" and q.entry is not None:
+                        receipt = self.receipts[q.entry.entry_hash]
+                        if q.reference in first_receipt:
+                            q.text = self._redact(
+                                receipt_again(receipt, q.entry.seq, first_receipt[q.reference])
+                            )
+                        else:
+                            first_receipt[q.reference] = q.entry.seq
+                    parts.append(q)
+            if i == last_dropped and ckpt:
+                parts.append(Part(role="user", kind="text", text=ckpt))
+        if self.task_text:
+            parts.append(Part(role="user", kind="text", text=self.task_text))
+        return parts, left
+
+    def expectations(self, a: Assembled) -> Expectations:
+        pins: list[tuple[str, str, str]] = []
+        for e in self.entries:
+            if not is_pin_source(e) or e.entry_hash in self.inactive_pins:
+                continue
+            fid = pin_fact(e)["id"]
+            pins.append((fid, e.entry_hash, e.text))
+            ledger_pin = self.facts.pins.get(e.entry_hash)
+            if ledger_pin is not None and ledger_pin.get("text") != e.text:
+                pins.append((str(ledger_pin.get("id")), e.entry_hash, str(ledger_pin.get("text"))))
+        goal = (self.goal.entry_hash, self.goal.text) if self.goal is not None else None
+        return Expectations(
+            pins=pins,
+            goal=goal,
+            interrupted=[(cid, call.entry_hash) for cid, call, _ in self.interrupted],
+            approvals=[(key, ev.entry_hash) for key, ev in self.approvals],
+            sources=a.sources,
+            calls=a.calls,
+            results=a.results,
+            secrets_exempt=frozenset(text for _, _, text in pins),
+        )
+
+    def resolver(self) -> ArtifactResolver:
+        if self.resolve is not None:
+            return self.resolve
+        known = {
+            str(r.get("reference")): ArtifactInfo(
+                str(r.get("content_hash", "")).removeprefix("sha256:")
+            )
+            for r in self.receipts.values()
+        }
+        return known.get
+
+    def request(self, fill: int | None) -> tuple[dict[str, Any], Assembled, list[str]]:
+        parts, left = self.final_parts(fill)
+        if self.fmt == "anthropic" and starts_with_assistant(parts):
+            # the Messages API requires a user turn first; say why there is none
+            parts.insert(0, Part(role="user", kind="text", text=CONTINUED))
+        a = assemble(parts, self.fmt, self.ids)
+        if self.fmt == "anthropic":
+            view: dict[str, Any] = {"format": TARGETS["anthropic"], "messages": a.messages}
+            if a.system:
+                view["system"] = a.system
+        else:
+            view = {"format": TARGETS["openai"], "messages": a.messages}
+        return view, a, left
+
+    def validate(self, view: Mapping[str, Any], a: Assembled) -> ValidationReport:
+        return validate_request(
+            {k: v for k, v in view.items() if k != "format"},
+            fmt=self.fmt,
+            working_budget=self.working,
+            hard_limit=self.hard,
+            output_reserve=self.reserve,
+            meter=self.meter,
+            expect=self.expectations(a),
+            resolve_artifact=self.resolver(),
+            check_secrets=True,
+            scan=self.scan,
+        )
+
+    def rebuild(self) -> tuple[dict[str, Any] | None, Assembled, list[str], ValidationReport]:
+        """Build and validate the request; a plan already over the limit is not built (its
+        validation can only fail on the budget, and redacting it would be wasted work)."""
+        planned = self.total()
+        if planned > self.limit:
+            report = ValidationReport(
+                view="model",
+                format=self.fmt,
+                problems=budget_problems(planned, self.working, self.hard, self.reserve),
+                checks=list(BUDGET_CHECKS),
+                tokens=planned,
+                token_source=self.meter.label + " (planned, not built)",
+            )
+            return None, Assembled([], [], [], {}, {}), [], report
+        view, a, left = self.request(self.fill_room())
+        return view, a, left, self.validate(view, a)
+
+    def fill_room(self) -> int:
+        """Tokens left for P2/P3 facts (a few kept back: the omission note changes length)."""
+        return max(0, self.limit - self.total() - FILL_MARGIN)
+

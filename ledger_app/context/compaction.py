@@ -1,0 +1,254 @@
+"""The compaction steps, each applied only while the request is over its target (DESIGN.md 6).
+
+Pure module: no Django, no database. Each step changes how rounds of a
+:class:`~ledger_app.context.builder.Builder` are shown and records a decision (step number,
+action, reason, tokens before and after):
+
+* :func:`project`: oversized tool results become their artifact receipts (step 2);
+* :func:`shrink`: old, already-consumed results become deterministic excerpts (step 3);
+* :func:`drop`: the oldest complete API rounds covered by the ledger leave the verbatim part,
+  asking the ``fold`` callback once when none is covered yet (:func:`ask_fold`, step 4);
+* :func:`recover`: the one controlled recovery compaction after a failed validation on a
+  budget or an artifact (step 6), with :func:`register` and :func:`restore`.
+
+A whole round leaves or stays, never part of it (parallel calls together).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from ledger_app.context.builder import Builder, Plan
+from ledger_app.context.projection import receipt_text, shrink_text
+from ledger_app.validation import ARTIFACT_CHECKS, ValidationReport
+
+
+def project(b: Builder, plans: Iterable[Plan], step: int, target: int) -> None:
+    """Step 2: replace verbatim results that have an artifact receipt by the receipt, in
+    order, until the request is within ``target`` tokens."""
+    for p in plans:
+        for part in p.parts:
+            if b.total() <= target:
+                return
+            if part.kind != "result" or part.form != "verbatim" or part.entry is None:
+                continue
+            receipt = b.receipts.get(part.entry.entry_hash)
+            if receipt is None:
+                continue
+            before = b.total()
+            part.text = receipt_text(receipt, part.entry.seq)
+            part.form = "receipt"
+            part.reference = str(receipt.get("reference", ""))
+            p.cost = b.cost(p.parts)
+            b.decide(
+                step,
+                "project",
+                f"tool result at seq {part.entry.seq} is oversized: replaced by its artifact receipt {part.reference}",
+                before,
+                b.total(),
+                seqs=[part.entry.seq],
+                entry=part.entry.entry_hash,
+            )
+
+
+def shrink(b: Builder, plans: Iterable[Plan], step: int, target: int, consumed_only: bool) -> None:
+    """Step 3 (and 6): shrink results to a deterministic excerpt, in order, until within
+    ``target``; ``consumed_only``: only results the model has answered after."""
+    for p in plans:
+        for part in p.parts:
+            if b.total() <= target:
+                return
+            if part.kind != "result" or part.form == "shrunk" or part.entry is None:
+                continue
+            if consumed_only and part.entry.seq >= b.last_assistant:
+                continue
+            source = part.entry.text
+            original = b.meter.text(source)
+            new = shrink_text(source, part.entry, original)
+            if b.meter.text(new) >= b.meter.text(part.text):
+                continue
+            before = b.total()
+            was = part.form
+            part.text, part.form, part.reference = new, "shrunk", ""
+            p.cost = b.cost(p.parts)
+            why = (
+                "an old result the model has already answered"
+                if consumed_only
+                else "recovery compaction"
+            )
+            b.decide(
+                step,
+                "shrink",
+                f"tool result at seq {part.entry.seq} ({was}) shrunk to a deterministic excerpt: {why}",
+                before,
+                b.total(),
+                seqs=[part.entry.seq],
+                entry=part.entry.entry_hash,
+            )
+
+
+def ask_fold(b: Builder, upto: int, step: int) -> bool:
+    """Ask the fold callback to fold the complete API rounds up to ``upto``; ``True`` when
+    the ledger grew (the facts and task state are then re-read). A failing callback is
+    recorded and the rounds stay verbatim (case 18)."""
+    if b.fold is None:
+        b.fold_attempts.append(
+            {"upto": upto, "outcome": "no fold callback: the ledger cannot grow here"}
+        )
+        return False
+    try:
+        ledger, covered = b.fold(upto)
+    except Exception as exc:  # the writer, the verifier or the store failed: keep the rounds
+        b.fold_attempts.append(
+            {"upto": upto, "outcome": f"fold failed: {type(exc).__name__}: {exc}"}
+        )
+        b.decide(
+            step,
+            "fold",
+            f"asked the ledger to fold up to seq {upto}; the fold failed ({type(exc).__name__}), so the rounds stay verbatim",
+            b.total(),
+            b.total(),
+        )
+        return False
+    grew = covered > b.covered_upto
+    b.fold_attempts.append(
+        {
+            "upto": upto,
+            "outcome": "folded" if grew else "nothing new folded",
+            "covered_upto": covered,
+        }
+    )
+    if grew:
+        b.ledger, b.covered_upto = ledger, covered
+        b.facts_from(ledger)
+        b.task_text = b.task_state()
+    b.decide(
+        step,
+        "fold",
+        f"asked the ledger to fold the complete API rounds up to seq {upto}: it now covers up to seq {covered}",
+        b.total(),
+        b.total(),
+        covered_upto=covered,
+    )
+    return grew
+
+
+def register(b: Builder, plans: Sequence[Plan]) -> None:
+    """Make tail rounds droppable (recovery): they take the next positions, in order."""
+    for p in plans:
+        if p.position < 0:
+            p.position = len(b.droppable)
+            b.droppable.append(p)
+            for s in p.round.seqs:
+                b.position_of[b.by_seq[s].entry_hash] = p.position
+    b.facts_from(b.ledger)
+
+
+def drop(b: Builder, step: int, target: int, fold_upto: int) -> None:
+    """Leave out the oldest covered droppable rounds: the fewest that bring the request
+    within ``target``; when none does, the number that makes it smallest (possibly none:
+    a fold whose facts cost more than its rounds is not worth it)."""
+    asked = False
+    while True:
+        base = b.dropped_count()
+        rest = b.droppable[base:]
+        covered = 0
+        for p in rest:
+            if p.round.last_seq > b.covered_upto:
+                break
+            covered += 1
+        body = b.body_cost()
+        fixed = b.meter.per_request + b.text_cost(b.task_text)
+        best_j, best_total, fits = 0, b.total(base), False
+        saved = 0
+        for j in range(1, covered + 1):
+            saved += rest[j - 1].cost
+            t = fixed + body - saved + b.ckpt_cost(base + j)
+            if t <= target:
+                best_j, best_total, fits = j, t, True
+                break
+            if t < best_total:
+                best_j, best_total = j, t
+        if not fits and covered < len(rest) and not asked:
+            asked = True
+            if ask_fold(b, fold_upto, step):
+                continue
+        break
+    if covered < len(rest) and not fits:
+        p = rest[covered]
+        b.decide(
+            step,
+            "keep",
+            f"API round seq {p.round.first_seq}-{p.round.last_seq} and later are not covered "
+            "by any fold: they stay verbatim",
+            b.total(),
+            b.total(),
+        )
+    for p in rest[:best_j]:
+        before = b.total()
+        p.dropped = True
+        b.decide(
+            step,
+            "fold",
+            f"API round seq {p.round.first_seq}-{p.round.last_seq} is covered by the ledger: "
+            "left out of the verbatim part, its facts go in the checkpoint",
+            before,
+            b.total(),
+            seqs=[p.round.first_seq, p.round.last_seq],
+        )
+
+
+def restore(b: Builder, step: int, target: int) -> None:
+    """After recovery shrank what it could, bring back the newest folded rounds that fit."""
+    while True:
+        dropped = [p for p in b.droppable if p.dropped]
+        if not dropped:
+            return
+        p = dropped[-1]
+        before = b.total()
+        p.dropped = False
+        if b.total() > target:
+            p.dropped = True
+            return
+        b.decide(
+            step,
+            "restore",
+            f"API round seq {p.round.first_seq}-{p.round.last_seq} fits again after the "
+            "recovery compaction: shown verbatim",
+            before,
+            b.total(),
+            seqs=[p.round.first_seq, p.round.last_seq],
+        )
+
+
+def recover(b: Builder, report: ValidationReport, limit: int, tail_start: int) -> None:
+    """Step 6, the one controlled recovery compaction: a receipt that does not verify falls
+    back to the journal's own text (shrunk), receipts everywhere, the tail shrinks to the
+    last complete round, every result may be shrunk, then the newest folded rounds that fit
+    come back. ``tail_start`` is the first seq of the protected tail."""
+    bad = {p.ref for p in report.problems if p.check in ARTIFACT_CHECKS}
+    for plan in b.plans:
+        for part in plan.parts:
+            if part.form == "receipt" and part.reference in bad and part.entry is not None:
+                was = b.total()
+                part.text = shrink_text(part.entry.text, part.entry, b.meter.text(part.entry.text))
+                part.form, part.reference = "shrunk", ""
+                plan.cost = b.cost(plan.parts)
+                b.decide(
+                    6,
+                    "unproject",
+                    f"the receipt of seq {part.entry.seq} does not verify: the journal's own "
+                    "text is shown instead, shrunk",
+                    was,
+                    b.total(),
+                )
+    kept = [p for p in b.plans if not p.dropped]
+    project(b, kept, 6, limit)
+    body = [p for p in b.plans if not p.dropped]
+    last = body[-1] if body else None
+    tail_api = [p for p in body if p.protected and p is not last and p.round.kind == "api"]
+    if b.total() > limit and tail_api:
+        register(b, tail_api)
+        drop(b, 6, limit, (last.round.first_seq - 1) if last else tail_start - 1)
+    shrink(b, [p for p in b.plans if not p.dropped], 6, limit, consumed_only=False)
+    restore(b, 6, limit)

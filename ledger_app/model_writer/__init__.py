@@ -1,0 +1,41 @@
+"""Writer, verifier, exactly one repair, and the labelled fallback (DESIGN.md 5.3). Pure.
+
+* :mod:`.compose`: :func:`compose`, what the fold service calls for any writer;
+* :mod:`.writer`: :class:`ModelWriter`, the compose loop (writer -> verifier -> one repair ->
+  mechanical fallback);
+* :mod:`.messages`: what the models are sent (rubric files, entries, state, repair feedback;
+  secrets and hidden reasoning filtered);
+* :mod:`.judges`: :class:`FoldContext`, the rules' and the reducer's judgements, code's ops;
+* :mod:`.records`: :class:`Composition`, :class:`RoundRecord`, :class:`WriterFailed`, ...
+"""
+
+from __future__ import annotations
+
+from ledger_app.model_writer.compose import compose
+from ledger_app.model_writer.judges import FoldContext, code_ops
+from ledger_app.model_writer.messages import PROMPTS, Prompt, load_prompt
+from ledger_app.model_writer.records import (
+    FALLBACK_NOTE,
+    Composition,
+    ItemRecord,
+    Judgement,
+    RoundRecord,
+    WriterFailed,
+)
+from ledger_app.model_writer.writer import ModelWriter
+
+__all__ = [
+    "FALLBACK_NOTE",
+    "PROMPTS",
+    "Composition",
+    "FoldContext",
+    "ItemRecord",
+    "Judgement",
+    "ModelWriter",
+    "Prompt",
+    "RoundRecord",
+    "WriterFailed",
+    "code_ops",
+    "compose",
+    "load_prompt",
+]

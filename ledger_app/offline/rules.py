@@ -1,0 +1,164 @@
+"""The verifier's rubric applied mechanically (DESIGN.md 5.3). Pure.
+
+:func:`check_item` judges the offline writer's items and every model writer item alike:
+
+* a universal claim ("all tests pass") backed by scoped evidence (one test file) is not
+  entailed; nor is a universal test claim citing no test run at all;
+* a success claim citing a failed result is not entailed;
+* evidence made stale by a later failed run of the same command is temporally invalid;
+* completion evidence older than the obligation it would close is temporally invalid.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ledger_app.mechanical import EntryView, clip
+from ledger_app.offline.evidence import EvidenceIndex
+from ledger_app.offline.heuristics import TEST_WORDS, is_success_claim, is_universal
+from ledger_app.offline.testruns import RunCounts, is_test_command, run_scope
+
+
+@dataclass(frozen=True)
+class RuleVerdict:
+    """The rules' two verdicts on one item (same shape as the verifier model's)."""
+
+    entailment: str = "entailed"
+    entailment_reason: str = "no rule applies"
+    temporal: str = "valid"
+    temporal_reason: str = "no rule applies"
+
+    @property
+    def accepted(self) -> bool:
+        return self.entailment == "entailed" and self.temporal == "valid"
+
+
+def _hashes(items: Iterable[Any]) -> list[str]:
+    out = []
+    for s in items:
+        if isinstance(s, dict) and isinstance(s.get("entry"), str):
+            out.append(s["entry"])
+        elif isinstance(s, str):
+            out.append(s)
+    return out
+
+
+def check_item(
+    op: Mapping[str, Any], journal: EvidenceIndex, state: Mapping[str, Any]
+) -> RuleVerdict:
+    """The verifier's rubric applied mechanically to one op (DESIGN.md 5.3, module docstring).
+
+    Args:
+        op: an ``add``/``supersede`` (judged on its fact) or ``close`` op.
+        journal: the covered entries plus the earlier entries the op or state cites.
+        state: the ledger state before the fold (obligations an op would close).
+
+    Returns:
+        :class:`RuleVerdict`; rejection reasons name the entry (``sha256:<hex>``) at fault.
+    """
+    entail: list[str] = []
+    temporal: list[str] = []
+    if op.get("op") in ("add", "supersede") and isinstance(op.get("fact"), dict):
+        fact = op["fact"]
+        cited = [
+            journal.by_hash[h] for h in _hashes(fact.get("support", [])) if h in journal.by_hash
+        ]
+        results = [v for v in cited if v.kind == "tool_result"]
+        runs = [(r, journal.test_run(r)) for r in results]
+        tests = [
+            (r, run) for r, run in runs if run is not None or is_test_command(journal.command(r))
+        ]
+        text = str(fact.get("text", ""))
+        if is_success_claim(fact):
+            for r in results:
+                if journal.failed(r):
+                    entail.append(
+                        f"a success claim cannot cite a failed result: sha256:{r.entry_hash} "
+                        f"({_describe_result(journal, r)})"
+                    )
+        if is_universal(text) and TEST_WORDS.search(text) and results:
+            if not tests:
+                entail.append(
+                    "a claim about all tests is not entailed by results that are not test runs"
+                )
+            elif all(run_scope(journal.command(r)) for r, _ in tests) and not _counted(
+                text, [run for _, run in tests]
+            ):
+                scopes = "; ".join(
+                    f"`{run_scope(journal.command(r))}`" + (f" {run.summary()}" if run else "")
+                    for r, run in tests
+                )
+                entail.append(
+                    "a universal claim is not entailed by scoped evidence: the cited run "
+                    f"covers only {scopes}"
+                )
+        if is_success_claim(fact) and not fact.get("outcome"):
+            # a tool outcome states what happened at its seq; a claim must still hold
+            for r in results:
+                later = _later_failure(journal, r)
+                if later is not None:
+                    temporal.append(
+                        f"stale evidence: a later run of the same command failed "
+                        f"(seq {later.seq}, sha256:{later.entry_hash})"
+                    )
+    elif op.get("op") == "close":
+        target = state.get("facts", {}).get(str(op.get("id", "")))
+        opened = [
+            journal.by_hash[h].seq
+            for h in _hashes((target or {}).get("support", []))
+            if h in journal.by_hash
+        ]
+        evidence = [
+            journal.by_hash[h] for h in _hashes(op.get("evidence", [])) if h in journal.by_hash
+        ]
+        done = [v for v in evidence if v.kind == "tool_result" and not journal.failed(v)]
+        if opened and done and max(v.seq for v in done) < max(opened):
+            temporal.append(
+                "completion evidence predates the obligation it would close (seq "
+                f"{max(v.seq for v in done)} < {max(opened)}); a later timestamp is not evidence"
+            )
+        if evidence and not done:
+            entail.append("no cited result demonstrates completion (failed or not a tool result)")
+    return RuleVerdict(
+        entailment="not_entailed" if entail else "entailed",
+        entailment_reason="; ".join(entail) or "no rule applies",
+        temporal="invalid" if temporal else "valid",
+        temporal_reason="; ".join(temporal) or "no rule applies",
+    )
+
+
+def _counted(text: str, runs: Sequence[RunCounts | None]) -> bool:
+    """The claim names the number of tests, and a cited run shows exactly that many."""
+    named = {int(n) for n in re.findall(r"\b(\d+)\s+(?:\w+\s+)?(?:tests?|specs?)\b", text)}
+    return any(run is not None and {run.total, run.passed} & named for run in runs)
+
+
+def _describe_result(journal: EvidenceIndex, result: EntryView) -> str:
+    cmd = journal.command(result)
+    run = journal.test_run(result)
+    what = f"`{clip(cmd, 80)}`" if cmd else f"`{result.tool_name or 'tool'}`"
+    code = result.content.get("exit_code")
+    detail = (
+        run.summary()
+        if run is not None
+        else ("failed" + (f", exit {code}" if code is not None else ""))
+    )
+    return f"{what} {detail}"
+
+
+def _later_failure(journal: EvidenceIndex, result: EntryView) -> EntryView | None:
+    cmd = journal.command(result)
+    if not cmd or journal.failed(result):
+        return None
+    for e in journal.entries:
+        if (
+            e.kind == "tool_result"
+            and e.seq > result.seq
+            and journal.command(e) == cmd
+            and journal.failed(e)
+        ):
+            return e
+    return None

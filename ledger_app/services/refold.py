@@ -1,0 +1,196 @@
+"""Refold: a range folded with mechanical facts folded again by a better writer (issue 12).
+
+Recorded as a new fold of kind ``refold``, never an edit: its delta ``withdraw``s the
+active non-pin facts born in the refolded fold (the reducer allows that only for
+``"refold_of": n`` and facts of fold ``n``) and adds the new writer's ops over the same
+entries, judged by the same reducer. Pins are untouched (they are written by code and were
+already verbatim). ``verify_ledger`` replays refolds like any other fold.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import rfc8785
+from django.db import IntegrityError, transaction
+
+from journal_app.models import Entry, Journal
+from journal_app.services import entry_check
+from ledger_app import reducer
+from ledger_app.model_writer import compose
+from ledger_app.models import Fold
+from ledger_app.services.common import (
+    FoldResult,
+    LedgerError,
+    _active_tokens,
+    _evidence,
+    _verdicts,
+    entry_view,
+    instructions_check,
+    latest_fold,
+    range_hash,
+)
+from ledger_app.services.fold import fold_context
+from ledger_app.services.writers import writer_resolve
+
+
+class RefoldRefused(LedgerError):
+    """The fold cannot be refolded: not a range fold, already refolded, its range no longer
+    verifies, or the writer asked for is the mechanical one; nothing stored."""
+
+    status = 409
+    code = "refold_refused"
+
+
+def _renamed(ops: list[dict[str, Any]], taken: set[str], number: int) -> list[dict[str, Any]]:
+    """The writer's ops with fact ids that clash with existing facts suffixed ``~r<number>``."""
+    out = []
+    for op in ops:
+        fact = op.get("fact")
+        if isinstance(fact, dict) and fact.get("id") in taken:
+            op = {**op, "fact": {**fact, "id": f"{fact['id']}~r{number}"}}
+        out.append(op)
+    return out
+
+
+def ledger_refold(*, journal: Journal, fold: Fold, writer: Any = None) -> FoldResult:
+    """Fold ``fold``'s range again with ``writer``, as a new ``refold`` fold.
+
+    Args:
+        journal: the fold's journal.
+        fold: a range fold (kind ``fold``); typically a mechanical fallback.
+        writer: ``None`` (the configured default), a name or a writer object; never
+            ``"mechanical"``.
+
+    Returns:
+        :class:`FoldResult` with the new fold, or the existing refold of the same range and
+        writer (``created`` false).
+
+    Raises:
+        RefoldRefused: see the class; WriterUnknown / ModelNotConfigured: a bad writer.
+        WriterFailed: the model failed (nothing stored).
+    """
+    w = writer_resolve(writer)
+    if w.id == "mechanical":
+        raise RefoldRefused("a refold needs a better writer than 'mechanical'", field="writer")
+    if fold.kind != Fold.Kind.FOLD or fold.journal_id != journal.pk:
+        raise RefoldRefused(f"fold {fold.number} is not a range fold of {journal.scope_label}")
+    with transaction.atomic():
+        journal = Journal.objects.select_for_update().get(pk=journal.pk)
+        key = hashlib.sha256(f"refold:{fold.range_hash}:{w.id}".encode()).hexdigest()
+        existing = Fold.objects.filter(journal=journal, range_hash=key).first()
+        if existing is not None:
+            return FoldResult(existing, False, f"fold {fold.number} was already refolded")
+        covered = list(
+            Entry.objects.filter(
+                journal=journal, seq__gte=fold.seq_start, seq__lte=fold.seq_end
+            ).order_by("seq")
+        )
+        if range_hash([e.entry_hash for e in covered]) != fold.range_hash:
+            raise RefoldRefused(f"fold {fold.number}: its covered range no longer verifies")
+        bad = next((e for e in covered if entry_check(e)), None)
+        if bad is not None:
+            raise RefoldRefused(f"fold {fold.number}: entry seq {bad.seq} fails its hash check")
+        previous = latest_fold(journal)
+        assert previous is not None
+        state = previous.state_dict
+        number = previous.number + 1
+        views = [entry_view(e) for e in covered]
+        ctx = fold_context(
+            journal=journal, covered=covered, number=number, revision=journal.head_seq
+        )
+        composed = compose(w, entries=views, state=state, ctx=ctx)
+        withdraw = [
+            {"op": "withdraw", "id": f["id"]}
+            for f in state.get("facts", {}).values()
+            if f.get("origin_fold") == fold.number
+            and not f.get("pin")
+            and f["lifecycle"] == "active"
+        ]
+        ops = withdraw + _renamed(composed.ops, set(state.get("facts", {})), number)
+        delta = {
+            "fold": number,
+            "revision": journal.head_seq,
+            "refold_of": fold.number,
+            "evidence": _evidence(journal, covered, ops, number, journal.head_seq),
+            "ops": ops,
+        }
+        try:
+            reduction = reducer.apply_delta(state, delta)
+        except (reducer.PinViolation, reducer.DeltaInvalid) as exc:
+            raise RefoldRefused(f"fold {fold.number}: {exc}") from exc
+        new_state = reduction.state
+        manifest = {
+            "refold_of": fold.number,
+            "covered": {
+                "seq_start": fold.seq_start,
+                "seq_end": fold.seq_end,
+                "entries": len(covered),
+                "entry_hashes": [e.entry_hash for e in covered],
+            },
+            "range_hash": fold.range_hash,
+            "previous_fold": previous.number,
+            "revision": journal.head_seq,
+            "writer": composed.writer,
+            "verifier": composed.verifier,
+            "outcome": composed.outcome,
+            "withdrawn": [op["id"] for op in withdraw],
+            "instructions": instructions_check(journal, new_state),
+            "tokens": {"ledger_active": _active_tokens(new_state)},
+        }
+        if composed.note:
+            manifest["note"] = composed.note
+        try:
+            with transaction.atomic():
+                new = Fold.objects.create(
+                    journal=journal,
+                    number=number,
+                    kind=Fold.Kind.REFOLD,
+                    previous=previous,
+                    seq_start=fold.seq_start,
+                    seq_end=fold.seq_end,
+                    revision=journal.head_seq,
+                    range_hash=key,
+                    outcome=composed.outcome,
+                    writer=str(composed.writer.get("id", w.id))[:100],
+                    verifier=str(composed.verifier.get("id", ""))[:100],
+                    manifest=manifest,
+                    delta=rfc8785.dumps({**delta, "verdicts": _verdicts(reduction)}).decode(),
+                    state=reducer.state_bytes(new_state).decode("utf-8"),
+                    state_hash=reducer.state_hash(new_state),
+                    facts_added=sum(
+                        1 for r in reduction.results if r.op == "add" and r.status == "accepted"
+                    ),
+                    ops_rejected=len(reduction.rejected),
+                )
+        except IntegrityError:
+            existing = Fold.objects.filter(journal=journal, range_hash=key).first()
+            if existing is None:
+                raise
+            return FoldResult(existing, False, f"fold {fold.number} was already refolded")
+    return FoldResult(new, True)
+
+
+def ledger_refold_fallbacks(*, journal: Journal, writer: Any = None) -> Any:
+    """Refold every range fold of ``journal`` that fell back to mechanical facts.
+
+    ``compact --refold``. Each becomes a new ``refold`` fold (:func:`ledger_refold`); folds
+    already refolded with the same writer are skipped.
+
+    Returns:
+        :class:`~ledger_app.services.compact.CompactReport`, one row per refold.
+    """
+    from ledger_app.services.compact import CompactReport, CompactRow
+
+    w = writer_resolve(writer)
+    report = CompactReport(writer=w.id, writer_label=w.label)
+    fallbacks = Fold.objects.filter(
+        journal=journal, kind=Fold.Kind.FOLD, outcome=Fold.Outcome.FALLBACK
+    ).order_by("number")
+    for fold in fallbacks:
+        result = ledger_refold(journal=journal, fold=fold, writer=w)
+        if result.created:
+            report.rows.append(CompactRow(result.fold, result.fold.outcome))
+    report.stopped = f"{len(report.rows)} of {fallbacks.count()} fallback fold(s) refolded"
+    return report
