@@ -21,9 +21,11 @@ demo: install
 	$(BIN)/python manage.py demo --url http://$(HOST):$(PORT)/
 	$(BIN)/python manage.py runserver $(HOST):$(PORT)
 
+# lint-imports: the app layers, pure modules, no cycles ([tool.importlinter] in pyproject.toml)
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 
 browser:
 	bash scripts/ensure-chromium.sh

@@ -9,11 +9,8 @@ class AuditAppConfig(AppConfig):
         from django.db.models.signals import post_delete, post_migrate, post_save
 
         from audit_app import receivers
-        from audit_app.services import export_records
         from journal_app.models import Membership
-        from ledger_app.export import export_provider_register
 
-        export_provider_register("audit_app", export_records)
         post_migrate.connect(receivers.ensure_roles, dispatch_uid="audit_app.ensure_roles")
         post_save.connect(
             receivers.membership_changed, sender=Membership, dispatch_uid="audit_app.member_saved"

@@ -257,9 +257,10 @@ def account_ensure(
 
 
 def export_records(session: Session, journals: list[Journal]) -> list[dict[str, Any]]:
-    """The session export's ``comment`` and ``annotation`` records (see ``ledger_app.export``).
+    """The session export's ``comment`` and ``annotation`` records, in creation order.
 
-    Registered as an export provider in :meth:`audit_app.apps.AuditAppConfig.ready`.
+    Read by :mod:`ledger_app.export`, which sits above the audit app and imports this
+    directly (no registration: the dependency points down, README "Architecture").
     """
     by_pk = {j.pk: j for j in journals}
     records: list[dict[str, Any]] = []

@@ -1,6 +1,8 @@
 """Operator UI actions of the audit app: comments, annotations, the audit log (issue 6).
 
-Routed from :mod:`journal_app.urls`. Thin views: resolve the object through the tenant
+Routed from :mod:`audit_app.urls` (wired into the ``journal`` namespace by ``config/urls.py``);
+the comment on a ledger fact is :mod:`ledger_app.comment_views`, since only the ledger knows
+its facts. Thin views: resolve the object through the tenant
 filter (``Http404``), call one service, then redirect a normal request back (PRG) or render
 the fragment for an htmx one (STYLE.md 4). Forms carry CSRF tokens; htmx sends the token
 from ``<body hx-headers>``.
@@ -18,24 +20,25 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from audit_app.models import AuditEvent, Comment
+from audit_app.models import AuditEvent
 from audit_app.roles import AUDIT_LOG_PERMISSION, tenant_role
-from audit_app.services import CommentInvalid, annotation_add, comment_on_entry, comment_on_fact
+from audit_app.services import CommentInvalid, annotation_add, comment_on_entry
 from journal_app import selectors
 from journal_app.hashing import display
 from journal_app.models import Membership
 from journal_app.views import entry_context
-from ledger_app.views import fact_dom_id
 
 EVENTS_PER_PAGE = 50
 
 
-def _is_htmx(request: HttpRequest) -> bool:
+def is_htmx(request: HttpRequest) -> bool:
+    """Whether to answer with a fragment: an htmx request that is not a boosted page load."""
     htmx = getattr(request, "htmx", None)
     return bool(htmx) and not htmx.boosted
 
 
-def _back(request: HttpRequest, fallback: str) -> str:
+def back_url(request: HttpRequest, fallback: str) -> str:
+    """POST ``next`` when it is a same-site URL, else ``fallback`` (no open redirect)."""
     target = request.POST.get("next", "")
     if target and url_has_allowed_host_and_scheme(
         target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
@@ -54,7 +57,7 @@ def entry_comment(request: HttpRequest, entry_hash: str) -> HttpResponse:
         comment_on_entry(entry=entry, author=request.user, text=request.POST.get("text", ""))
     except CommentInvalid as exc:
         error = str(exc)
-    if _is_htmx(request):
+    if is_htmx(request):
         context = {**entry_context(request, entry), "comment_error": error}
         return render(request, "journal_app/entry.html#comments", context)
     if error:
@@ -62,50 +65,6 @@ def entry_comment(request: HttpRequest, entry_hash: str) -> HttpResponse:
     else:
         messages.success(request, "Comment added.")
     return redirect(reverse("journal:entry", args=[display(entry.entry_hash)]) + "#comments")
-
-
-@login_required
-@require_POST
-def fact_comment(
-    request: HttpRequest, tenant: str, session: str, lane: str, branch: str
-) -> HttpResponse:
-    """Add a comment (POST ``fact_id``, ``text``) to a ledger fact of this scope.
-
-    htmx gets the fact's comment fragment; a normal request goes back to ``next`` (a
-    same-site URL, e.g. the facts page it came from) or to the facts page.
-    """
-    journal = selectors.get_journal_for_user(request.user, tenant, session, lane, branch)
-    fact_id = request.POST.get("fact_id", "")
-    error = ""
-    try:
-        comment_on_fact(
-            journal=journal, fact_id=fact_id, author=request.user, text=request.POST.get("text", "")
-        )
-    except CommentInvalid as exc:
-        error = str(exc)
-    facts_url = reverse(
-        "ledger:facts",
-        kwargs={"tenant": tenant, "session": session, "lane": lane, "branch": branch},
-    )
-    if _is_htmx(request):
-        comments = list(
-            Comment.objects.filter(journal=journal, fact_id=fact_id).select_related("author")
-        )
-        context = {
-            "fact_id": fact_id,
-            "dom_id": fact_dom_id(fact_id),
-            "comments": comments,
-            "comment_url": request.path,
-            "here": _back(request, facts_url),
-            "comment_error": error,
-            "open": True,
-        }
-        return render(request, "ledger_app/_fact_comments.html", context)
-    if error:
-        messages.error(request, error)
-    else:
-        messages.success(request, "Comment added.")
-    return redirect(_back(request, facts_url) + f"#{fact_dom_id(fact_id)}")
 
 
 @login_required

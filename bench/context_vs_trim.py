@@ -6,7 +6,7 @@ tokens, both build the request for the next model call:
 * **ours**: :func:`ledger_app.context.build_context` over the journal's entries, with the
   artifact receipts ``journal_app.services.artifact_store`` would give results over
   ``ARTIFACT_THRESHOLD_TOKENS`` (2,000) and the mechanical ledger of
-  :func:`ledger_app.context.offline_fold` (folded once per transcript, outside the timing:
+  :func:`tests.support.offline_fold.offline_fold` (folded once per transcript, outside the timing:
   the service stores folds, it does not redo them per build);
 * **baseline**: ``langchain_core.messages.trim_messages`` over the same journal as Chat
   Completions messages (``strategy="last"``, ``include_system=True``, ``start_on="human"``,
@@ -172,7 +172,7 @@ class _Folds:
         self.done: dict[int, Any] = {}
 
     def __call__(self, upto: int) -> Any:
-        from ledger_app.context import offline_fold
+        from tests.support.offline_fold import offline_fold
 
         if upto not in self.done:
             self.done[upto] = offline_fold(self.entries, upto=upto)

@@ -66,6 +66,7 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 
+from audit_app.api import router as audit_router
 from journal_app.api import router as journal_router
 from journal_app.auth import api_key_auth
 from journal_app.chain import EntryInvalid
@@ -417,6 +418,7 @@ def api_not_found(request: HttpRequest, rest: str = "") -> HttpResponse:
 
 
 api.add_router("/", journal_router)
+api.add_router("/", audit_router)
 api.add_router("/", ledger_router)
 api.add_router("/", recovery_router)
 api.add_router("/", context_router)

@@ -1,4 +1,9 @@
-"""Root URLconf: the operator UI, auth, admin, the REST API v1 and ``/healthz``."""
+"""Root URLconf: the operator UI, auth, admin, the REST API v1 and ``/healthz``.
+
+The ``journal`` namespace gathers the journal's pages with the audit app's actions and the
+ledger's fact comment (their historical ``journal:`` names and paths): the wiring lives
+here, at the top, so no app imports an app above it (README "Architecture").
+"""
 
 from __future__ import annotations
 
@@ -6,8 +11,20 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 
+from audit_app import urls as audit_urls
+from audit_app.raw_views import entry_raw
 from config.api import api, api_not_found
 from config.health import healthz
+from journal_app import urls as journal_urls
+from ledger_app.comment_views import fact_comment
+
+_SCOPE = "t/<str:tenant>/<str:session>/<str:lane>/<str:branch>/"
+journal_ui = [
+    *journal_urls.urlpatterns,
+    *audit_urls.urlpatterns,
+    path("e/<str:entry_hash>/raw/", entry_raw, name="entry_raw"),
+    path(_SCOPE + "comments/", fact_comment, name="fact_comment"),
+]
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
@@ -18,5 +35,5 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("ledger/", include("ledger_app.urls")),
     path("recovery/", include("recovery_app.urls")),
-    path("", include("journal_app.urls")),
+    path("", include((journal_ui, journal_urls.app_name))),
 ]

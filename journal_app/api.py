@@ -17,10 +17,12 @@ from django.http import Http404, HttpRequest
 from ninja import File, Form, Query, Router, UploadedFile
 from ninja import Path as PathParam
 from ninja.errors import ValidationError
+from pydantic import Field
 
 from journal_app.formats import FORMATS, ParsedEntry
 from journal_app.hashing import display, strip_prefix
 from journal_app.models import Artifact, Entry, Journal, Session
+from journal_app.privacy import filter_entry, filter_text
 from journal_app.schemas import (
     ERRORS,
     MAX_SEQ,
@@ -105,14 +107,43 @@ def entry_out(entry: Entry) -> dict[str, Any]:
     }
 
 
+class EntryFilteredOut(EntryDetailOut):
+    """An entry as every client sees it: ``content``, ``text`` and ``metadata`` filtered by
+    :mod:`journal_app.privacy` (secret values -> ``[filtered: <kind>]``, hidden reasoning ->
+    ``[filtered: reasoning]``); ``filtered`` says whether anything was replaced and
+    ``filter_labels`` why (``"secret: aws-secret-key"``, ``"reasoning"``). ``verification``
+    is over the stored bytes. The stored bytes: ``GET /entries/{hash}/raw`` (tenant admins,
+    audited)."""
+
+    filtered: bool = Field(description="true when a secret or hidden reasoning was replaced")
+    filter_labels: list[str] = Field(description='why: "secret: <kind>" or "reasoning"')
+
+
+class ArtifactFilteredOut(ArtifactContentOut):
+    """An artifact's content filtered like an entry's; ``hash_verified`` is over the stored
+    bytes, before filtering."""
+
+    filtered: bool
+    filter_labels: list[str]
+
+
 def entry_detail(entry: Entry) -> dict[str, Any]:
-    """An entry with content, chunks and its hashes recomputed now (``entry_check``)."""
+    """An entry with content, chunks and its hashes recomputed now (``entry_check``).
+
+    ``content``, ``text`` and ``metadata`` are filtered (:func:`journal_app.privacy.filter_entry`);
+    the verification is over the stored bytes (DESIGN.md section 4; issue 12 item 3).
+    """
     problems = entry_check(entry, chain=True)
+    shown = filter_entry(
+        kind=entry.kind, content=entry.content, text=entry.text, metadata=entry.meta_dict
+    )
     return {
         **entry_out(entry),
-        "content": entry.content,
-        "metadata": entry.meta_dict,
-        "text": entry.text,
+        "content": shown.content,
+        "metadata": shown.metadata,
+        "text": shown.text,
+        "filtered": shown.filtered,
+        "filter_labels": shown.labels,
         "chunks": [
             {
                 "position": c.position,
@@ -293,7 +324,9 @@ def entry_list(
 
 
 @router.get(
-    SCOPE + "/entries/{seq}", response={200: EntryDetailOut, **ERRORS}, summary="Read an entry"
+    SCOPE + "/entries/{seq}",
+    response={200: EntryFilteredOut, **ERRORS},
+    summary="Read an entry (filtered)",
 )
 def entry_read(
     request: HttpRequest,
@@ -302,7 +335,8 @@ def entry_read(
     branch: ScopePart,
     seq: Annotated[int, PathParam(ge=1, le=MAX_SEQ)],
 ) -> Any:
-    """One entry by seq: content, metadata, chunks, artifact receipt, hashes recomputed now."""
+    """One entry by seq: content, metadata, chunks, artifact receipt, hashes recomputed now;
+    secrets and hidden reasoning filtered (``filtered``, ``filter_labels``)."""
     journal = request.auth.journal(session, lane, branch)
     entry = _entries(request).filter(journal=journal, seq=seq).first()
     if entry is None:
@@ -312,11 +346,12 @@ def entry_read(
 
 @router.get(
     "/entries/{entry_hash}",
-    response={200: EntryDetailOut, **ERRORS},
-    summary="Read an entry by hash",
+    response={200: EntryFilteredOut, **ERRORS},
+    summary="Read an entry by hash (filtered)",
 )
 def entry_by_hash(request: HttpRequest, entry_hash: HashPart) -> Any:
-    """The entry a support hash names (``sha256:<hex>`` or hex), in the key's tenant only."""
+    """The entry a support hash names (``sha256:<hex>`` or hex), in the key's tenant only;
+    filtered like every entry read (the stored bytes: ``GET /entries/{hash}/raw``)."""
     entry = _entries(request).filter(entry_hash=strip_prefix(entry_hash)).first()
     if entry is None:
         raise Http404("no such entry")
@@ -377,11 +412,12 @@ def artifact_receipt(request: HttpRequest, content_hash: HashPart) -> Any:
 
 @router.get(
     "/artifacts/{content_hash}/content",
-    response={200: ArtifactContentOut, **ERRORS},
-    summary="Read an artifact's content",
+    response={200: ArtifactFilteredOut, **ERRORS},
+    summary="Read an artifact's content (filtered)",
 )
 def artifact_content(request: HttpRequest, content_hash: HashPart) -> Any:
-    """The stored content, with its sha256 recomputed on read (``hash_verified``).
+    """The stored content, with its sha256 recomputed on read (``hash_verified``), shown with
+    secrets and hidden reasoning filtered (``filtered``, ``filter_labels``).
 
     Stored bytes that are missing read as empty content with ``hash_verified: false``.
     """
@@ -390,9 +426,12 @@ def artifact_content(request: HttpRequest, content_hash: HashPart) -> Any:
         text, ok = artifact_read(artifact=artifact)
     except OSError:
         text, ok = "", False
+    shown = filter_text(text, kind="tool_result")
     return {
         "reference": artifact.reference,
         "content_hash": display(artifact.content_hash),
         "hash_verified": ok,
-        "content": text,
+        "content": shown.text,
+        "filtered": shown.filtered,
+        "filter_labels": shown.labels,
     }

@@ -444,3 +444,41 @@ def filter_content(kind: str, content: dict[str, Any]) -> tuple[dict[str, Any], 
         return value
 
     return walk(content), labels
+
+
+@dataclass
+class FilteredEntry:
+    """An entry's readable parts, filtered (what every page and endpoint shows by default).
+
+    Attributes:
+        content, text, metadata: filtered copies (:func:`filter_content`, :func:`filter_text`).
+        filtered: True when anything was replaced.
+        labels: what was replaced, each once, in order (``"secret: <kind>"``, ``"reasoning"``).
+    """
+
+    content: dict[str, Any]
+    text: str
+    metadata: dict[str, Any]
+    filtered: bool
+    labels: list[str]
+
+
+def filter_entry(
+    *, kind: str, content: dict[str, Any], text: str, metadata: dict[str, Any] | None = None
+) -> FilteredEntry:
+    """Filter an entry's content, readable text and metadata with one verdict.
+
+    Args:
+        kind: the entry's kind (a ``"reasoning"`` entry shows only the reasoning mark).
+        content: the entry's content; text: its readable text; metadata: its metadata.
+
+    Returns:
+        :class:`FilteredEntry`; the stored entry is not touched (hashes stay over it).
+    """
+    new_content, labels = filter_content(kind, content)
+    f = filter_text(text, kind=kind)
+    meta, meta_labels = filter_content("metadata", metadata or {})
+    for label in [*f.labels, *meta_labels]:
+        if label not in labels:
+            labels.append(label)
+    return FilteredEntry(new_content, f.text, meta, bool(labels), labels)

@@ -8,11 +8,14 @@ call, and a validator any runtime can run on a request before sending it.
 ``POST /validate``: every invariant a message list breaks
 (:func:`ledger_app.validation.validate_request`). Its body is read here, not by the API's
 parser, because a lone UTF-16 surrogate in a string is one of the things it must *report*
-(the parser refuses such bodies for every other operation). Malformed JSON, a body of the
-wrong shape and unknown fields are answered in the API's error shape.
+(the parser refuses such bodies for every other operation). Malformed JSON raises
+:class:`journal_app.errors.MalformedBody` (400) and a body of the wrong shape or with unknown
+fields :class:`~ledger_app.context_service.ValidateRequestInvalid` (422), as every other
+operation's body errors do.
 
-Thin: one service call each. Domain errors (:class:`ContextError` is a ``LedgerError``) are
-mapped to HTTP in ``config/api.py``.
+Thin: one service call each. Neither operation builds an error response: domain errors
+(:class:`~ledger_app.context_service.ContextError` and its subclasses are ``LedgerError`` s,
+hence ``DomainError`` s) are mapped to HTTP once, in ``config/api.py``.
 """
 
 from __future__ import annotations
@@ -23,12 +26,12 @@ from typing import Any, Literal
 from django.conf import settings
 from django.http import HttpRequest
 from ninja import Router, Schema
-from ninja.responses import Status
 from pydantic import Field, ValidationError
 
+from journal_app.errors import MalformedBody
 from journal_app.schemas import ERRORS, MAX_SEQ, ScopePart, StrictIn
 from journal_app.tokens import count_tokens, source_label
-from ledger_app.context_service import context_build
+from ledger_app.context_service import ValidateRequestInvalid, context_build
 from ledger_app.validation import Meter, validate_request
 
 router = Router(tags=["context"])
@@ -125,8 +128,21 @@ def context(request: HttpRequest, session: ScopePart, payload: ContextIn) -> Any
     return result.to_dict(tuple(payload.views))
 
 
-def _error(status: int, code: str, message: str, field: str | None = None) -> Status:
-    return Status(status, {"code": code, "message": message, "field": field, "entry": None})
+def _validate_payload(body: bytes) -> ValidateIn:
+    """The ``/validate`` body as :class:`ValidateIn`, lone surrogates kept (see the module)."""
+    try:
+        data = json.loads(body.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise MalformedBody("the body is not valid UTF-8") from None
+    except (ValueError, RecursionError) as exc:
+        raise MalformedBody(f"malformed JSON: {exc}") from None
+    try:
+        return ValidateIn.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first.get("loc", ())) or ""
+        msg = "unknown field" if first.get("type") == "extra_forbidden" else first.get("msg")
+        raise ValidateRequestInvalid(f"{field or 'body'}: {msg}", field) from None
 
 
 @router.post(
@@ -143,20 +159,14 @@ def _error(status: int, code: str, message: str, field: str | None = None) -> St
 def validate(request: HttpRequest) -> Any:
     """Return every invariant the request breaks: orphan calls or results, split parallel
     calls, empty or reasoning-only messages, lone surrogates, over budget (and secrets when
-    ``check_secrets``). A request that breaks nothing answers ``ok: true``."""
-    try:
-        data = json.loads(request.body.decode("utf-8"))
-    except UnicodeDecodeError:
-        return _error(400, "malformed_json", "the body is not valid UTF-8")
-    except (ValueError, RecursionError) as exc:
-        return _error(400, "malformed_json", f"malformed JSON: {exc}")
-    try:
-        payload = ValidateIn.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first.get("loc", ())) or None
-        msg = "unknown field" if first.get("type") == "extra_forbidden" else first.get("msg")
-        return _error(422, "validation_error", f"{field or 'body'}: {msg}", field)
+    ``check_secrets``). A request that breaks nothing answers ``ok: true``.
+
+    Raises:
+        MalformedBody: the body is not UTF-8 JSON (400 ``malformed_json``).
+        ValidateRequestInvalid: a missing, unknown or mistyped field (422
+            ``validation_error``, ``field`` its path).
+    """
+    payload = _validate_payload(request.body)
     encoding = settings.TOKEN_ENCODING
     meter = Meter(count=lambda text: count_tokens(text, encoding), label=source_label(encoding))
     request_obj: Any = {"messages": payload.messages}

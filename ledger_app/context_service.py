@@ -10,6 +10,11 @@ protected tail); on an explicit failure it writes a checkpoint with
 request. Artifacts are deduplicated by :func:`journal_app.services.artifact_store` (seed 001:
 an agent that reloads an artifact gets the same reference back), and every reference the
 model view carries is re-read from the store and re-hashed before the view is returned.
+
+The frontend view filters every text it shows through :mod:`journal_app.privacy`; its check
+(:func:`ledger_app.validation.validate_frontend`) uses the same functions, and an item the
+check still refuses is withheld, saying so. Default budgets come from settings through
+:func:`context_budgets`, the one place the UI and the invariants panel read them.
 """
 
 from __future__ import annotations
@@ -45,13 +50,67 @@ WITHHELD = "[withheld: this item failed the privacy check]"
 
 
 class ContextError(LedgerError):
-    """A context request that cannot be served (bad revision, budgets, format); HTTP 422."""
+    """A context request that cannot be served (bad revision, budgets, format); HTTP 422.
+
+    ``field`` names the request field at fault (``"revision"``), when one is.
+    """
 
     status = 422
     code = "invalid_context_request"
 
     def __init__(self, message: str, field: str = "") -> None:
         super().__init__(message, field=field or None)
+
+
+class ValidateRequestInvalid(ContextError):
+    """A ``POST /validate`` body of the wrong shape: a missing, unknown or mistyped field
+    (HTTP 422, ``validation_error``, ``field`` the path of the first one). A body that is not
+    UTF-8 JSON is :class:`journal_app.errors.MalformedBody` (HTTP 400)."""
+
+    code = "validation_error"
+
+
+@dataclass(frozen=True)
+class ContextBudgets:
+    """The default budgets of a context build, tokens (DESIGN.md 5.4 and 6).
+
+    Attributes:
+        working_budget: what the request should fit in: ``LEDGER_FOLD_THRESHOLD_TOKENS``,
+            at most the hard limit.
+        hard_limit: the model's context window the request must fit in:
+            ``LEDGER_WINDOW_TOKENS``.
+        window: ``LEDGER_WINDOW_TOKENS``, the window the ledger's budgets are set against.
+        output_reserve: tokens kept for the reply (0 by default).
+    """
+
+    working_budget: int
+    hard_limit: int
+    window: int
+    output_reserve: int = 0
+
+    def as_kwargs(self) -> dict[str, int]:
+        """``{"working_budget", "hard_limit", "output_reserve"}`` for :func:`context_build`."""
+        return {
+            "working_budget": self.working_budget,
+            "hard_limit": self.hard_limit,
+            "output_reserve": self.output_reserve,
+        }
+
+
+def context_budgets() -> ContextBudgets:
+    """The default budgets every reader of the context uses (the UI's context page, the fold
+    invariants panel, :func:`context_preview`), from settings, never literals in a view.
+
+    Returns:
+        :class:`ContextBudgets`: ``LEDGER_WINDOW_TOKENS`` (default 270,000) as window and hard
+        limit, ``LEDGER_FOLD_THRESHOLD_TOKENS`` (default 32,000) as working budget.
+    """
+    window = settings.LEDGER_WINDOW_TOKENS
+    return ContextBudgets(
+        working_budget=min(settings.LEDGER_FOLD_THRESHOLD_TOKENS, window),
+        hard_limit=window,
+        window=window,
+    )
 
 
 @dataclass
@@ -266,14 +325,20 @@ def context_build(
     entry_of = {v.seq: v.entry_hash for v in views}
     front_report = validate_frontend(frontend, reasoning=reasoning, entry_of=entry_of)
     if not front_report.ok:
-        bad = {p.index for p in front_report.problems if p.index is not None}
-        for i in bad:
+        # a last guard: an item the privacy filter let through but the check refuses is withheld
+        bad: dict[int, list[str]] = {}
+        for p in front_report.problems:
+            if p.index is not None and f"withheld: {p.check}" not in bad.setdefault(p.index, []):
+                bad[p.index].append(f"withheld: {p.check}")
+        for i, labels in bad.items():
             item = frontend["items"][i]
             frontend["items"][i] = {
                 "seq": item.get("seq"),
                 "role": item.get("role"),
                 "kind": item.get("kind"),
                 "text": WITHHELD,
+                "filtered": True,
+                "labels": labels,
             }
         first = front_report
         front_report = validate_frontend(frontend, reasoning=reasoning, entry_of=entry_of)
@@ -311,13 +376,12 @@ def context_preview(
 ) -> ContextResult:
     """:func:`context_build` without writing anything (no fold, no checkpoint), for the UI.
 
-    Budgets default to the ledger's window (``LEDGER_WINDOW_TOKENS``) as the hard limit and
-    the fold threshold (``LEDGER_FOLD_THRESHOLD_TOKENS``) as the working budget.
+    Budgets not given default to :func:`context_budgets` (a working budget given alone is
+    checked against the default hard limit; a hard limit given alone caps the working budget).
     """
-    budgets.setdefault("hard_limit", settings.LEDGER_WINDOW_TOKENS)
-    budgets.setdefault(
-        "working_budget", min(settings.LEDGER_FOLD_THRESHOLD_TOKENS, budgets["hard_limit"])
-    )
+    default = context_budgets()
+    budgets.setdefault("hard_limit", default.hard_limit)
+    budgets.setdefault("working_budget", min(default.working_budget, budgets["hard_limit"]))
     return context_build(journal=journal, revision=revision, fold=fold, write=False, **budgets)
 
 

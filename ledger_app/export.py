@@ -8,10 +8,14 @@ One JSON object per line, in this order:
    order (canonical body and metadata text verbatim, every hash, the chunks, the artifact
    receipt), its ``fold`` records (manifest, canonical delta with the verdicts, the delta's
    sha256, the state hash) and its ``retirement`` records (P0 review queue decisions).
-3. records of registered providers (:func:`export_provider_register`): the audit app's
-   comments and annotations; recovery receipts once recovery_app registers its provider.
+3. the audit app's comments and annotations (:func:`audit_app.services.export_records`),
+   then records of registered providers (:func:`export_provider_register`): recovery
+   receipts once recovery_app registers its provider.
 4. ``end``: the number of records and entries and the sha256 of every byte before it, so
    a truncated or edited file is refused on import.
+
+Bodies are the stored bytes, never filtered (filtering would change every hash), so only a
+role allowed to read unfiltered entries may export (:func:`session_export`).
 
 ``journal_app.formats.ledgerkeep_export`` reads it back: importing the export into the same
 scope reproduces every entry hash (the scope is part of the hash header, DESIGN.md 4).
@@ -31,6 +35,8 @@ from django.apps import apps
 from django.core.serializers.json import DjangoJSONEncoder
 from django.utils import timezone
 
+from audit_app.reads import raw_export_allow
+from audit_app.services import export_records
 from journal_app.models import Entry, Journal, Session
 from ledger_app.models import Fold, RetirementRequest
 
@@ -178,16 +184,36 @@ class ExportSummary:
 
 
 def session_export(
-    *, session: Session, out: IO[bytes], lane: str = "", branch: str = ""
+    *,
+    session: Session,
+    out: IO[bytes],
+    lane: str = "",
+    branch: str = "",
+    actor: Any = None,
+    via: str = "ui",
 ) -> ExportSummary:
     """Write the export of ``session`` (all journals, or those of ``lane``/``branch``) to ``out``.
 
+    Entry bodies are the **stored bytes**, unfiltered (the export must re-import hash for
+    hash), so an export needs the raw-read role (:func:`audit_app.reads.raw_export_allow`:
+    a tenant admin; ``actor`` ``None`` is a command run by the server's operator). Every
+    other surface shows bodies filtered by :mod:`journal_app.privacy`.
+
     Memory stays flat: entries are read 1,000 at a time with their chunks.
+
+    Args:
+        actor: the user (or API key) asking; ``None`` for a command without a user.
+        via: where the request came from, kept in the audit event of a refusal.
+
+    Raises:
+        audit_app.reads.RawReadDenied: (403) the actor may not read unfiltered entries;
+            nothing is written to ``out``.
 
     Returns:
         :class:`ExportSummary`; ``sha256`` is the digest of every byte before the ``end``
         record (the value the ``end`` record carries).
     """
+    raw_export_allow(session=session, actor=actor, via=via)
     journals = list(session.journals.order_by("lane", "branch"))
     if lane:
         journals = [j for j in journals if j.lane == lane]
@@ -254,7 +280,7 @@ def session_export(
             .order_by("pk")
         ):
             emit(_retirement_record(r, journal))
-    providers = dict(_PROVIDERS)
+    providers = {"audit_app": export_records, **_PROVIDERS}
     providers.setdefault("recovery_app", _generic_receipts)
     for provider in providers.values():
         for record in provider(session, journals):

@@ -9,6 +9,11 @@ Used by the first fold and as the fallback of a fold whose model proposals were 
   ``blocker`` (so no later success claim may cite it as support);
 * every tool call that never got a result in a closed round becomes a P1
   ``open_obligation`` "tool X was called and did not complete".
+
+Privacy (issue 12): a pin is the authoritative text verbatim, secrets included (validation
+compares it byte for byte). Every other fact quotes journal text (a command, a path, an
+error line) only through :func:`redact`, before it is clipped, so no non-pin fact copies a
+secret value.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from journal_app.content import is_authoritative
+from journal_app.privacy import redact_secrets
 from ledger_app.facts import Fact
 
 READ_TOOLS = {
@@ -65,6 +71,40 @@ def clip(text: str, limit: int = TEXT_LIMIT) -> str:
     """``text`` with whitespace runs collapsed, cut to ``limit`` characters (``…`` at the cut)."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def redact(text: str) -> str:
+    """``text`` with every secret value replaced by ``[filtered: <kind>]``.
+
+    :func:`journal_app.privacy.redact_secrets`, the one detector; deterministic, so the same
+    command always gives the same redacted text (facts match repeated commands by it).
+    """
+    return redact_secrets(text)[0]
+
+
+def redact_op(op: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``op`` with :func:`redact` applied to its reason and, unless the fact is a
+    pin (verbatim by rule, DESIGN.md 5.2), to its fact's text and support quotes.
+
+    Every op a writer proposes passes here (:func:`ledger_app.model_writer.compose`).
+    """
+    fact = op.get("fact")
+    out = dict(op)
+    if isinstance(op.get("reason"), str):
+        out["reason"] = redact(op["reason"])
+    if isinstance(fact, dict) and not fact.get("pin"):
+        fact = dict(fact)
+        if isinstance(fact.get("text"), str):
+            fact["text"] = redact(fact["text"])
+        if isinstance(fact.get("support"), list):
+            fact["support"] = [
+                {**s, "quote": redact(s["quote"])}
+                if isinstance(s, dict) and isinstance(s.get("quote"), str)
+                else s
+                for s in fact["support"]
+            ]
+        out["fact"] = fact
+    return out
 
 
 def command_of(call: EntryView) -> str:
@@ -123,12 +163,12 @@ def _first_error_line(text: str) -> str:
 def _describe(call: EntryView) -> str:
     cmd = command_of(call)
     if cmd:
-        return f"`{call.tool_name}` command `{clip(cmd, 160)}`"
+        return f"`{call.tool_name}` command `{clip(redact(cmd), 160)}`"
     args = call.content.get("arguments")
     if isinstance(args, dict):
         for key in ("file_path", "path", "filePath", "pattern", "query", "url"):
             if isinstance(args.get(key), str):
-                return f"`{call.tool_name}` on `{clip(args[key], 160)}`"
+                return f"`{call.tool_name}` on `{clip(redact(args[key]), 160)}`"
     return f"`{call.tool_name}`"
 
 
@@ -158,7 +198,7 @@ def outcome_fact(call: EntryView, result: EntryView) -> Fact:
     code = f" (exit {exit_code})" if exit_code is not None else ""
     what = _describe(call)
     if result.is_error:
-        detail = clip(_first_error_line(result.text), 200)
+        detail = clip(redact(_first_error_line(result.text)), 200)
         return {
             "id": f"tool:{result.entry_hash[:16]}",
             "category": "blocker",

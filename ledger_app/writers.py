@@ -41,18 +41,3 @@ class MechanicalWriter:
                 fact = outcome_fact(e, result) if result is not None else interrupted_fact(e)
                 ops.append({"op": "add", "fact": fact})
         return ops
-
-
-class ScriptedWriter:
-    """Returns fixed ops: used for what-if re-folds and tests of the reducer's rules."""
-
-    label = "scripted"
-    prompt_version = None
-
-    def __init__(self, ops: list[dict[str, Any]], writer_id: str = "scripted") -> None:
-        self.id = writer_id
-        self._ops = ops
-
-    def propose(self, entries: Sequence[EntryView], state: dict[str, Any]) -> list[dict[str, Any]]:
-        """The ops given at construction, unchanged."""
-        return [dict(op) for op in self._ops]

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 import rfc8785
 
-from recovery_app.filtering import filter_text
+from journal_app.privacy import filter_text
 from recovery_app.lexical import Query, QueryInvalid, first_match, parse_query, tokenize
 from recovery_app.triggers import find_identifiers
 

@@ -36,7 +36,7 @@ from recovery_app import analyst as lexical_analyst
 from recovery_app.analyst import AnalystModel, ReadView
 from recovery_app.budget import Budget, BudgetExhausted, BudgetMeter
 from recovery_app.cursors import Cursor, CursorRefused, cursor_open, cursor_sign, derive_key
-from recovery_app.filtering import filter_content, filter_text
+from journal_app.privacy import filter_content, filter_text
 from recovery_app.lexical import Query, QueryInvalid, parse_query, snippet
 from recovery_app.models import Receipt
 from recovery_app.search import Lead, backend, index_sync
@@ -467,7 +467,7 @@ def recovery_run(
                     f"the request is at revision {asked}, beyond the journal's head "
                     f"{target.head_seq}",
                 )
-            window = int(_setting("RECOVERY_TRIGGER_WINDOW", WINDOW))
+            window = WINDOW  # DESIGN.md 7: the most recent 24 entries, not configurable
             items = _scan_items(target, snap_revision, window)
             if query is not None:
                 parse_query(query)

@@ -223,8 +223,6 @@ def assemble(parts: Sequence[Part], fmt: str, ids: Mapping[str, str] | None = No
     return out
 
 
-
-
 def starts_with_assistant(parts: Sequence[Part]) -> bool:
     """Whether the first turn after system/developer text is not the user's (Anthropic
     needs a user turn first)."""
@@ -232,7 +230,6 @@ def starts_with_assistant(parts: Sequence[Part]) -> bool:
         (p for p in parts if not (p.kind == "text" and p.role in ("system", "developer"))), None
     )
     return first is not None and first.role in ("assistant", "tool") and first.kind != "result"
-
 
 
 def round_parts(
@@ -303,4 +300,3 @@ def round_parts(
             results = [p for p in parts if p.kind == "result"]
             parts = rest + results
     return parts, notes
-

@@ -60,7 +60,6 @@ class ContextBuild:
     covered_upto: int = 0
 
 
-
 def build_context(
     *,
     entries: Sequence[EntryView],
@@ -309,4 +308,3 @@ def provider_usage(entries: Sequence[EntryView]) -> dict[str, Any] | None:
                     "source": "provider-reported usage of that call (the uncompacted request then)",
                 }
     return None
-

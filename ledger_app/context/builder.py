@@ -58,7 +58,6 @@ class Plan:
     cost: int = 0
 
 
-
 class Builder:
     """The state of one build: the rounds, how each is shown, the ledger facts, the task
     state, and each compaction step (project, shrink, drop/fold, restore) with its decision.
@@ -376,4 +375,3 @@ class Builder:
     def fill_room(self) -> int:
         """Tokens left for P2/P3 facts (a few kept back: the omission note changes length)."""
         return max(0, self.limit - self.total() - FILL_MARGIN)
-

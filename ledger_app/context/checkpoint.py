@@ -54,7 +54,9 @@ class Checkpoint:
     ) -> None:
         all_facts = ledger.get("facts", {}).values()
         facts = [f for f in all_facts if f.get("lifecycle", "active") == "active"]
-        self.pins = {f["support"][0]["entry"]: f for f in all_facts if f.get("pin") and f.get("support")}
+        self.pins = {
+            f["support"][0]["entry"]: f for f in all_facts if f.get("pin") and f.get("support")
+        }
         self.inactive_pins = {
             h for h, f in self.pins.items() if f.get("lifecycle", "active") != "active"
         }

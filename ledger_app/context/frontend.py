@@ -161,9 +161,7 @@ def frontend_view(
             marks.mark(item, f.labels, len(f.spans))
             items.append(item)
         elif e.kind == "tool_result":
-            f, truncated = _result_text(
-                e, receipts.get(e.entry_hash), preview_tokens_over, count
-            )
+            f, truncated = _result_text(e, receipts.get(e.entry_hash), preview_tokens_over, count)
             item = {
                 "seq": e.seq,
                 "role": "tool",
@@ -176,7 +174,9 @@ def frontend_view(
                 item["truncated"] = truncated
             marks.mark(item, f.labels, len(f.spans))
             items.append(item)
-    interrupted = [e.seq for e in entries if e.kind == "tool_call" and e.tool_call_id not in returned]
+    interrupted = [
+        e.seq for e in entries if e.kind == "tool_call" and e.tool_call_id not in returned
+    ]
     return {
         "items": items,
         "interrupted": interrupted,

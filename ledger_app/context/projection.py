@@ -62,6 +62,7 @@ _ERROR_WORD = re.compile(
 )
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
+
 def _cut(line: str, width: int = 200) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
@@ -119,5 +120,3 @@ def shrink_text(text: str, entry: EntryView, original_tokens: int) -> str:
         f"({original_tokens} tokens originally); the full output is journal entry "
         f"{short(entry.entry_hash)} (seq {entry.seq})]\n{preview}"
     )
-
-

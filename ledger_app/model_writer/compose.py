@@ -10,6 +10,11 @@ record of how they were reached (a :class:`~ledger_app.model_writer.records.Comp
   Outcome ``accepted``;
 * any other :class:`ledger_app.writers.Writer`: its ops unchanged (the mechanical writer's
   outcome is ``fallback``, labelled with :data:`FALLBACK_NOTE`).
+
+Whatever the writer, the ops returned never carry a secret value in a non-pin fact's text,
+support quotes, or an op's reason (:func:`ledger_app.mechanical.redact_op`; issue 12). The
+mechanical and offline writers already redact what they quote before clipping it; this is
+the last check, for every other writer (models, recovery, scripted).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ledger_app.mechanical import EntryView
+from ledger_app.mechanical import EntryView, redact_op
 from ledger_app.model_writer.judges import FoldContext, earlier_entries, rules_judgement
 from ledger_app.model_writer.records import (
     FALLBACK_NOTE,
@@ -53,6 +58,17 @@ def compose(
     Raises:
         WriterFailed: a model writer's model was unreachable or refused the request.
     """
+    composition = _compose(writer, entries, state, ctx)
+    composition.ops = [redact_op(op) for op in composition.ops]
+    return composition
+
+
+def _compose(
+    writer: Writer | ModelWriter,
+    entries: Sequence[EntryView],
+    state: dict[str, Any],
+    ctx: FoldContext,
+) -> Composition:
     if isinstance(writer, ModelWriter):
         return writer.compose(entries=entries, state=state, ctx=ctx)
     info = {

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from ledger_app.facts import Fact
-from ledger_app.mechanical import EntryView, is_pin_source
+from ledger_app.mechanical import EntryView, is_pin_source, redact
 
 PLAN_TOOLS = {"todowrite", "todo_write", "update_plan", "updateplan", "todo", "plan", "write_todos"}
 DONE = {"completed", "complete", "done", "finished"}
@@ -73,11 +73,12 @@ def user_decisions(entry: EntryView) -> list[str]:
 
     Examples: "Yes, let's go with the economy class for this option, please.", "We should
     use the initials from the username if name isn't present". Injected context (IDE
-    blocks, caveats) and harness-written messages are not read.
+    blocks, caveats) and harness-written messages are not read. Secret values in a sentence
+    are redacted (:func:`ledger_app.mechanical.redact`) before it is cut to 300 characters.
     """
     if entry.role != "user" or not is_pin_source(entry) or entry.meta.get("injected"):
         return []
-    return [s[:300] for s in _sentences(entry.text) if DECISION.search(s) and len(s) <= 600]
+    return [redact(s)[:300] for s in _sentences(entry.text) if DECISION.search(s) and len(s) <= 600]
 
 
 CLAIM = re.compile(
@@ -108,11 +109,14 @@ TEST_WORDS = re.compile(r"\b(?:tests?|specs?|suites?)\b", re.I)
 
 
 def assistant_claims(entry: EntryView) -> list[str]:
-    """Sentences of an assistant message claiming success ("All tests pass.", "Deployed.")."""
+    """Sentences of an assistant message claiming success ("All tests pass.", "Deployed.").
+
+    Secret values redacted, as in :func:`user_decisions`.
+    """
     if entry.kind != "message" or entry.role != "assistant":
         return []
     return [
-        s[:300]
+        redact(s)[:300]
         for s in _sentences(entry.text)
         if len(s) <= 400 and CLAIM.search(s) and not NEGATIVE.search(s)
     ]

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ledger_app.mechanical import EntryView, clip
+from ledger_app.mechanical import EntryView, clip, redact
 from ledger_app.offline.evidence import EvidenceIndex
 from ledger_app.offline.heuristics import TEST_WORDS, is_success_claim, is_universal
 from ledger_app.offline.testruns import RunCounts, is_test_command, run_scope
@@ -88,7 +88,8 @@ def check_item(
                 text, [run for _, run in tests]
             ):
                 scopes = "; ".join(
-                    f"`{run_scope(journal.command(r))}`" + (f" {run.summary()}" if run else "")
+                    f"`{redact(run_scope(journal.command(r)) or '')}`"
+                    + (f" {run.summary()}" if run else "")
                     for r, run in tests
                 )
                 entail.append(
@@ -139,7 +140,7 @@ def _counted(text: str, runs: Sequence[RunCounts | None]) -> bool:
 def _describe_result(journal: EvidenceIndex, result: EntryView) -> str:
     cmd = journal.command(result)
     run = journal.test_run(result)
-    what = f"`{clip(cmd, 80)}`" if cmd else f"`{result.tool_name or 'tool'}`"
+    what = f"`{clip(redact(cmd), 80)}`" if cmd else f"`{result.tool_name or 'tool'}`"
     code = result.content.get("exit_code")
     detail = (
         run.summary()

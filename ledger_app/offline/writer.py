@@ -40,6 +40,7 @@ from ledger_app.mechanical import (
     is_pin_source,
     is_routine_read,
     outcome_fact,
+    redact,
 )
 from ledger_app.offline.evidence import EvidenceIndex
 from ledger_app.offline.heuristics import DONE, assistant_claims, plan_items, user_decisions
@@ -133,7 +134,9 @@ class OfflineWriter:
                         }
                     )
             elif e.kind == "event" and not e.derived and _is_error_event(e):
-                detail = clip(str(e.content.get("error") or e.content.get("text") or ""), 300)
+                detail = clip(
+                    redact(str(e.content.get("error") or e.content.get("text") or "")), 300
+                )
                 ops.append(
                     {
                         "op": "add",
@@ -182,16 +185,16 @@ class OfflineWriter:
         fact = outcome_fact(call, result)
         fact["author"] = "offline"
         if result.is_error:
-            detail = _error_line(str(result.content.get("output") or result.text))
+            detail = redact(_error_line(str(result.content.get("output") or result.text)))
             head = fact["text"].split("): ", 1)[0] + ")" if "): " in fact["text"] else ""
             if detail and head and detail not in fact["text"]:
                 fact["text"] = f"{head}: {clip(detail, 200)}"
         if cmd:
-            fact["command"] = cmd
-            fact["command_key"] = f"{call.tool_name}:{cmd}"
+            fact["command"] = redact(cmd)
+            fact["command_key"] = f"{call.tool_name}:{fact['command']}"
         output = result.content.get("output")
         if not result.is_error and not is_routine_read(call) and isinstance(output, str):
-            first = clip(_first_line(output), 160)
+            first = clip(redact(_first_line(output)), 160)
             if first:
                 fact["text"] += f"; output begins: {first}"
         return fact
@@ -218,10 +221,11 @@ def _is_error_event(e: EntryView) -> bool:
 
 def _test_fact(call: EntryView, result: EntryView, cmd: str, run: RunCounts | None) -> Fact:
     scope = run_scope(cmd) if cmd else None
+    scope = redact(scope) if scope else scope
     where = f" (scope: {scope})" if scope else " (whole suite)" if cmd else ""
     exit_code = result.content.get("exit_code")
     code = f", exit {exit_code}" if exit_code is not None else ""
-    what = f"`{clip(cmd, 160)}`" if cmd else f"`{call.tool_name}`"
+    what = f"`{clip(redact(cmd), 160)}`" if cmd else f"`{call.tool_name}`"
     failed = result.is_error or (run is not None and not run.ok)
     counts = run.summary() if run is not None else "no test summary in the output"
     fact: Fact = {
@@ -237,8 +241,8 @@ def _test_fact(call: EntryView, result: EntryView, cmd: str, run: RunCounts | No
         "test": {**(run.to_dict() if run else {}), "scope": scope},
     }
     if cmd:
-        fact["command"] = cmd
-        fact["command_key"] = f"{call.tool_name}:{cmd}"
+        fact["command"] = redact(cmd)
+        fact["command_key"] = f"{call.tool_name}:{fact['command']}"
     return fact
 
 
@@ -258,7 +262,7 @@ def _plan_ops(
                         "category": "open_obligation",
                         "priority": "P1",
                         "confidence": "reported",
-                        "text": f"Planned ({call.tool_name}): {text}",
+                        "text": f"Planned ({call.tool_name}): {redact(text)}",
                         "support": [{"entry": call.entry_hash}],
                         "author": "offline",
                         "plan_status": status,

@@ -12,7 +12,7 @@ from journal_app.services import journal_append
 from ledger_app.models import Fold, RetirementRequest, TaskRun
 from ledger_app.runs import task_run_start
 from ledger_app.services import ledger_fold
-from ledger_app.writers import ScriptedWriter
+from tests.support.writers import ScriptedWriter
 from tests.api.conftest import RULE, pending_retirement
 from tests.factories import fold_build, journal_build
 

@@ -10,7 +10,7 @@ from journal_app.models import Entry, Membership
 from journal_app.services import journal_append
 from ledger_app.models import RetirementRequest
 from ledger_app.services import ledger_fold
-from ledger_app.writers import ScriptedWriter
+from tests.support.writers import ScriptedWriter
 from tests.factories import MembershipFactory, TenantFactory, UserFactory, journal_build
 
 RULE = "Always ask before changing file permissions."

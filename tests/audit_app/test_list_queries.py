@@ -13,9 +13,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from audit_app.services import comment_on_entry, comment_on_fact
+from audit_app.services import comment_on_entry
 from journal_app.formats.base import message, tool_call, tool_result
 from journal_app.models import Entry
+from ledger_app.comments import comment_on_fact
 from ledger_app.services import ledger_fold
 from tests.factories import journal_build
 

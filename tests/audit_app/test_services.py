@@ -13,10 +13,10 @@ from audit_app.services import (
     account_ensure,
     annotation_add,
     comment_on_entry,
-    comment_on_fact,
     retirement_decide,
 )
 from journal_app.models import AppendOnlyError, Entry, Membership
+from ledger_app.comments import comment_on_fact
 from ledger_app.models import Fold, RetirementRequest
 from ledger_app.services import ReviewError, ReviewForbidden
 from tests.audit_app.conftest import member_of

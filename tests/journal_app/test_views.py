@@ -198,7 +198,7 @@ def test_it_counts_open_obligations_and_pending_reviews(client, acme, member, jo
     obligation; retiring the P0 pin with later user evidence queues a review."""
     from journal_app.services import journal_append
     from ledger_app.services import ledger_fold
-    from ledger_app.writers import ScriptedWriter
+    from tests.support.writers import ScriptedWriter
 
     journal_append(journal=journal, items=[message("user", "Leave the tests for now.")])
     fold_build(journal)  # seq 1-12: t2 "did not complete" is an open obligation

@@ -20,9 +20,10 @@ import pytest
 
 from journal_app.formats import parse_path
 from journal_app.tokens import count_tokens
-from ledger_app.context import build_context, frontend_view, offline_fold
+from ledger_app.context import build_context, frontend_view
 from ledger_app.validation import TASK_STATE_MARK, ArtifactInfo, Meter, validate_request
 from tests.ledger_app.test_context import receipts_for, views
+from tests.support.offline_fold import offline_fold
 
 CASES = Path(__file__).resolve().parent.parent / "fixtures" / "cases"
 PLACEHOLDER = re.compile(r"^<[^<>]+>$")

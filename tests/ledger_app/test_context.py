@@ -15,11 +15,12 @@ from journal_app.formats import parse_path
 from journal_app.formats.base import ParsedEntry, message, tool_call, tool_result
 from journal_app.hashing import chunk_hash
 from journal_app.tokens import count_tokens
-from ledger_app.context import build_context, frontend_view, offline_fold
+from ledger_app.context import build_context, frontend_view
 from ledger_app.mechanical import EntryView, is_pin_source
 from ledger_app.validation import TASK_STATE_MARK, message_texts, validate_request
 from tests.conftest import CORPUS
 from tests.factories import sample_items
+from tests.support.offline_fold import offline_fold
 
 SCOPE = {"tenant": "acme", "session": "s1", "lane": "main", "branch": "main"}
 BUDGETS = (8_000, 32_000, 128_000)
@@ -369,11 +370,13 @@ def test_the_three_views_are_separate_objects():
     blob = json.dumps(front)
     assert secret not in blob and "private chain of thought" not in blob
     assert "Never modify the payments tables" not in blob  # system prompt stays private
-    assert all(
-        set(i)
-        <= {"seq", "role", "kind", "text", "tool", "is_error", "attachments", "truncated", "status"}
-        for i in front["items"]
+    shown = {"seq", "role", "kind", "text", "tool", "is_error", "attachments", "truncated"}
+    assert all(set(i) <= shown | {"status", "filtered", "labels"} for i in front["items"])
+    result_item = next(
+        i for i in front["items"] if i["kind"] == "tool_result" and i.get("filtered")
     )
+    assert result_item["labels"] == ["secret: openai-key"]
+    assert front["filtered"]["left_out"] == {"reasoning": 1}
 
 
 def test_building_twice_gives_the_same_request():

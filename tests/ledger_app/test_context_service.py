@@ -6,19 +6,27 @@ import json
 
 import pytest
 from django.core.files.storage import default_storage
-from ninja import NinjaAPI
 from ninja.testing import TestClient
 
-from journal_app.auth import api_key_auth, api_key_create
+from config.api import api
+from journal_app.auth import api_key_create
+from journal_app.errors import DomainError
 from journal_app.formats.base import message, tool_call, tool_result
 from journal_app.models import Artifact
 from journal_app.services import journal_append, journal_import, tenant_ensure
-from ledger_app.context_api import router
-from ledger_app.context_service import ContextError, context_build, context_preview, fold_invariants
+from ledger_app.context_service import (
+    ContextError,
+    ValidateRequestInvalid,
+    context_budgets,
+    context_build,
+    context_preview,
+    fold_invariants,
+)
 from ledger_app.models import Fold
 from ledger_app.validation import TASK_STATE_MARK, message_texts, validate_request
 from tests.factories import fold_build, journal_build
 from tests.ledger_app.test_context import BUDGETS, CORPUS_FILES
+from tests.ledger_app.test_context_frontend import AWS_SECRET, DB_PASSWORD, PIN_SECRET, planted
 
 pytestmark = pytest.mark.django_db
 
@@ -190,6 +198,52 @@ def test_the_fold_page_invariants_panel(tenant):
     assert Fold.objects.count() == 1
 
 
+def test_the_default_budgets_come_from_settings(tenant, settings):
+    settings.LEDGER_WINDOW_TOKENS = 100_000
+    settings.LEDGER_FOLD_THRESHOLD_TOKENS = 40_000
+    budgets = context_budgets()
+    assert (budgets.working_budget, budgets.hard_limit, budgets.window) == (
+        40_000,
+        100_000,
+        100_000,
+    )
+    assert budgets.as_kwargs() == {
+        "working_budget": 40_000,
+        "hard_limit": 100_000,
+        "output_reserve": 0,
+    }
+    journal = journal_build(tenant=tenant)
+    trace = context_preview(journal=journal).debug_trace
+    assert (
+        trace["budgets"]["working_budget"] == 40_000 and trace["budgets"]["hard_limit"] == 100_000
+    )
+    settings.LEDGER_FOLD_THRESHOLD_TOKENS = 500_000  # never above the window
+    assert context_budgets().working_budget == 100_000
+
+
+def test_the_frontend_view_filters_what_the_model_view_keeps_for_the_model(tenant, client):
+    journal_build(tenant=tenant, items=planted())
+    for result in (
+        context_build(
+            journal=journal_build(tenant=tenant, items=planted(), key="s2"),
+            working_budget=10_000,
+            hard_limit=10_000,
+        ).to_dict(),
+        client.post(
+            "/sessions/s1/context", json={"working_budget": 10_000, "hard_limit": 10_000}
+        ).json(),
+    ):
+        front = json.dumps(result["frontend_view"])
+        for private in (AWS_SECRET, DB_PASSWORD, PIN_SECRET, "<thinking>"):
+            assert private not in front
+        labels = result["frontend_view"]["filtered"]["labels"]
+        assert {"secret: aws-secret-key", "secret: secret-keyword", "reasoning"} <= set(labels)
+        assert result["validation"]["frontend"]["ok"], result["validation"]["frontend"]
+        assert not any("withheld" in i["text"] for i in result["frontend_view"]["items"])
+        model = json.dumps(result["model_view"])
+        assert PIN_SECRET in model and AWS_SECRET not in model and DB_PASSWORD not in model
+
+
 @pytest.mark.parametrize("path", CORPUS_FILES, ids=[p.name for p in CORPUS_FILES])
 def test_every_corpus_transcript_through_the_service(path):
     journal = journal_import(path=path, tenant="corpus").journal
@@ -217,8 +271,7 @@ def test_every_corpus_transcript_through_the_service(path):
 
 # ------------------------------------------------------------------------------------ API
 
-api = NinjaAPI(auth=api_key_auth, urls_namespace="context-api-test")
-api.add_router("/", router)
+# the project's API: its errors are mapped once, in config/api.py
 
 
 @pytest.fixture
@@ -311,9 +364,30 @@ def test_api_validate_reports_a_lone_surrogate_instead_of_refusing_the_body(clie
 def test_api_validate_refuses_malformed_bodies_in_the_error_shape(client):
     response = client.post("/validate", data="{not json", content_type="application/json")
     assert response.status_code == 400 and response.json()["code"] == "malformed_json"
+    assert response.json()["message"].startswith("malformed JSON")
+    response = client.post("/validate", data=b"\xff", content_type="application/json")
+    assert response.status_code == 400 and response.json()["code"] == "malformed_json"
     response = client.post("/validate", json={"messages": [], "extra": 1})
-    assert response.status_code == 422 and response.json()["field"] == "extra"
+    assert response.status_code == 422 and response.json() == {
+        "code": "validation_error",
+        "message": "extra: unknown field",
+        "field": "extra",
+        "entry": None,
+    }
     assert client.post("/validate", json=[1, 2]).status_code == 422
+
+
+def test_api_context_errors_are_domain_errors_in_the_one_shape(client, tenant):
+    journal_build(tenant=tenant)
+    response = client.post(
+        "/sessions/s1/context",
+        json={"working_budget": 10, "hard_limit": 10, "revision": 999},
+    )
+    assert response.status_code == 422
+    assert response.json()["code"] == "invalid_context_request"
+    assert response.json()["field"] == "revision"
+    assert issubclass(ValidateRequestInvalid, ContextError)
+    assert issubclass(ContextError, DomainError)
 
 
 def test_revision_zero_has_nothing_to_send_and_says_so(tenant):

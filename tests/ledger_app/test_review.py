@@ -18,7 +18,7 @@ from ledger_app.services import (
     ledger_review,
     ledger_verify,
 )
-from ledger_app.writers import ScriptedWriter
+from tests.support.writers import ScriptedWriter
 
 pytestmark = pytest.mark.django_db
 

@@ -22,7 +22,7 @@ from ledger_app.reducer import DeltaInvalid, PinViolation, apply_delta
 from ledger_app.services import ledger_fold
 from ledger_app.services.common import FoldRefused, instructions_check
 from ledger_app.validation import Expectations, validate_request
-from ledger_app.writers import ScriptedWriter
+from tests.support.writers import ScriptedWriter
 
 RAW_USER, RAW_RESULT = "0a" * 32, "0b" * 32
 SUMMARY_MESSAGE, SUMMARY_EVENT, CHECKPOINT = "5a" * 32, "5e" * 32, "c0" * 32
@@ -266,7 +266,7 @@ def _pin_delta(pin_text: str, journal_text: str) -> dict:
     }
 
 
-@pytest.mark.parametrize("journal_text", [t for _, t, _ in WHITESPACE])
+@pytest.mark.parametrize("journal_text", [pytest.param(t, id=case) for case, t, _ in WHITESPACE])
 def test_a_pin_equal_to_its_entry_byte_for_byte_passes(journal_text):
     r = apply_delta(reducer.EMPTY_STATE, _pin_delta(journal_text, journal_text))
     assert r.state["facts"][f"pin:{RAW_USER[:16]}"]["text"] == journal_text
@@ -287,7 +287,9 @@ def test_check_pin_compares_bytes_not_stripped_text(journal_text, pin_text):
     reducer.check_pin({f"pin:{RAW_USER[:16]}": _pin(journal_text)}, RAW_USER, journal_text)
 
 
-@pytest.mark.parametrize(("journal_text", "request_text"), [p[1:] for p in WHITESPACE])
+@pytest.mark.parametrize(
+    ("journal_text", "request_text"), [pytest.param(*p[1:], id=p[0]) for p in WHITESPACE]
+)
 def test_request_validation_fails_a_pin_one_whitespace_byte_off(journal_text, request_text):
     expect = Expectations(pins=[("pin:0a0a", RAW_USER, journal_text)])
     good = [{"role": "system", "content": journal_text}, {"role": "user", "content": "Go."}]
@@ -325,7 +327,7 @@ def test_the_instruction_check_refuses_a_pin_one_whitespace_byte_off(journal_tex
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("journal_text", [t for _, t, _ in WHITESPACE])
+@pytest.mark.parametrize("journal_text", [pytest.param(t, id=case) for case, t, _ in WHITESPACE])
 def test_a_fold_pins_the_entry_with_its_whitespace(journal_text):
     j, entry = _pinned_journal(journal_text)
     fold = ledger_fold(journal=j, writer=ScriptedWriter([])).fold

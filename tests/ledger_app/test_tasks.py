@@ -55,7 +55,10 @@ def test_it_folds_and_records_the_run():
 
     fold = Fold.objects.get(journal=j)
     (run,) = _runs()
-    assert result.get() == {"fold": fold.number, "created": True, "reason": ""}
+    got = result.get()
+    assert (got["fold"], got["created"], got["folds"]) == (fold.number, True, [fold.number])
+    assert got["writer"] == "offline" == fold.writer  # the configured default: no model here
+    assert "1 fold(s) by writer offline over seq 1-5" in got["reason"]
     assert run.task_name == "ledger_app.tasks.fold_journal" and run.journal == j
     assert run.status == TaskRun.Status.SUCCEEDED and run.attempt == 1
     assert run.result["fold"] == 1 and run.result["created"] is True
@@ -74,7 +77,7 @@ def test_it_folds_once_when_delivered_twice():
     assert first.status == second.status == TaskRun.Status.SUCCEEDED
     assert first.result["created"] is True and first.result["fold"] == 1
     assert second.result["created"] is False and second.result["fold"] is None
-    assert "nothing to fold" in second.result["reason"]
+    assert "nothing new to fold: seq 1-5 already folded" in second.result["reason"]
 
 
 def test_it_returns_quietly_for_a_gone_journal():
@@ -96,11 +99,13 @@ def test_it_schedules_a_fold_when_the_unfolded_part_reaches_the_threshold(
     with django_capture_on_commit_callbacks(execute=True):
         journal_append(journal=j, items=_items())
 
-    fold = Fold.objects.get(journal=j)
-    assert fold.seq_end == 5
+    # folded in slices of about the threshold (whole rounds), the last ending at the head
+    folds = list(Fold.objects.filter(journal=j).order_by("number"))
+    assert folds[0].seq_start == 1 and folds[-1].seq_end == 5
+    assert all(a.seq_end + 1 == b.seq_start for a, b in zip(folds, folds[1:]))
     (run,) = _runs()
     assert run.status == TaskRun.Status.SUCCEEDED and run.journal == j
-    assert run.result["fold"] == 1
+    assert run.result["folds"] == [f.number for f in folds]
 
 
 def test_it_does_not_schedule_a_fold_below_the_threshold(
@@ -133,7 +138,7 @@ def test_it_keeps_the_append_when_the_scheduled_fold_fails(
     settings, django_capture_on_commit_callbacks, monkeypatch
 ):
     settings.LEDGER_FOLD_THRESHOLD_TOKENS = 10
-    monkeypatch.setattr(services, "ledger_fold", mock.Mock(side_effect=ValueError("bad range")))
+    monkeypatch.setattr(services, "ledger_compact", mock.Mock(side_effect=ValueError("bad range")))
     j = _journal()
 
     with django_capture_on_commit_callbacks(execute=True):
@@ -149,7 +154,7 @@ def test_it_retries_a_transient_error_then_records_the_failure(monkeypatch):
     j = _journal()
     journal_append(journal=j, items=_items())
     broken = mock.Mock(side_effect=OperationalError("server closed the connection"))
-    monkeypatch.setattr(services, "ledger_fold", broken)
+    monkeypatch.setattr(services, "ledger_compact", broken)
 
     result = fold_journal.delay(j.pk)
 
@@ -167,7 +172,7 @@ def test_it_does_not_retry_other_errors(monkeypatch):
     app.conf.task_eager_propagates = False
     j = _journal()
     broken = mock.Mock(side_effect=ValueError("bad range"))
-    monkeypatch.setattr(services, "ledger_fold", broken)
+    monkeypatch.setattr(services, "ledger_compact", broken)
 
     assert fold_journal.delay(j.pk).failed()
 

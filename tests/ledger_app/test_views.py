@@ -11,7 +11,7 @@ from journal_app.models import Entry, Journal
 from journal_app.services import journal_append
 from ledger_app.models import Fold
 from ledger_app.services import ledger_fold
-from ledger_app.writers import ScriptedWriter
+from tests.support.writers import ScriptedWriter
 from tests.factories import MembershipFactory, TenantFactory, UserFactory, fold_build, journal_build
 
 pytestmark = pytest.mark.django_db

@@ -8,8 +8,9 @@ import pytest
 from django.template.loader import render_to_string
 from django.urls import reverse
 
+from ledger_app.context_service import context_preview, fold_invariants
 from ledger_app.models import Fold
-from ledger_app.views import _report_rows
+from ledger_app.selectors.presenters import report_rows
 from tests.factories import MembershipFactory, TenantFactory, UserFactory, fold_build, journal_build
 
 pytestmark = pytest.mark.django_db
@@ -64,7 +65,9 @@ def test_it_shows_the_three_views_with_the_pin_in_the_model_view(client, member,
     assert "Correction: only change billing/refunds.py." in cols["frontend"]
     assert "the request is" in cols["debug"] and "nothing to compact" in cols["debug"]
     assert "<code>pin_verbatim</code>: ok" in body and "<code>orphan_tool_call</code>: ok" in body
-    assert "32,000" in body and "64,000" in body  # the default budgets
+    # the default budgets are the settings' (LEDGER_FOLD_THRESHOLD_TOKENS, LEDGER_WINDOW_TOKENS)
+    assert "working budget 32,000, hard limit 270,000" in body
+    assert 'name="hard_limit" inputmode="numeric" value="270000"' in body
     assert Fold.objects.filter(journal=journal).count() == 1  # a preview writes nothing
 
 
@@ -79,7 +82,25 @@ def test_the_format_and_tail_come_from_the_query_string(client, member, journal)
     assert response.status_code == 200
     model = _columns(body)["model"]
     assert "anthropic-messages" in model and PIN in model
-    assert "working 32,000, hard 64,000, tail 50" in body
+    assert "working 32,000, hard 270,000, tail 50" in body
+
+
+def test_the_default_budgets_follow_the_settings_like_the_invariants_panel(
+    client, member, journal, settings
+):
+    settings.LEDGER_WINDOW_TOKENS = 90_000
+    settings.LEDGER_FOLD_THRESHOLD_TOKENS = 12_000
+    fold = fold_build(journal)
+    client.force_login(member)
+
+    body = client.get(reverse("ledger:context", args=SCOPE)).content.decode()
+    panel = fold_invariants(fold=fold)
+    preview = context_preview(journal=journal, revision=fold.revision, fold=fold)
+
+    assert "working budget 12,000, hard limit 90,000" in body
+    assert preview.debug_trace["budgets"]["hard_limit"] == 90_000  # the panel's defaults
+    assert preview.debug_trace["budgets"]["working_budget"] == 12_000
+    assert panel["status"] == "ok"
 
 
 def test_budgets_too_small_show_the_explicit_failure_and_the_broken_invariant(
@@ -143,7 +164,7 @@ def test_a_problem_links_the_entry_it_names():
             "r": {
                 "name": "model",
                 "report": {**report, "problems": [problem]},
-                "rows": _report_rows({**report, "problems": [problem]}),
+                "rows": report_rows({**report, "problems": [problem]}),
             }
         },
     )

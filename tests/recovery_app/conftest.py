@@ -12,7 +12,7 @@ from journal_app.formats.base import ParsedEntry, message, tool_call, tool_resul
 from journal_app.models import Entry, Journal
 from journal_app.services import journal_append, journal_ensure, session_ensure, tenant_ensure
 from ledger_app.services import ledger_fold
-from ledger_app.writers import ScriptedWriter
+from tests.support.writers import ScriptedWriter
 from recovery_app.search import index_sync
 
 MIGRATE = "python manage.py migrate billing 0042_add_refund_index --fake"

@@ -119,11 +119,11 @@ def test_read_filters_a_secret_and_a_reasoning_block_and_labels_it():
     r = recovery_read(journal=j, seq=3)
     assert r.verified and all(r.checks.values())
     assert SECRET not in r.text and "the key is" not in r.text
-    assert r.text == "[reasoning filtered]OPENAI_API_KEY=[secret filtered: openai key] is set."
+    assert r.text == "[filtered: reasoning]OPENAI_API_KEY=[filtered: openai-key] is set."
     assert r.content == {"text": r.text}
-    assert r.filtered and set(r.filter_labels) == {"reasoning", "secret: openai key"}
+    assert r.filtered and set(r.filter_labels) == {"reasoning", "secret: openai-key"}
     whole = recovery_read(journal=j, seq=2)
-    assert whole.text == "[reasoning filtered]" and whole.filter_labels == ["reasoning"]
+    assert whole.text == "[filtered: reasoning]" and whole.filter_labels == ["reasoning"]
     out = recovery_read(journal=j, seq=5)
     assert "PLACEHOLDERnotArealSecret" not in out.text and "EDITOR=vim" in out.text and out.filtered
     plain = recovery_read(journal=j, seq=1)

@@ -1,13 +1,15 @@
-"""Secrets and hidden reasoning are filtered from what recovery shows (pure)."""
+"""Secrets and hidden reasoning are filtered from what recovery shows (pure).
+
+Recovery filters through :mod:`journal_app.privacy`, the one privacy module; the cases come from
+the repository's own ``tests/fixtures/cases`` (never an absolute path, never skipped).
+"""
 
 import json
 from pathlib import Path
 
-import pytest
+from journal_app.privacy import REASONING_MARK, filter_content, filter_text
 
-from recovery_app.filtering import REASONING_MARK, filter_content, filter_text
-
-CASES = Path("/work/shared/cases")
+CASES = Path(__file__).resolve().parents[1] / "fixtures" / "cases"
 
 
 def test_provider_keys_are_replaced_and_labelled():
@@ -19,15 +21,17 @@ def test_provider_keys_are_replaced_and_labelled():
     f = filter_text(text)
     assert f.filtered
     assert "sk-PLACEHOLDER" not in f.text and "ghp_abc" not in f.text and "AKIAIOSF" not in f.text
-    assert "OPENAI_API_KEY=[secret filtered: openai key]" in f.text
+    assert "OPENAI_API_KEY=[filtered: openai-key]" in f.text
     assert "EDITOR=vim" in f.text
-    assert {"secret: openai key", "secret: github token", "secret: aws access key"} <= set(f.labels)
+    assert {"secret: openai-key", "secret: github-token", "secret: aws-access-key"} <= set(
+        f.labels
+    )
 
 
 def test_detect_secrets_findings_are_filtered_too():
     f = filter_text('password = "hunter2hunter2"\npostgres://admin:s3cr3tpass@db:5432/app')
     assert "hunter2hunter2" not in f.text and "s3cr3tpass" not in f.text
-    assert "secret: basic auth credentials" in f.labels
+    assert "secret: connection-string" in f.labels
 
 
 def test_hidden_reasoning_is_removed_and_labelled():
@@ -53,7 +57,11 @@ def test_content_blocks_of_thinking_are_dropped():
     assert labels == ["reasoning"]
 
 
-@pytest.mark.skipif(not CASES.exists(), reason="shared cases not present")
+def test_the_cases_are_found_relative_to_the_repository():
+    assert CASES.is_dir(), f"{CASES} is missing: the fixtures ship with the repository"
+    assert (CASES / "20-secrets-in-summary.json").is_file()
+
+
 def test_case_20_secrets_from_tool_output_never_show():
     case = json.loads((CASES / "20-secrets-in-summary.json").read_text())
     output = case["messages"][2]["content"]

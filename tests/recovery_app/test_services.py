@@ -11,7 +11,8 @@ from ledger_app.services import ledger_fold, ledger_state, ledger_verify
 from recovery_app.analyst import json_fragment
 from recovery_app.budget import Budget
 from recovery_app.models import Receipt
-from recovery_app.services import recovery_fold, recovery_run
+from recovery_app.fold import recovery_fold
+from recovery_app.services import recovery_run
 from tests.recovery_app.conftest import (
     DOUBT,
     MIGRATE,
@@ -325,7 +326,7 @@ def test_a_trigger_fires_once_per_message_across_folds():
 
 def test_recovered_facts_wait_for_the_next_fold_when_nothing_is_new_to_fold():
     case = build_migration_case()
-    ledger_fold(journal=case.journal)  # the new round is folded without recovery
+    ledger_fold(journal=case.journal, recover=False)  # the new round, folded without recovery
     out = recovery_fold(journal=case.journal, model=None)
     assert out.fold.fold is None and "nothing to fold" in out.fold.reason
     assert out.receipt.outcome == Receipt.Outcome.RECOVERED and out.receipt.entered_fold is None
@@ -355,5 +356,5 @@ def test_the_model_never_sees_a_secret_from_the_question_or_the_reads():
     r = recovery_run(journal=case.journal, model=stub)
     assert stub.requests == 1 and r.outcome == Receipt.Outcome.NOTHING_FOUND
     question, reads = stub.seen[0]
-    assert key not in question and "[secret filtered: openai key]" in question
+    assert key not in question and "[filtered: openai-key]" in question
     assert all(key not in x["text"] for x in reads)

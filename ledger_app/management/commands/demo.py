@@ -1,7 +1,7 @@
 """``manage.py demo``: the embedded default's main job, minus the web server.
 
 Creates the demo tenant and user, imports the sample session shipped in ``samples/``,
-folds it, verifies the journal, and prints where to log in. Safe to run again: the
+compacts it (the same call as ``manage.py compact``), verifies the journal, and prints where to log in. Safe to run again: the
 import is idempotent and an already-folded range is not folded twice.
 """
 
@@ -16,7 +16,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from journal_app.models import Membership
 from journal_app.services import journal_import, journal_verify, tenant_ensure
-from ledger_app.services import ledger_fold
+from ledger_app.services import ledger_compact
 
 SAMPLE = Path(settings.BASE_DIR) / "samples" / "demo-session.json"
 
@@ -44,18 +44,15 @@ class Command(BaseCommand):
         )
         result = journal_import(path=opts["path"], tenant="demo", session="refund-rounding")
         journal = result.journal
-        fold = ledger_fold(journal=journal)
+        compacted = ledger_compact(journal=journal)
         report = journal_verify(journals=[journal])
-        f = fold.fold
         self.stdout.write(
             "\n".join(
                 [
                     f"imported   {journal.scope_label}: {journal.head_seq} entries "
                     f"({result.append.appended} new), format {result.parsed.format}",
-                    f"folded     fold {f.number} seq {f.seq_start}-{f.seq_end}, outcome {f.outcome}, "
-                    f"{f.facts_added} facts"
-                    if f
-                    else f"folded     {fold.reason}",
+                    f"folded     {compacted.summary()} "
+                    f"({sum(f.facts_added for f in compacted.folds)} facts added)",
                     f"verified   {report.entries} entries, {report.chunks} chunks: "
                     + ("every hash matched" if report.ok else f"MISMATCH {report.first_failure}"),
                     "",

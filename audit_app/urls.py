@@ -1,0 +1,18 @@
+"""Operator UI routes of the audit app (DESIGN.md section 8).
+
+No namespace of their own: ``config/urls.py`` serves them in the ``journal`` namespace, at
+the paths and names they have always had (``journal:annotate``, ``journal:entry_comment``,
+``journal:audit_log``), so the journal app never imports the audit app.
+"""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from audit_app import views
+
+urlpatterns = [
+    path("t/<str:tenant>/<str:session>/annotate/", views.annotate, name="annotate"),
+    path("e/<str:entry_hash>/comments/", views.entry_comment, name="entry_comment"),
+    path("audit/<str:tenant>/", views.audit_log, name="audit_log"),
+]

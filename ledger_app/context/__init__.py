@@ -1,0 +1,110 @@
+"""The request for the next model call, built in a controlled order (DESIGN.md section 6, seed 001).
+
+Pure package: no Django, no database. Input: the journal's entries as plain views
+(:class:`ledger_app.mechanical.EntryView`, as of one revision), the ledger state with the
+last seq its folds cover, the artifact receipts of oversized tool results, budgets in tokens
+and a target format (``"openai"``: Chat Completions messages; ``"anthropic"``: Messages).
+
+What the request holds, in order:
+
+1. the pins: every authoritative system, developer and user message, byte for byte, in
+   journal order (a system message stays the first message, case 08; Anthropic puts system
+   and developer text in ``system``). They are never folded, shrunk or redacted;
+2. a ledger checkpoint message (only when rounds were folded out of the verbatim part): the
+   facts about the folded rounds, rendered by :func:`ledger_app.budget.render_fact` with their
+   support hashes so the model can ask for the source;
+3. the kept API rounds verbatim (oversized results as artifact receipts, old results shrunk
+   when the budget needed it), ending with the protected recent tail;
+4. a task state message when there is active task state: calls that did not complete,
+   results that report an interruption, pending approvals, the latest plan/todo list and
+   the ledger's open obligations.
+
+The order of compaction (seed 001, "Compress in a controlled order"), each step only while
+the request is still over the working budget:
+
+1. protect the pins, the active task state and the recent tail of complete API rounds
+   (``tail_tokens``; at least the last complete round). An interrupted tail round (a call
+   with no result) is never presented as history: the context ends with the last complete
+   round and the interrupted calls are stated in the task state (DESIGN.md section 4);
+2. project oversized tool results into their artifact receipts, oldest first, outside the
+   tail, then inside it;
+3. shrink old, already-consumed tool results (a result the model has answered after) to a
+   deterministic head/errors/tail excerpt that says how much was cut and names the entry;
+4. fold the oldest complete API rounds into the ledger: a round leaves the verbatim part only
+   when a fold covers it; when none does yet, the ``fold`` callback is asked (once) to fold up
+   to the tail. A whole round leaves or stays, never part of it (parallel calls together);
+5. rebuild and validate (:func:`ledger_app.validation.validate_request`);
+6. when validation fails on a budget or an artifact: one controlled recovery compaction
+   (the tail shrinks to the last complete round, every tool result may be shrunk, a broken
+   receipt falls back to the journal's own text) and validate again;
+7. still failing: an explicit failure state, no request (never the same oversized request
+   again). The service writes the checkpoint.
+
+Three views, built separately (seed 001, "Keep model context separate from frontend
+history"): :func:`build_context` returns the model view and the debug trace (the final
+request, each decision with its reason and token effect); :func:`frontend_view` builds the
+user-safe history from the entries on its own.
+
+Modules, one reason to change each:
+
+* :mod:`.common`: target formats, input errors, entry text helpers.
+* :mod:`.task_state`: the current goal, interrupted calls, pending approvals, the plan, and
+  the task state message.
+* :mod:`.assembly`: the request's parts and their assembly as OpenAI Chat Completions or
+  Anthropic Messages.
+* :mod:`.projection`: artifact receipts and the shrinking of tool results.
+* :mod:`.checkpoint`: the ledger checkpoint message.
+* :mod:`.builder`: the state of one build (rounds, costs, the request and its validation).
+* :mod:`.compaction`: the compaction steps (project, shrink, fold, recovery compaction).
+* :mod:`.build`: :func:`build_context`, the steps in order.
+* :mod:`.frontend`: :func:`frontend_view`, filtered by :mod:`journal_app.privacy`.
+"""
+
+from __future__ import annotations
+
+from ledger_app.context.assembly import CONTINUED, EMPTY_OUTPUT, Assembled, Part, assemble
+from ledger_app.context.build import TAIL_SHARE, ContextBuild, build_context, provider_usage
+from ledger_app.context.builder import FILL_MARGIN
+from ledger_app.context.checkpoint import CHECKPOINT_MARK, OMITTED
+from ledger_app.context.common import (
+    TARGETS,
+    ArtifactResolver,
+    ContextInputError,
+    FoldCallback,
+)
+from ledger_app.context.frontend import frontend_view
+from ledger_app.context.projection import excerpt, shrink_text
+from ledger_app.context.task_state import (
+    ARGS_CHARS,
+    MAX_INTERRUPTIONS,
+    current_goal,
+    interruption_of,
+    pending_approvals,
+)
+
+__all__ = [
+    "ARGS_CHARS",
+    "CHECKPOINT_MARK",
+    "CONTINUED",
+    "EMPTY_OUTPUT",
+    "FILL_MARGIN",
+    "MAX_INTERRUPTIONS",
+    "OMITTED",
+    "TAIL_SHARE",
+    "TARGETS",
+    "ArtifactResolver",
+    "Assembled",
+    "ContextBuild",
+    "ContextInputError",
+    "FoldCallback",
+    "Part",
+    "assemble",
+    "build_context",
+    "current_goal",
+    "excerpt",
+    "frontend_view",
+    "interruption_of",
+    "pending_approvals",
+    "provider_usage",
+    "shrink_text",
+]

@@ -1,0 +1,362 @@
+"""The read layer of the ledger: every database read the UI pages and the API share.
+
+DESIGN.md sections 5, 8 and 9. The htmx views (:mod:`ledger_app.views`) and the API
+(:mod:`ledger_app.api`) call these selectors for their reads and the presenters
+(:mod:`ledger_app.selectors.presenters`, no database) to shape what they read, so a page and
+its endpoint show the same state, the same filters and order, the same support links.
+
+Tenant filtering happens before a selector is called: the UI resolves the journal with
+:func:`journal_app.selectors.get_journal_for_user`, the API with ``request.auth.journal``;
+objects reached by id are filtered here by the user's tenants or the key's tenant, and
+answer ``Http404`` outside them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import Any
+
+from django.db.models import Case, Count, F, Q, QuerySet, When
+from django.db.models.fields.json import KT
+from django.http import Http404
+
+from audit_app.models import AuditEvent, Comment
+from journal_app.models import Entry, Journal, Tenant
+from journal_app.selectors import User, entries_by_hash, tenants_for_user
+from ledger_app.models import Fold, FoldAttempt, Proposal, RetirementRequest, TaskRun, Verdict
+
+__all__ = [
+    "MANIFEST_HASHES_SHOWN",
+    "STATES_KEPT",
+    "entries_known",
+    "failed_attempts",
+    "fact_comments",
+    "fact_deltas",
+    "fold_at",
+    "fold_attempts",
+    "fold_choices",
+    "fold_get",
+    "fold_neighbours",
+    "fold_numbers",
+    "fold_reviews",
+    "fold_rows",
+    "manifest_for_display",
+    "retirement_events",
+    "retirement_for_tenant",
+    "retirement_for_user",
+    "retirements_for_tenant",
+    "retirements_for_user",
+    "state_at",
+    "task_executions",
+    "task_run_for_tenant",
+    "task_runs",
+]
+
+#: how many covered entry hashes the fold page prints (the export holds them all)
+MANIFEST_HASHES_SHOWN = 20
+
+
+# Ledger state -------------------------------------------------------------------------------
+
+#: parsed fold states by (fold pk, state hash): a fold's state never changes, so a parsed
+#: copy stays right; a few are kept (a 10,000-fact state is tens of MB as objects). Shared by
+#: the UI and the API: both read states through :func:`state_at` only.
+_STATES: OrderedDict[tuple[int, str], dict[str, Any]] = OrderedDict()
+STATES_KEPT = 4
+
+
+def state_at(fold: Fold | None) -> dict[str, Any]:
+    """The parsed ledger state after ``fold`` (the empty state for ``None``), READ-ONLY.
+
+    Needs ``pk`` and ``state_hash`` loaded. Parsed once per process and shared between
+    requests of the UI and the API (callers must not change it): the ``state`` column is
+    read only on a miss, from the instance when it is loaded, else with one query.
+    """
+    if fold is None:
+        return {"facts": {}}
+    key = (fold.pk, fold.state_hash)
+    state = _STATES.get(key)
+    if state is None:
+        if "state" in fold.get_deferred_fields():
+            text = Fold.objects.filter(pk=fold.pk).values_list("state", flat=True).get()
+        else:
+            text = fold.state
+        state = json.loads(text)
+        _STATES[key] = state
+        while len(_STATES) > STATES_KEPT:
+            _STATES.popitem(last=False)
+    else:
+        _STATES.move_to_end(key)
+    return state
+
+
+def entries_known(journal: Journal, hashes: Iterable[str]) -> dict[str, Entry]:
+    """The journal's entries among ``hashes`` (hex), by hash: what support links resolve to."""
+    return entries_by_hash(journal, list(hashes))
+
+
+# Folds --------------------------------------------------------------------------------------
+
+
+def _annotated(qs: QuerySet[Fold]) -> QuerySet[Fold]:
+    return qs.annotate(
+        tokens_covered=KT("manifest__tokens__covered"),
+        tokens_ledger=KT("manifest__tokens__ledger_active"),
+        review_rejected=KT("manifest__review__rejected"),
+        previous_number=F("previous__number"),
+    )
+
+
+def fold_rows(journal: Journal) -> QuerySet[Fold]:
+    """The journal's folds in order, without delta, state or manifest, annotated with the
+    manifest's token figures (``tokens_covered``, ``tokens_ledger``), the verifier's
+    rejections (``review_rejected``) and ``previous_number``, read in the database."""
+    return _annotated(
+        Fold.objects.filter(journal=journal).order_by("number").defer("delta", "state", "manifest")
+    )
+
+
+def fold_choices(journal: Journal) -> list[Fold]:
+    """The journal's folds in order, with only what a fold picker shows (and ``state_hash``
+    for :func:`state_at`)."""
+    return list(
+        Fold.objects.filter(journal=journal)
+        .order_by("number")
+        .only(
+            "id",
+            "journal_id",
+            "number",
+            "kind",
+            "outcome",
+            "seq_start",
+            "seq_end",
+            "created_at",
+            "state_hash",
+        )
+    )
+
+
+def fold_numbers(journal: Journal) -> list[int]:
+    """The numbers of the journal's folds, in order."""
+    return list(
+        Fold.objects.filter(journal=journal).order_by("number").values_list("number", flat=True)
+    )
+
+
+def fold_get(journal: Journal, number: int) -> Fold:
+    """Fold ``number`` of ``journal`` (annotated like :func:`fold_rows`); ``Http404`` if absent."""
+    fold = _annotated(Fold.objects.filter(journal=journal, number=number)).first()
+    if fold is None:
+        raise Http404(f"no fold {number}")
+    return fold
+
+
+def fold_at(journal: Journal, number: int | None) -> Fold | None:
+    """Fold ``number`` (``Http404`` if absent), or the latest (``None`` before any fold)."""
+    if number is None:
+        return _annotated(Fold.objects.filter(journal=journal).order_by("-number")).first()
+    return fold_get(journal, number)
+
+
+def fold_neighbours(journal: Journal, number: int) -> set[int]:
+    """Which of ``number - 1`` and ``number + 1`` are folds of the journal."""
+    return set(
+        Fold.objects.filter(journal=journal, number__in=[number - 1, number + 1]).values_list(
+            "number", flat=True
+        )
+    )
+
+
+def fold_reviews(fold: Fold) -> dict[str, int]:
+    """``{fact_id: retirement request pk}`` of the retirements ``fold`` requested."""
+    return dict(fold.retirements_requested.values_list("fact_id", "pk"))
+
+
+def fact_deltas(journal: Journal, fact_id: str) -> list[tuple[int, str, dict[str, Any]]]:
+    """``(number, kind, delta)`` of every fold whose delta names ``fact_id``, in order."""
+    key = json.dumps(fact_id, ensure_ascii=False)
+    return [
+        (number, kind, json.loads(delta))
+        for number, kind, delta in Fold.objects.filter(journal=journal, delta__contains=key)
+        .order_by("number")
+        .values_list("number", "kind", "delta")
+    ]
+
+
+def fact_comments(journal: Journal, fact_id: str) -> list[Comment]:
+    """The comments on the fact ``fact_id`` of ``journal``, oldest first."""
+    return list(
+        Comment.objects.filter(journal=journal, fact_id=fact_id)
+        .select_related("author")
+        .order_by("created_at", "pk")
+    )
+
+
+def manifest_for_display(manifest: dict[str, Any]) -> str:
+    """The manifest as indented JSON, its covered entry hashes cut to the first
+    :data:`MANIFEST_HASHES_SHOWN` (a fold of 100,000 entries would print 6.6 MB)."""
+    shown = dict(manifest)
+    covered = shown.get("covered")
+    if isinstance(covered, dict) and isinstance(covered.get("entry_hashes"), list):
+        hashes = covered["entry_hashes"]
+        if len(hashes) > MANIFEST_HASHES_SHOWN:
+            shown["covered"] = covered = dict(covered)
+            covered["entry_hashes"] = hashes[:MANIFEST_HASHES_SHOWN] + [
+                f"... {len(hashes) - MANIFEST_HASHES_SHOWN:,} more (all in the session export)"
+            ]
+    return json.dumps(shown, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+# Attempts, proposals, verdicts ----------------------------------------------------------------
+
+
+def fold_attempts(
+    journal: Journal, fold: Fold
+) -> tuple[list[FoldAttempt], list[Proposal], list[Verdict]]:
+    """Every attempt at ``fold`` (the one that stored it and the failed ones before it), their
+    proposals (by attempt, round) and verdicts (by proposal, pk): three queries."""
+    attempts = list(
+        FoldAttempt.objects.filter(journal=journal, number=fold.number)
+        .filter(Q(fold=fold) | Q(fold__isnull=True))
+        .select_related("fold")
+        .defer("fold__delta", "fold__state", "fold__manifest")
+        .order_by("created_at", "pk")
+    )
+    proposals = list(
+        Proposal.objects.filter(attempt__in=[a.pk for a in attempts]).order_by(
+            "attempt_id", "round"
+        )
+    )
+    verdicts = list(
+        Verdict.objects.filter(proposal__in=[p.pk for p in proposals]).order_by("proposal_id", "pk")
+    )
+    return attempts, proposals, verdicts
+
+
+def failed_attempts(journal: Journal, *, limit: int | None = None) -> list[FoldAttempt]:
+    """The journal's failed fold attempts (the model was unreachable; nothing stored), newest
+    first."""
+    qs = FoldAttempt.objects.filter(journal=journal, outcome="failed").order_by(
+        "-created_at", "-pk"
+    )
+    return list(qs[:limit] if limit else qs)
+
+
+# Retirements --------------------------------------------------------------------------------
+
+
+def _retirements() -> QuerySet[RetirementRequest]:
+    return RetirementRequest.objects.select_related(
+        "journal__session__tenant", "requested_in", "decided_in", "reviewer"
+    ).defer(
+        "requested_in__manifest",
+        "requested_in__delta",
+        "requested_in__state",
+        "decided_in__manifest",
+        "decided_in__delta",
+        "decided_in__state",
+    )
+
+
+def retirements_for_user(user: User, *, tenant: str = "", status: str = "") -> QuerySet:
+    """P0 retirement requests of the user's tenants, pending first, then newest.
+
+    Args:
+        tenant: a tenant slug to narrow to.
+        status: ``pending``, ``approved`` or ``refused`` (anything else: all).
+    """
+    qs = _retirements().filter(journal__session__tenant__in=tenants_for_user(user))
+    if tenant:
+        qs = qs.filter(journal__session__tenant__slug=tenant)
+    if status in RetirementRequest.Status.values:
+        qs = qs.filter(status=status)
+    return qs.order_by(
+        Case(When(status=RetirementRequest.Status.PENDING, then=0), default=1),
+        "-created_at",
+        "-pk",
+    )
+
+
+def retirement_for_user(user: User, pk: int) -> RetirementRequest:
+    """The retirement request ``pk`` if the user may read it; ``Http404`` otherwise."""
+    request = retirements_for_user(user).filter(pk=pk).first()
+    if request is None:
+        raise Http404("no such retirement request")
+    return request
+
+
+def retirements_for_tenant(
+    tenant: Tenant,
+    *,
+    journal: Journal | None = None,
+    status: str | None = None,
+    fact_id: str | None = None,
+) -> QuerySet:
+    """P0 retirement requests of ``tenant`` (of ``journal``, ``status``, ``fact_id`` when
+    given), newest first."""
+    qs = _retirements().filter(journal__session__tenant=tenant)
+    if journal is not None:
+        qs = qs.filter(journal=journal)
+    if fact_id is not None:
+        qs = qs.filter(fact_id=fact_id)
+    if status:
+        qs = qs.filter(status=status)
+    return qs.order_by("-created_at", "-pk")
+
+
+def retirement_for_tenant(tenant: Tenant, pk: int) -> RetirementRequest:
+    """The retirement request ``pk`` of ``tenant``; ``Http404`` otherwise (other tenants too)."""
+    request = retirements_for_tenant(tenant).filter(pk=pk).first()
+    if request is None:
+        raise Http404("no such retirement request")
+    return request
+
+
+def retirement_events(request: RetirementRequest) -> list[AuditEvent]:
+    """The audit events of a retirement request (decisions and refused attempts), in order."""
+    return list(
+        AuditEvent.objects.filter(
+            tenant_id=request.journal.session.tenant_id,
+            object_type="retirement",
+            object_id=str(request.pk),
+        ).order_by("created_at", "pk")
+    )
+
+
+# Task runs ----------------------------------------------------------------------------------
+
+
+def task_runs(journal: Journal, *, limit: int) -> list[TaskRun]:
+    """The journal's task runs, newest first, at most ``limit``."""
+    return list(
+        TaskRun.objects.filter(journal=journal)
+        .select_related("journal__session")
+        .order_by("-created_at", "-pk")[:limit]
+    )
+
+
+def task_run_for_tenant(tenant: Tenant, task_id: str) -> TaskRun:
+    """The latest execution record of ``task_id`` in ``tenant``; ``Http404`` otherwise."""
+    run = (
+        TaskRun.objects.filter(task_id=task_id, journal__session__tenant=tenant)
+        .select_related("journal__session")
+        .order_by("-created_at", "-pk")
+        .first()
+    )
+    if run is None:
+        raise Http404("no such task")
+    return run
+
+
+def task_executions(task_ids: Iterable[str]) -> dict[str, int]:
+    """How many runs are recorded for each task id (retries and redeliveries add rows)."""
+    rows = (
+        TaskRun.objects.filter(task_id__in=list(task_ids))
+        .order_by()
+        .values("task_id")
+        .annotate(n=Count("pk"))
+        .values_list("task_id", "n")
+    )
+    return dict(rows)
