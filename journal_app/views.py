@@ -21,7 +21,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django_htmx.middleware import HtmxDetails
 
-from journal_app import selectors
+from journal_app import privacy, selectors
 from journal_app.charts import FoldPoint, token_chart
 from journal_app.filters import ENTRY_FIELDS, FilterError, describe, error_parts, parse_entries
 from journal_app.hashing import display
@@ -32,6 +32,8 @@ from journal_app.services import artifact_read, entry_check
 SESSIONS_PER_PAGE = 25
 ENTRIES_PER_PAGE = 100
 PREVIEW_CHARS = 300
+#: Characters filtered past a preview's cut (a secret straddling the cut is found whole).
+PREVIEW_MARGIN = 400
 ARTIFACT_PAGE_CHARS = 20_000
 
 
@@ -173,6 +175,8 @@ class EntryRow:
     truncated: bool
     interrupted: bool = False
     comments: int = 0
+    filter_labels: list[str] = field(default_factory=list)  # why the preview was filtered
+    receipt_preview: str = ""  # the artifact receipt's preview, filtered
 
 
 @dataclass
@@ -198,12 +202,21 @@ class RoundBlock:
 
 def _row(e: Entry, interrupted: set[str], comments: dict[int, int]) -> EntryRow:
     text = e.text
+    # filter a margin past the cut, so a secret straddling it is still recognised whole
+    shown = privacy.filter_text(text[: PREVIEW_CHARS + PREVIEW_MARGIN], kind=e.kind)
+    receipt = e.artifact.receipt() if e.artifact is not None else None
+    receipt_preview = privacy.filter_text(str(receipt.get("preview", ""))) if receipt else None
+    labels = list(shown.labels)
+    if receipt_preview is not None:
+        labels += [x for x in receipt_preview.labels if x not in labels]
     return EntryRow(
         entry=e,
-        preview=text[:PREVIEW_CHARS],
-        truncated=len(text) > PREVIEW_CHARS,
+        preview=shown.text[:PREVIEW_CHARS],
+        truncated=len(text) > PREVIEW_CHARS or len(shown.text) > PREVIEW_CHARS,
         interrupted=e.kind == "tool_call" and e.tool_call_id in interrupted,
         comments=comments.get(e.pk, 0),
+        filter_labels=labels,
+        receipt_preview=receipt_preview.text if receipt_preview is not None else "",
     )
 
 
@@ -316,26 +329,116 @@ def _parse_int(value: str | None) -> int | None:
         return None
 
 
+def _body_spans(entry: Entry) -> list[tuple[int, int, str]]:
+    """``(start, end, label)`` character spans of ``entry.body`` shown as marks: what
+    :func:`journal_app.privacy.findings` finds in the canonical JSON, plus the JSON strings of
+    typed reasoning blocks (``thinking``...); a reasoning entry, or a reasoning block that
+    cannot be located in the body, hides the whole body."""
+    body = entry.body
+    whole = [(0, len(body), "reasoning")]
+    if entry.kind == "reasoning":
+        return whole
+    spans = [
+        (a, b, "reasoning" if cat == "reasoning" else f"secret: {k}")
+        for a, b, k, cat in privacy.findings(body)
+    ]
+    for value in _reasoning_values(entry.content):
+        encoded = json.dumps(value, ensure_ascii=False)
+        at = body.find(encoded)
+        if at < 0:
+            return whole
+        while at >= 0:
+            spans.append((at + 1, at + len(encoded) - 1, "reasoning"))
+            at = body.find(encoded, at + len(encoded))
+    spans.sort(key=lambda x: (x[0], -x[1]))
+    merged: list[tuple[int, int, str]] = []
+    for a, b, label in spans:
+        if merged and a < merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(b, merged[-1][1]), merged[-1][2])
+        else:
+            merged.append((a, b, label))
+    return merged
+
+
+def _mark(label: str) -> str:
+    if label == "reasoning":
+        return privacy.REASONING_MARK
+    return privacy.SECRET_MARK.format(kind=label.removeprefix("secret: "))
+
+
+def _reasoning_values(value: Any) -> list[str]:
+    """Strings of typed reasoning blocks and reasoning fields anywhere in ``value``."""
+    out: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            is_block = item.get("type") in privacy.REASONING_KINDS
+            for k, v in item.items():
+                if isinstance(v, str) and v and (is_block and k != "type"):
+                    out.append(v)
+                elif isinstance(v, str) and v and k in privacy.REASONING_FIELDS:
+                    out.append(v)
+                else:
+                    stack.append(v)
+        elif isinstance(item, list):
+            stack.extend(item)
+    return out
+
+
+def _masked(text: str, start: int, spans: list[tuple[int, int, str]]) -> str:
+    """``text`` (the body from character ``start``) with each labelled span replaced by its mark,
+    written where the span starts; a span's continuation in a later slice is left out."""
+    end = start + len(text)
+    out: list[str] = []
+    pos = start
+    for a, b, label in spans:
+        if b <= pos or a >= end:
+            continue
+        out.append(text[pos - start : max(a, pos) - start])
+        if a >= start:
+            out.append(_mark(label))
+        pos = min(b, end)
+    out.append(text[pos - start :])
+    return "".join(out)
+
+
 def entry_context(request: HttpRequest, entry: Entry) -> dict[str, Any]:
-    """Everything the entry page shows (shared with the comment view's re-render)."""
+    """Everything the entry page shows (shared with the comment view's re-render).
+
+    Text, body, chunks and metadata are shown filtered by :mod:`journal_app.privacy` (secrets
+    and hidden reasoning replaced by marks; ``filter_labels`` say why); the hash badge is over
+    the stored bytes. Tenant admins have a link to the unfiltered bytes (an audited read).
+    """
     problems = entry_check(entry, chain=True)
     raw = entry.body.encode("utf-8", errors="surrogatepass")
+    shown = privacy.filter_entry(
+        kind=entry.kind, content=entry.content, text=entry.text, metadata=entry.meta_dict
+    )
+    spans = _body_spans(entry)
     chunk_no = _parse_int(request.GET.get("chunk"))
-    chunks = [
-        ChunkView(
-            position=c.position,
-            offset=c.offset,
-            length=c.length,
-            hash=c.hash,
-            text=raw[c.offset : c.offset + c.length].decode("utf-8", errors="replace"),
-            highlighted=c.position == chunk_no,
+    chunks = []
+    char_at = 0
+    for c in entry.chunks.order_by("position"):
+        piece = raw[c.offset : c.offset + c.length].decode("utf-8", errors="replace")
+        chunks.append(
+            ChunkView(
+                position=c.position,
+                offset=c.offset,
+                length=c.length,
+                hash=c.hash,
+                text=_masked(piece, char_at, spans) if spans else piece,
+                highlighted=c.position == chunk_no,
+            )
         )
-        for c in entry.chunks.order_by("position")
-    ]
+        char_at += len(piece)
+    labels = list(shown.labels)
+    labels += [x for x in dict.fromkeys(label for _, _, label in spans) if x not in labels]
+    body_shown = _masked(entry.body, 0, spans) if spans else entry.body
     quote = request.GET.get("quote", "")
-    text = entry.text
+    text = shown.text
     quote_in_text = _split_quote(text, quote)
-    quote_in_body = None if quote_in_text else _split_quote(entry.body, quote)
+    quote_in_body = None if quote_in_text else _split_quote(body_shown, quote)
     previous_hash, next_hash = selectors.neighbour_hashes(entry)
     journal = entry.journal
     return {
@@ -349,7 +452,9 @@ def entry_context(request: HttpRequest, entry: Entry) -> dict[str, Any]:
         "verified": not problems,
         "checked_at": timezone.now(),
         "text": text,
-        "metadata": json.dumps(entry.meta_dict, indent=2, ensure_ascii=False, sort_keys=True),
+        "filtered": bool(labels),
+        "filter_labels": labels,
+        "metadata": json.dumps(shown.metadata, indent=2, ensure_ascii=False, sort_keys=True),
         "chunks": chunks,
         "chunk_no": chunk_no,
         "chunk_missing": chunk_no is not None and not any(c.highlighted for c in chunks),
@@ -367,8 +472,10 @@ def entry_context(request: HttpRequest, entry: Entry) -> dict[str, Any]:
 
 @login_required
 def entry_detail(request: HttpRequest, entry_hash: str) -> HttpResponse:
-    """One raw entry: fields, hashes, body, chunks, comments, and the hash badge recomputed now.
+    """One entry: fields, hashes, body, chunks, comments, and the hash badge recomputed now.
 
+    Shown filtered (secrets, hidden reasoning) with a "filtered: why" note; the unfiltered
+    bytes are one audited click away for tenant admins (``journal:entry_raw``).
     ``?chunk=N`` highlights chunk N of the body; ``?quote=...`` highlights the first
     occurrence of the quote in the entry's text (or in the raw body), or says it is absent.
     """
@@ -381,13 +488,20 @@ def entry_detail(request: HttpRequest, entry_hash: str) -> HttpResponse:
 
 @login_required
 def artifact_detail(request: HttpRequest, tenant: str, content_hash: str) -> HttpResponse:
-    """An artifact: receipt, preview, content 20,000 characters per page, hash recomputed."""
+    """An artifact: receipt, preview, content 20,000 characters per page, hash recomputed
+    over the stored bytes; preview and content shown filtered (:mod:`journal_app.privacy`)."""
     artifact = selectors.artifact_for_user(request.user, tenant, content_hash)
     try:
         content, matched = artifact_read(artifact=artifact)
         missing = False
     except OSError:
         content, matched, missing = "", False, True
+    # the hash was checked over the stored bytes above; what is shown is filtered
+    shown = privacy.filter_text(content, kind="tool_result")
+    receipt = artifact.receipt()
+    preview = privacy.filter_text(str(receipt.get("preview", "")), kind="tool_result")
+    content = shown.text
+    labels = shown.labels + [x for x in preview.labels if x not in shown.labels]
     pages = [
         content[i : i + ARTIFACT_PAGE_CHARS] for i in range(0, len(content), ARTIFACT_PAGE_CHARS)
     ]
@@ -397,7 +511,10 @@ def artifact_detail(request: HttpRequest, tenant: str, content_hash: str) -> Htt
     context: dict[str, Any] = {
         "artifact": artifact,
         "tenant": artifact.tenant,
-        "receipt": artifact.receipt(),
+        "receipt": receipt,
+        "preview": preview.text,
+        "filtered": bool(labels),
+        "filter_labels": labels,
         "matched": matched,
         "missing": missing,
         "checked_at": timezone.now(),

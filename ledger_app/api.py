@@ -42,7 +42,7 @@ from ledger_app.schemas import (
     VerdictOut,
 )
 from ledger_app.selectors import presenters
-from ledger_app.services import ledger_verify, retirement_review
+from ledger_app.services import ledger_verify, retirement_review, writer_resolve
 from ledger_app.tasks import fold_journal
 
 router = Router(tags=["ledger"])
@@ -185,8 +185,13 @@ def fold_queue(
     this answer, so the status is already final.
     """
     journal = request.auth.journal(session, lane, branch)
+    writer_resolve(payload.writer)  # a bad writer is refused before anything is queued
     run = task_run_enqueue(
-        task=fold_journal, journal=journal, journal_id=journal.pk, upto=payload.upto
+        task=fold_journal,
+        journal=journal,
+        journal_id=journal.pk,
+        upto=payload.upto,
+        writer=payload.writer,
     )
     run.refresh_from_db()
     return Status(202, task_out(run))

@@ -272,6 +272,13 @@ class FoldIn(StrictIn):
     """Queue a fold of the scope's unfolded complete API rounds up to ``upto`` (default: head)."""
 
     upto: int | None = Field(None, ge=1, le=MAX_SEQ)
+    writer: Literal["offline", "model", "mechanical"] | None = Field(
+        None,
+        description=(
+            "default: the configured model when OPENAI_BASE_URL and WRITER_MODEL are set, "
+            "else offline; 'model' with no model configured is a 422 naming this field"
+        ),
+    )
 
 
 class TaskOut(Schema):

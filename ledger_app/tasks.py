@@ -82,7 +82,9 @@ def _recorded(
     retry_jitter=True,
     max_retries=5,
 )
-def fold_journal(self: Task, journal_id: int, upto: int | None = None) -> dict[str, Any]:
+def fold_journal(
+    self: Task, journal_id: int, upto: int | None = None, writer: str | None = None
+) -> dict[str, Any]:
     """Fold the journal's unfolded complete API rounds (DESIGN.md sections 5.2 and 9).
 
     One call of :func:`ledger_app.services.ledger_compact`: folds in slices of about
@@ -93,6 +95,7 @@ def fold_journal(self: Task, journal_id: int, upto: int | None = None) -> dict[s
     Args:
         journal_id: primary key of the :class:`~journal_app.models.Journal`.
         upto: highest seq the folds may cover; ``None`` means the head at run time.
+        writer: a writer name, or ``None`` for the configured default.
 
     Returns:
         The run's result: ``{"fold": last fold number | None, "created": bool, "reason":
@@ -107,7 +110,7 @@ def fold_journal(self: Task, journal_id: int, upto: int | None = None) -> dict[s
     ``CELERY_TASK_EAGER_PROPAGATES`` (the embedded default) Celery runs no retries: the run
     is recorded ``failed`` and ``celery.exceptions.Retry`` reaches the caller.
     """
-    return _recorded(self, journal_id, services.ledger_compact, upto=upto)
+    return _recorded(self, journal_id, services.ledger_compact, upto=upto, writer=writer)
 
 
 @shared_task(

@@ -1,6 +1,14 @@
-"""Every corpus transcript imports, verifies and folds, with its pins verbatim (issue 2)."""
+"""Every corpus transcript imports, verifies and folds, with its pins verbatim (issues 2, 12).
+
+Through the README's command: ``import_journal`` then ``compact``, with no model configured,
+every fold is written by the offline writer (issue 12: never mechanical unless labelled as a
+fallback with its reason), and ``compact`` afterwards says what it did.
+"""
+
+import io
 
 import pytest
+from django.core.management import call_command
 
 from journal_app.models import Entry
 from journal_app.rounds import group_rounds
@@ -23,10 +31,25 @@ SOURCES = sorted(
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("path", SOURCES, ids=[p.name for p in SOURCES])
-def test_it_imports_verifies_and_folds(path):
-    result = journal_import(path=path, tenant="corpus")
+def test_it_imports_verifies_and_folds(path, settings):
+    settings.OPENAI_BASE_URL = ""  # the embedded default: no model configured
+    out = io.StringIO()
+    call_command("import_journal", str(path), "--tenant", "corpus", "--no-progress", stdout=out)
+    summary = out.getvalue()
+    result = journal_import(path=path, tenant="corpus")  # idempotent: the same journals
+    assert result.append.appended == 0
     assert sum(j.head_seq for j in result.journals) == len(result.parsed.entries)
     for journal in result.journals:
+        assert f"folded     {journal.scope_label}: " in summary
+        folded_at_import = Fold.objects.filter(journal=journal, kind="fold").count()
+        if folded_at_import:
+            assert "by writer offline" in summary
+        compacted = io.StringIO()
+        call_command("compact", journal.scope_label, stdout=compacted)
+        said = compacted.getvalue()
+        assert f"{journal.scope_label}: writer offline" in said
+        if folded_at_import and "fold(s) by writer offline over seq" not in said:
+            assert f"already folded in {folded_at_import} fold(s) by offline" in said
         _check_journal(journal)
 
 
@@ -34,10 +57,13 @@ def _check_journal(journal):
     entries = list(Entry.objects.filter(journal=journal).order_by("seq"))
     assert len(entries) == journal.head_seq
     assert journal_verify(journals=[journal]).ok
-    ledger_fold(journal=journal)  # the append may already have scheduled (and run) the fold
-    fold = Fold.objects.filter(journal=journal, kind="fold").order_by("-number").first()
-    assert fold is not None and fold.outcome == "fallback"
-    facts = fold.state_dict["facts"]
+    folds = list(Fold.objects.filter(journal=journal, kind="fold").order_by("number"))
+    assert folds, "compact folded nothing"
+    for f in folds:
+        assert f.writer == "offline", f"fold {f.number} written by {f.writer}"
+        assert f.outcome != "fallback" or f.manifest.get("note"), "a fallback says why"
+    fold = folds[-1]
+    facts = Fold.objects.filter(journal=journal).order_by("-number").first().state_dict["facts"]
     pins = {f["support"][0]["entry"]: f["text"] for f in facts.values() if f.get("pin")}
     covered = [e for e in entries if e.seq <= fold.seq_end]
     for e in covered:

@@ -59,11 +59,11 @@ class Plan:
 
 
 class Builder:
-    """The state of one build: the rounds, how each is shown, the ledger facts, the task
-    state, and each compaction step (project, shrink, drop/fold, restore) with its decision.
+    """The state of one build: the rounds and how each is shown, the ledger facts, the task
+    state, the planned cost, and the decisions taken (each with its reason and token effect).
 
-    Used by :func:`ledger_app.context.build.build_context`, which runs the steps in the
-    controlled order; budgets are tokens, ``limit`` is ``min(working, hard - reserve)``.
+    Budgets are tokens; ``limit`` is ``min(working, hard - reserve)``. The steps that change
+    how rounds are shown are :mod:`ledger_app.context.compaction`.
     """
 
     def __init__(
@@ -171,6 +171,7 @@ class Builder:
         self.task_text = self.task_state()
 
     def facts_from(self, ledger: Mapping[str, Any]) -> None:
+        """Read the ledger's facts (after a fold grew it, or new rounds became droppable)."""
         self.facts = Checkpoint(
             ledger,
             self.position_of,
@@ -183,12 +184,14 @@ class Builder:
     # ---------------------------------------------------------------- costs
 
     def cost(self, parts: Sequence[Part]) -> int:
+        """Tokens of ``parts`` assembled in the target format."""
         a = assemble(parts, self.fmt, self.ids)
         return sum(self.meter.message(m) for m in a.messages) + sum(
             self.meter.per_message + self.meter.text(b["text"]) for b in a.system
         )
 
     def text_cost(self, text: str) -> int:
+        """Tokens of one message holding ``text`` (0 for no text)."""
         return self.meter.per_message + self.meter.text(text) if text else 0
 
     def checkpoint_text(self, dropped: int, fill: int | None) -> tuple[str, list[str], int]:
@@ -196,9 +199,11 @@ class Builder:
         return self.facts.text(dropped, fill)
 
     def ckpt_cost(self, dropped: int) -> int:
+        """:meth:`Checkpoint.cost` of the current ledger."""
         return self.facts.cost(dropped)
 
     def body_cost(self) -> int:
+        """Tokens of the rounds still shown."""
         return sum(p.cost for p in self.plans if not p.dropped)
 
     def total(self, dropped: int | None = None) -> int:
@@ -214,6 +219,7 @@ class Builder:
     # ---------------------------------------------------------------- task state
 
     def task_state(self) -> str:
+        """The task state message (:func:`task_state_text`) of the current ledger."""
         unfinished = (
             [self.by_seq[s] for s in self.tail_round.seqs if self.by_seq[s].kind == "tool_result"]
             if self.tail_round is not None
@@ -235,6 +241,7 @@ class Builder:
     def decide(
         self, step: int, action: str, reason: str, before: int, after: int, **extra: Any
     ) -> None:
+        """Record a decision: its step, action, reason and token effect (the debug trace)."""
         self.decisions.append(
             {
                 "step": step,
@@ -248,6 +255,7 @@ class Builder:
         )
 
     def dropped_count(self) -> int:
+        """How many droppable rounds are left out (always the oldest ones)."""
         return sum(1 for p in self.droppable if p.dropped)
 
     # ---------------------------------------------------------------- assembly
@@ -261,6 +269,9 @@ class Builder:
         return out
 
     def final_parts(self, fill: int | None) -> tuple[list[Part], list[str]]:
+        """The request's parts in order (secrets redacted except in pins, a repeated receipt
+        shortened, the checkpoint after the last dropped round, the task state last) and
+        the ids of P2/P3 facts left out."""
         k = self.dropped_count()
         ckpt, left, _ = self.checkpoint_text(k, fill)
         last_dropped = max((i for i, p in enumerate(self.plans) if p.dropped), default=-1)
@@ -295,6 +306,8 @@ class Builder:
         return parts, left
 
     def expectations(self, a: Assembled) -> Expectations:
+        """What the journal and ledger say the request must hold (pins, goal, interrupted
+        calls, approvals), for :func:`validate_request`."""
         pins: list[tuple[str, str, str]] = []
         for e in self.entries:
             if not is_pin_source(e) or e.entry_hash in self.inactive_pins:
@@ -317,6 +330,7 @@ class Builder:
         )
 
     def resolver(self) -> ArtifactResolver:
+        """The artifact resolver: the store's, or the receipts themselves when none."""
         if self.resolve is not None:
             return self.resolve
         known = {
@@ -328,6 +342,8 @@ class Builder:
         return known.get
 
     def request(self, fill: int | None) -> tuple[dict[str, Any], Assembled, list[str]]:
+        """The model view (``{"format", "messages", "system"?}``), its assembly and the
+        ids of facts left out, with ``fill`` tokens for P2/P3 facts."""
         parts, left = self.final_parts(fill)
         if self.fmt == "anthropic" and starts_with_assistant(parts):
             # the Messages API requires a user turn first; say why there is none
@@ -342,6 +358,7 @@ class Builder:
         return view, a, left
 
     def validate(self, view: Mapping[str, Any], a: Assembled) -> ValidationReport:
+        """Every invariant of DESIGN.md 6 step 5 on the model view, secrets included."""
         return validate_request(
             {k: v for k, v in view.items() if k != "format"},
             fmt=self.fmt,

@@ -43,6 +43,7 @@ from ledger_app.model_writer.judges import (
 )
 from ledger_app.model_writer.messages import (
     load_prompt,
+    private,
     repair_request,
     verifier_messages,
     writer_messages,
@@ -152,7 +153,7 @@ class ModelWriter:
                 return self._done("accepted", first.ops, entries, rounds, calls)
             repair_messages = [
                 *messages,
-                {"role": "assistant", "content": first.raw or "(no content)"},
+                {"role": "assistant", "content": private(first.raw) or "(no content)"},
                 {"role": "user", "content": repair_request(first)},
             ]
             second = self._round(

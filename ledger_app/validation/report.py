@@ -15,7 +15,19 @@ TASK_STATE_MARK = "[task state"
 RECEIPT_MARK = "[artifact receipt"
 #: Keys a frontend-view item may carry (anything else is private metadata).
 FRONTEND_KEYS = frozenset(
-    {"seq", "role", "kind", "text", "tool", "is_error", "attachments", "truncated", "status"}
+    {
+        "seq",
+        "role",
+        "kind",
+        "text",
+        "tool",
+        "is_error",
+        "attachments",
+        "truncated",
+        "status",
+        "filtered",
+        "labels",
+    }
 )
 BUDGET_CHECKS = ("within_working_budget", "within_hard_limit")
 ARTIFACT_CHECKS = ("artifact_reference", "artifact_hash")

@@ -12,9 +12,17 @@ from journal_app.services import journal_append
 from ledger_app.models import Fold, RetirementRequest, TaskRun
 from ledger_app.runs import task_run_start
 from ledger_app.services import ledger_fold
-from tests.support.writers import ScriptedWriter
 from tests.api.conftest import RULE, pending_retirement
-from tests.factories import fold_build, journal_build
+from tests.factories import journal_build
+from tests.support.writers import ScriptedWriter
+
+
+def mechanical_fold(journal, upto=None):
+    """A mechanical fold without the recovery scan: the pages are checked against its facts."""
+    result = ledger_fold(journal=journal, upto=upto, writer="mechanical", recover=False)
+    assert result.fold is not None, result.reason
+    return result.fold
+
 
 pytestmark = pytest.mark.django_db
 
@@ -24,7 +32,7 @@ SCOPE = "/sessions/s1/main/main"
 @pytest.fixture
 def journal(tenant):
     journal = journal_build(tenant=tenant)
-    fold_build(journal)
+    mechanical_fold(journal)
     return journal
 
 
@@ -77,7 +85,7 @@ def test_the_ledger_filters_by_category_and_priority(api, journal):
 
 def test_the_ledger_is_readable_at_an_earlier_fold(api, journal):
     journal_append(journal=journal, items=[message("user", "Also update the changelog.")])
-    fold_build(journal)
+    mechanical_fold(journal)
 
     first = api.get(SCOPE + "/ledger", fold=1).json()
     latest = api.get(SCOPE + "/ledger").json()
@@ -123,7 +131,7 @@ def test_folds_list_and_detail_carry_manifest_delta_and_verdicts(api, journal):
 
 def test_a_rejected_op_shows_its_reason_in_the_verdicts(api, tenant):
     journal = journal_build(tenant=tenant, items=[message("user", RULE)])
-    fold_build(journal)
+    mechanical_fold(journal)
     journal_append(journal=journal, items=[message("assistant", "The rule no longer matters.")])
     pin = next(f for f in Fold.objects.get(journal=journal).state_dict["facts"].values())
     said = Entry.objects.get(journal=journal, seq=2).entry_hash
@@ -157,7 +165,7 @@ def test_queueing_a_fold_returns_a_task_whose_status_is_readable(
     assert r.status_code == 202
     assert r.json()["task_name"] == "ledger_app.tasks.fold_journal"
     assert task["status"] == "succeeded"
-    assert task["result"] == {"fold": 1, "created": True, "reason": ""}
+    assert (task["result"]["fold"], task["result"]["created"]) == (1, True)
     assert task["scope"] == {"session": "s1", "lane": "main", "branch": "main"}
     assert Fold.objects.filter(journal=journal).count() == 1
     listed = api.get(SCOPE + "/tasks").json()
@@ -200,9 +208,16 @@ def test_a_reviewer_key_approves_a_retirement(reviewer_api, api, tenant):
 def test_a_reviewer_key_refuses_and_a_second_decision_conflicts(reviewer_api, tenant):
     _, req, _ = pending_retirement(tenant)
 
-    first = reviewer_api.post(f"/retirements/{req.pk}/review", {"decision": "refuse"})
-    second = reviewer_api.post(f"/retirements/{req.pk}/review", {"decision": "approve"})
+    bare = reviewer_api.post(f"/retirements/{req.pk}/review", {"decision": "refuse"})
+    first = reviewer_api.post(
+        f"/retirements/{req.pk}/review", {"decision": "refuse", "comment": "still applies"}
+    )
+    second = reviewer_api.post(
+        f"/retirements/{req.pk}/review", {"decision": "approve", "comment": "changed my mind"}
+    )
 
+    assert bare.status_code == 400  # a decision needs a comment, as in the UI
+    assert (bare.json()["code"], bare.json()["field"]) == ("invalid_comment", "comment")
     assert first.json()["status"] == "refused"
     assert second.status_code == 409
     assert second.json()["code"] == "review_conflict"

@@ -11,8 +11,16 @@ from journal_app.models import Entry, Journal
 from journal_app.services import journal_append
 from ledger_app.models import Fold
 from ledger_app.services import ledger_fold
+from tests.factories import MembershipFactory, TenantFactory, UserFactory, journal_build
 from tests.support.writers import ScriptedWriter
-from tests.factories import MembershipFactory, TenantFactory, UserFactory, fold_build, journal_build
+
+
+def mechanical_fold(journal, upto=None):
+    """A mechanical fold without the recovery scan: the pages are checked against its facts."""
+    result = ledger_fold(journal=journal, upto=upto, writer="mechanical", recover=False)
+    assert result.fold is not None, result.reason
+    return result.fold
+
 
 pytestmark = pytest.mark.django_db
 
@@ -49,14 +57,16 @@ def journal(acme):
 
 @pytest.fixture
 def folded(journal):
-    fold_build(journal)
+    mechanical_fold(journal)
     return journal
 
 
 def _writer_fold(journal: Journal, ops: list[dict]) -> Fold:
     """Answer the interrupted call, then fold seq 11-12 with a scripted writer's ``ops``."""
     journal_append(journal=journal, items=[tool_result("t2", "14 passed")])
-    result = ledger_fold(journal=journal, writer=ScriptedWriter(ops, "test-writer"))
+    result = ledger_fold(
+        journal=journal, writer=ScriptedWriter(ops, "test-writer"), recover=False
+    )
     assert result.fold is not None, result.reason
     return result.fold
 
@@ -287,7 +297,7 @@ def test_it_paginates_facts(client, acme, member):
     for i in range(130):
         items += [tool_call(f"c{i}", "exec", {"i": i}), tool_result(f"c{i}", f"ok {i}")]
     j = journal_build(tenant=acme, key="big", items=items)
-    fold_build(j)
+    mechanical_fold(j)
     client.force_login(member)
     url = reverse("ledger:facts", args=["acme", "big", "main", "main"])
     first = client.get(url).content.decode()
@@ -361,7 +371,7 @@ def test_the_fold_page_lists_rejections_first(client, member, folded):
 
 def test_the_fold_page_prints_twenty_covered_hashes_of_many(client, acme, member):
     j = journal_build(tenant=acme, key="long", items=[message("user", f"m{i}") for i in range(30)])
-    fold_build(j)
+    mechanical_fold(j)
     client.force_login(member)
     body = client.get(
         reverse("ledger:fold", args=["acme", "long", "main", "main", 1])
@@ -401,6 +411,7 @@ def test_the_diff_shows_changed_fields(client, member, folded):
     said = _entry(folded, 13)
     result = ledger_fold(
         journal=folded,
+        recover=False,
         writer=ScriptedWriter(
             [
                 {
@@ -456,7 +467,7 @@ def pending(acme):
             message("assistant", "OK."),
         ],
     )
-    fold_build(j)
+    mechanical_fold(j)
     journal_append(journal=j, items=[message("user", "The permission rule no longer applies.")])
     pin = next(f for f in j.folds.get(number=1).state_dict["facts"].values() if f.get("pin"))
     ledger_fold(
@@ -551,7 +562,7 @@ def test_a_reviewer_refuses_over_htmx_and_needs_a_comment(client, acme, pending)
     assert body.lstrip().startswith('<section id="review-decision"')
     assert "refused</span>" in body and "still applies" in body
     again = client.post(url, {"decision": "approve", "comment": "changed my mind"})
-    assert again.status_code == 400 and "already refused" in again.content.decode()
+    assert again.status_code == 409 and "already refused" in again.content.decode()  # as the API
 
 
 def test_review_posts_need_a_csrf_token(acme, pending):

@@ -142,7 +142,7 @@ def test_the_fold_page_links_the_verifier_page(client, member, fallback_fold):
 def test_a_mechanical_fold_shows_the_reducers_verdicts_and_names_the_writer(
     client, member, journal
 ):
-    fold = ledger_fold(journal=journal).fold
+    fold = ledger_fold(journal=journal, writer="mechanical").fold
     journal_append(journal=journal, items=[message("assistant", "Done for today.")])
     pin = next(f for f in fold.state_dict["facts"].values() if f.get("pin"))
     bad = ledger_fold(

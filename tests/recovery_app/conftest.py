@@ -12,8 +12,8 @@ from journal_app.formats.base import ParsedEntry, message, tool_call, tool_resul
 from journal_app.models import Entry, Journal
 from journal_app.services import journal_append, journal_ensure, session_ensure, tenant_ensure
 from ledger_app.services import ledger_fold
-from tests.support.writers import ScriptedWriter
 from recovery_app.search import index_sync
+from tests.support.writers import ScriptedWriter
 
 MIGRATE = "python manage.py migrate billing 0042_add_refund_index --fake"
 MIGRATE_OUT = (

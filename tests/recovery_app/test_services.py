@@ -10,8 +10,8 @@ from ledger_app.models import Fold
 from ledger_app.services import ledger_fold, ledger_state, ledger_verify
 from recovery_app.analyst import json_fragment
 from recovery_app.budget import Budget
-from recovery_app.models import Receipt
 from recovery_app.fold import recovery_fold
+from recovery_app.models import Receipt
 from recovery_app.services import recovery_run
 from tests.recovery_app.conftest import (
     DOUBT,
