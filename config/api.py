@@ -37,6 +37,7 @@ validation_error         422     wrong types, unknown fields, missing fields, ba
 invalid_entry            422     an entry that cannot be stored (kind/role/content rules)
 invalid_transcript       422     an uploaded transcript that does not parse (file, line, field)
 invalid_query            422     a recovery search query that cannot be searched
+invalid_filter           422     a filter expression that does not parse (names the token)
 invalid_context_request  422     a context request that cannot be served (revision, budgets)
 invalid_request          422     any other refusal of the journal, ledger or recovery services
 model_unavailable        503     the writer's model could not be reached: the fold attempt is
@@ -75,6 +76,7 @@ from journal_app.formats import FormatError
 from ledger_app.api import router as ledger_router
 from ledger_app.context_api import router as context_router
 from recovery_app.api import router as recovery_router
+from recovery_app.receipts_api import router as receipts_router
 
 log = structlog.get_logger("ledgerkeep.api")
 
@@ -421,4 +423,5 @@ api.add_router("/", journal_router)
 api.add_router("/", audit_router)
 api.add_router("/", ledger_router)
 api.add_router("/", recovery_router)
+api.add_router("/", receipts_router)
 api.add_router("/", context_router)

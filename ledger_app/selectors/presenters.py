@@ -312,10 +312,16 @@ def proposals_rejected(fold: Fold) -> int:
 
 
 def ops_rejected(fold: Fold) -> int:
-    """Everything rejected on the way to ``fold``: the reducer's rejected ops of the delta
-    plus :func:`proposals_rejected` (a fold whose proposal and repair were both rejected
-    reads 2, not 0)."""
-    return fold.ops_rejected + proposals_rejected(fold)
+    """Everything rejected on the way to ``fold``: the stored ``Fold.ops_rejected``, which the
+    fold service writes as the reducer's rejected ops plus :func:`proposals_rejected` (a fold
+    whose proposal and repair were both rejected reads 2, not 0)."""
+    return fold.ops_rejected
+
+
+def reducer_rejected(fold: Fold) -> int:
+    """The ops of the fold's delta the reducer refused (:func:`ops_rejected` less the
+    verifier's rejections)."""
+    return max(0, fold.ops_rejected - proposals_rejected(fold))
 
 
 def fold_out(fold: Fold) -> dict[str, Any]:
@@ -334,7 +340,7 @@ def fold_out(fold: Fold) -> dict[str, Any]:
         "verifier": fold.verifier,
         "facts_added": fold.facts_added,
         "ops_rejected": ops_rejected(fold),
-        "reducer_rejected": fold.ops_rejected,
+        "reducer_rejected": reducer_rejected(fold),
         "proposals_rejected": proposals_rejected(fold),
         "tokens_covered": _maybe_int(getattr(fold, "tokens_covered", None)),
         "tokens_ledger": _maybe_int(getattr(fold, "tokens_ledger", None)),

@@ -30,7 +30,7 @@ from ledger_app.services.common import (
 from ledger_app.services.compact import CompactReport, CompactRow, ledger_compact
 from ledger_app.services.consolidate import ledger_consolidate
 from ledger_app.services.fold import fold_context, ledger_fold
-from ledger_app.services.refold import RefoldRefused, ledger_refold, ledger_refold_fallbacks
+from ledger_app.services.refold import RefoldRefused, ledger_refold_apply, ledger_refold_fallbacks
 from ledger_app.services.review import (
     ReviewCommentInvalid,
     ReviewDecisionInvalid,
@@ -86,7 +86,7 @@ __all__ = [
     "model_config",
     "range_hash",
     "RefoldRefused",
-    "ledger_refold",
+    "ledger_refold_apply",
     "ledger_refold_fallbacks",
     "retirement_review",
     "writer_resolve",

@@ -18,7 +18,7 @@ from journal_app.tokens import source_label
 from ledger_app import hooks, reducer
 from ledger_app.budget import render_fact
 from ledger_app.loss import loss_report
-from ledger_app.mechanical import EntryView, is_pin_source, pin_fact, required_pins
+from ledger_app.mechanical import EntryView, is_pin_source, pin_fact, redact_op, required_pins
 from ledger_app.model_writer import FALLBACK_NOTE as FALLBACK_NOTE  # re-exported: views
 from ledger_app.model_writer import (
     Composition,
@@ -221,7 +221,7 @@ def _take_recovered(
         fact_id = op["fact"]["id"]
         if fact_id not in taken:
             taken.add(fact_id)
-            ops.append(dict(op))
+            ops.append(redact_op(dict(op)))  # recovered quotes never copy a secret
             proposed.append(fact_id)
     return proposed
 
@@ -439,7 +439,10 @@ def ledger_fold(
                     facts_added=sum(
                         1 for r in reduction.results if r.op == "add" and r.status == "accepted"
                     ),
-                    ops_rejected=len(reduction.rejected),
+                    # the reducer's rejections plus the verifier's (rejected proposals and
+                    # repairs never reach the reducer): one count, shown everywhere
+                    ops_rejected=len(reduction.rejected)
+                    + int(manifest.get("review", {}).get("rejected", 0)),
                 )
         except IntegrityError:
             existing = Fold.objects.filter(journal=journal, range_hash=key).first()

@@ -1,5 +1,8 @@
 """Refold: a range folded with mechanical facts folded again by a better writer (issue 12).
 
+The stored counterpart of the what-if refold (:func:`ledger_app.refold.ledger_refold`, which
+runs the same writer path and writes nothing).
+
 Recorded as a new fold of kind ``refold``, never an edit: its delta ``withdraw``s the
 active non-pin facts born in the refolded fold (the reducer allows that only for
 ``"refold_of": n`` and facts of fold ``n``) and adds the new writer's ops over the same
@@ -54,7 +57,7 @@ def _renamed(ops: list[dict[str, Any]], taken: set[str], number: int) -> list[di
     return out
 
 
-def ledger_refold(*, journal: Journal, fold: Fold, writer: Any = None) -> FoldResult:
+def ledger_refold_apply(*, journal: Journal, fold: Fold, writer: Any = None) -> FoldResult:
     """Fold ``fold``'s range again with ``writer``, as a new ``refold`` fold.
 
     Args:
@@ -175,7 +178,7 @@ def ledger_refold(*, journal: Journal, fold: Fold, writer: Any = None) -> FoldRe
 def ledger_refold_fallbacks(*, journal: Journal, writer: Any = None) -> Any:
     """Refold every range fold of ``journal`` that fell back to mechanical facts.
 
-    ``compact --refold``. Each becomes a new ``refold`` fold (:func:`ledger_refold`); folds
+    ``compact --refold``. Each becomes a new ``refold`` fold (:func:`ledger_refold_apply`); folds
     already refolded with the same writer are skipped.
 
     Returns:
@@ -189,7 +192,7 @@ def ledger_refold_fallbacks(*, journal: Journal, writer: Any = None) -> Any:
         journal=journal, kind=Fold.Kind.FOLD, outcome=Fold.Outcome.FALLBACK
     ).order_by("number")
     for fold in fallbacks:
-        result = ledger_refold(journal=journal, fold=fold, writer=w)
+        result = ledger_refold_apply(journal=journal, fold=fold, writer=w)
         if result.created:
             report.rows.append(CompactRow(result.fold, result.fold.outcome))
     report.stopped = f"{len(report.rows)} of {fallbacks.count()} fallback fold(s) refolded"

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from journal_app import privacy
 from ledger_app.validation.budget import SURROGATE, TEXT_PARTS
 from ledger_app.validation.pairing import ANTHROPIC, OPENAI, Calls, pairing_problems
 from ledger_app.validation.report import EntryNames, Problem
 
 OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 ANTHROPIC_ROLES = ("user", "assistant")
-REASONING_BLOCKS = ("thinking", "redacted_thinking", "reasoning")
-REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
+REASONING_BLOCKS = privacy.REASONING_KINDS
+REASONING_FIELDS = privacy.REASONING_FIELDS
 
 
 def detect_format(request: Any) -> str:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
 from journal_app import privacy
@@ -78,7 +76,8 @@ def test_reasoning_blocks_are_replaced_and_secrets_inside_are_not_listed_apart()
     assert [(k, c) for _, _, k, c in found] == [("reasoning", "reasoning")] * 2
     f = filter_text(text)
     assert f.text == REASONING_MARK + "Done. " + REASONING_MARK
-    assert f.labels == ["reasoning"] and f.spans == [(0, 66), (73, 80)]
+    end = text.index("Done.")
+    assert f.labels == ["reasoning"] and f.spans == [(0, end), (text.index("<think>"), len(text))]
 
 
 def test_redact_secrets_keeps_reasoning_tags():
@@ -145,4 +144,3 @@ def test_long_text_with_few_anchors_is_scanned_in_linear_time():
     text = ("x" * 1000 + "\n") * 300 + "password: hello123456\n"
     f = filter_text(text)
     assert f.labels == ["secret: secret-keyword"] and "hello123456" not in f.text
-    assert sys.getrecursionlimit()  # (speed itself is measured by bench/, not asserted here)

@@ -47,7 +47,7 @@ def _facts(fold):
 def test_first_fold_pins_instructions_verbatim_and_records_tool_outcomes():
     j = _journal()
     journal_append(journal=j, items=_items())
-    result = ledger_fold(journal=j)
+    result = ledger_fold(journal=j, writer="mechanical", recover=False)
     fold = result.fold
     assert result.created and fold.outcome == "fallback" and fold.number == 1
     # the interrupted tail (t2 without a result) is not folded

@@ -189,6 +189,8 @@ def test_deployed_and_accepted_with_readable_citations_falls_back(scripted):
     kinds = list(fold.attempts.get().proposals.values_list("kind", flat=True))
     assert kinds == ["proposal", "repair", "fallback"]
     assert Verdict.objects.filter(proposal__attempt__fold=fold, judge="verifier").count() == 2
+    # the proposal and the repair were rejected: the fold's one count says 2, not 0
+    assert fold.manifest["review"]["rejected"] == 2 and fold.ops_rejected == 2
 
 
 def test_a_success_claim_citing_the_failed_deploy_is_rejected_even_if_the_verifier_agrees(scripted):
@@ -385,7 +387,10 @@ def test_an_obligation_closes_on_later_evidence_and_not_on_earlier(scripted):
     assert {v.judge for v in refused if not v.accepted} == {"rules", "reducer"}
 
 
-def test_compact_with_the_model_prints_the_table(scripted, settings):
+def test_compact_with_the_model_prints_the_table(scripted, settings, monkeypatch):
+    # the recovery before each fold uses its lexical analyst here (its model: recovery_app's
+    # tests), so the scripted replies below are the writer's and the verifier's only
+    monkeypatch.setattr("recovery_app.services.analyst_model_from_settings", lambda: None)
     settings.OPENAI_BASE_URL = scripted.base_url
     settings.WRITER_MODEL = "scripted-writer"
     settings.VERIFIER_MODEL = "scripted-verifier"

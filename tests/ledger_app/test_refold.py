@@ -57,7 +57,7 @@ def _counts():
 
 def test_an_offline_refold_of_a_mechanical_fold_shows_what_it_adds_and_writes_nothing():
     journal = _journal()
-    fold = ledger_fold(journal=journal).fold  # mechanical
+    fold = ledger_fold(journal=journal, writer="mechanical", recover=False).fold
     stored = (fold.state, fold.state_hash)
     before = _counts()
 
@@ -169,7 +169,7 @@ def test_a_range_that_no_longer_matches_its_manifest_is_refused():
 
 def test_a_consolidation_cannot_be_refolded():
     journal = _journal()
-    ledger_fold(journal=journal)
+    ledger_fold(journal=journal, writer="mechanical")
     checkpoint = ledger_consolidate(journal=journal, start_tokens=0, target_tokens=0).fold
     assert checkpoint is not None and checkpoint.kind == "consolidation"
     with pytest.raises(RefoldError, match="not a fold over a range"):

@@ -15,8 +15,8 @@ from ledger_app.services import (
     FoldRefused,
     ReviewForbidden,
     ledger_fold,
-    ledger_review,
     ledger_verify,
+    retirement_review,
 )
 from tests.support.writers import ScriptedWriter
 
@@ -84,8 +84,8 @@ def test_a_later_user_entry_queues_the_retirement_and_approval_retires_it():
     assert req.status == "pending"
     assert Fold.objects.get(journal=j, number=2).state_dict["facts"][pin]["lifecycle"] == "active"
     rita = _user(t, "rita", Membership.Role.REVIEWER)
-    review = ledger_review(
-        request=req, reviewer=rita, decision="approve", comment="confirmed with the user"
+    review = retirement_review(
+        request=req, actor=rita, decision="approve", comment="confirmed with the user"
     )
     req.refresh_from_db()
     assert (req.status, req.reviewer, req.comment) == ("approved", rita, "confirmed with the user")
@@ -99,7 +99,7 @@ def test_a_refused_retirement_keeps_the_rule_active():
     t, j = _setup()
     pin, req = _request_retirement(j)
     rita = _user(t, "rita", Membership.Role.REVIEWER)
-    review = ledger_review(request=req, reviewer=rita, decision="refuse", comment="no")
+    review = retirement_review(request=req, actor=rita, decision="refuse", comment="no")
     assert review.state_dict["facts"][pin]["lifecycle"] == "active"
     assert RetirementRequest.objects.get().status == "refused"
 
@@ -109,7 +109,7 @@ def test_an_operator_cannot_review():
     _, req = _request_retirement(j)
     oscar = _user(t, "oscar", Membership.Role.OPERATOR)
     with pytest.raises(ReviewForbidden):
-        ledger_review(request=req, reviewer=oscar, decision="approve")
+        retirement_review(request=req, actor=oscar, decision="approve", comment="ok")
     assert RetirementRequest.objects.get().status == "pending"
     assert Fold.objects.filter(journal=j).count() == 2
 

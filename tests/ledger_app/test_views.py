@@ -64,9 +64,7 @@ def folded(journal):
 def _writer_fold(journal: Journal, ops: list[dict]) -> Fold:
     """Answer the interrupted call, then fold seq 11-12 with a scripted writer's ``ops``."""
     journal_append(journal=journal, items=[tool_result("t2", "14 passed")])
-    result = ledger_fold(
-        journal=journal, writer=ScriptedWriter(ops, "test-writer"), recover=False
-    )
+    result = ledger_fold(journal=journal, writer=ScriptedWriter(ops, "test-writer"), recover=False)
     assert result.fold is not None, result.reason
     return result.fold
 

@@ -12,9 +12,9 @@ from journal_app.models import Entry
 from journal_app.services import journal_append, journal_ensure, session_ensure, tenant_ensure
 from ledger_app.model_writer import FALLBACK_NOTE, ModelWriter
 from ledger_app.services import ledger_fold
-from tests.support.writers import ScriptedWriter
 from tests.factories import MembershipFactory, TenantFactory, UserFactory
 from tests.support import ScriptedServer
+from tests.support.writers import ScriptedWriter
 
 pytestmark = pytest.mark.django_db
 

@@ -100,9 +100,9 @@ def build_migration_case(
         ],
         writer_id="routine",
     )
-    folds = [ledger_fold(journal=j, writer=routine).fold]
+    folds = [ledger_fold(journal=j, writer=routine, recover=False).fold]
     journal_append(journal=j, items=filler(40))
-    folds.append(ledger_fold(journal=j).fold)
+    folds.append(ledger_fold(journal=j, writer="mechanical", recover=False).fold)
     journal_append(
         journal=j,
         items=[

@@ -23,9 +23,7 @@ def test_provider_keys_are_replaced_and_labelled():
     assert "sk-PLACEHOLDER" not in f.text and "ghp_abc" not in f.text and "AKIAIOSF" not in f.text
     assert "OPENAI_API_KEY=[filtered: openai-key]" in f.text
     assert "EDITOR=vim" in f.text
-    assert {"secret: openai-key", "secret: github-token", "secret: aws-access-key"} <= set(
-        f.labels
-    )
+    assert {"secret: openai-key", "secret: github-token", "secret: aws-access-key"} <= set(f.labels)
 
 
 def test_detect_secrets_findings_are_filtered_too():

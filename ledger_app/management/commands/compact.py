@@ -49,7 +49,6 @@ def _row(r: CompactRow) -> tuple[str, ...]:
     f = r.fold
     m = f.manifest
     model = m.get("tokens", {}).get("model", {})
-    review = m.get("review", {})
     seq = f"{f.seq_start}-{f.seq_end}" if f.seq_start else "-"
     return (
         str(f.number),
@@ -57,7 +56,7 @@ def _row(r: CompactRow) -> tuple[str, ...]:
         seq,
         f.outcome,
         str(f.facts_added),
-        str(f.ops_rejected + int(review.get("rejected", 0))),
+        str(f.ops_rejected),
         str(m.get("tokens", {}).get("covered", "-")),
         str(model.get("input_tokens", 0)),
         str(model.get("output_tokens", 0)),
