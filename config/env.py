@@ -6,6 +6,7 @@ of healthchecks' ``hc/settings.py``.
 
 from __future__ import annotations
 
+import json
 import os
 
 
@@ -59,3 +60,20 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw in (None, ""):
         return list(default)
     return [part.strip() for part in raw.split(",") if part.strip()]
+
+
+def env_json(name: str, default: dict[str, int]) -> dict[str, int]:
+    """A JSON object of names to positive integers, e.g. ``{"gpt-4o": 128000}``."""
+    raw = os.environ.get(name)
+    if raw in (None, ""):
+        return dict(default)
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise SettingError(f"{name}={raw!r} is not JSON") from None
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v > 0
+        for k, v in value.items()
+    ):
+        raise SettingError(f"{name} must be a JSON object of names to positive integers")
+    return value

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from config.env import env_bool, env_float, env_int, env_list, env_str
+from config.env import env_bool, env_float, env_int, env_json, env_list, env_str
 from config.logging import configure_structlog, logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "ledger_app",
     "recovery_app",
     "audit_app",
+    "proxy_app",
 ]
 
 MIDDLEWARE = [
@@ -147,6 +148,16 @@ MODEL_BACKOFF_SECONDS = env_float("MODEL_BACKOFF_SECONDS", 0.5)
 MODEL_BACKOFF_MAX_SECONDS = env_float("MODEL_BACKOFF_MAX_SECONDS", 8.0)
 MODEL_RESPONSE_FORMAT = env_str("MODEL_RESPONSE_FORMAT", "json_schema")
 MODEL_MAX_OUTPUT_TOKENS = env_int("MODEL_MAX_OUTPUT_TOKENS", 4096)
+
+# The compacting proxy (issue 14, proxy_app): where requests are forwarded, and the context
+# window per model (a JSON map ``{"model": tokens}``; unknown models get the default).
+UPSTREAM_OPENAI_BASE_URL = env_str("UPSTREAM_OPENAI_BASE_URL", "https://api.openai.com/v1")
+UPSTREAM_OPENAI_API_KEY = env_str("UPSTREAM_OPENAI_API_KEY", "")
+UPSTREAM_ANTHROPIC_BASE_URL = env_str("UPSTREAM_ANTHROPIC_BASE_URL", "https://api.anthropic.com")
+UPSTREAM_ANTHROPIC_API_KEY = env_str("UPSTREAM_ANTHROPIC_API_KEY", "")
+UPSTREAM_TIMEOUT_SECONDS = env_float("UPSTREAM_TIMEOUT_SECONDS", 600.0)
+MODEL_WINDOWS = env_json("MODEL_WINDOWS", {})
+MODEL_WINDOW_DEFAULT = env_int("MODEL_WINDOW_DEFAULT", 270_000)
 
 # REST API (issue 7): bodies over this many bytes are refused with HTTP 413 before they are read.
 API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 16 * 1024 * 1024)

@@ -35,5 +35,6 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("ledger/", include("ledger_app.urls")),
     path("recovery/", include("recovery_app.urls")),
+    path("proxy/", include("proxy_app.urls")),
     path("", include((journal_ui, journal_urls.app_name))),
 ]

@@ -128,8 +128,8 @@ PROVIDER_PATTERNS: tuple[tuple[str, re.Pattern[str], tuple[str, ...], bool], ...
 )
 
 #: Keyword style in any case: ``password: x``, ``"api_key": "x"``, ``--token x``. The value
-#: must look like a secret (a digit or a symbol in it, or mixed case and 16+ characters), so
-#: ``password: required`` or ``max_tokens: 4096`` are not secrets.
+#: must look like a secret (:func:`_looks_secret`), so ``password: required``,
+#: ``max_tokens: 4096`` or ``totalTokens: usage.totalTokens`` are not secrets.
 _KEYWORD = re.compile(
     r"(?i)(?P<flag>--?)?(?P<name>[a-z0-9_.-]{0,40}?"
     r"(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|auth[_-]?key"
@@ -141,6 +141,7 @@ _KEYWORD_WINDOW = (80, 240)
 _STRONG = re.compile(r"[0-9!@#$%^&*+/=~]")
 _NUMBER = re.compile(r"[0-9.,_]+")
 _PATH_STARTS = ("/", "./", "../", "~/")
+_DOTTED = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+")
 
 #: ``sha256:<64 hex>``: every id in this product. Never a secret.
 _HASH = re.compile(r"(?:sha256:)?[0-9a-f]{64}")
@@ -169,7 +170,10 @@ _PLUGINS: tuple[tuple[str, str, tuple[str, ...], bool], ...] = (
     ("twilio", "TwilioKeyDetector", ("AC", "SK"), False),
 )
 
-_REASONING = re.compile(r"<(think|thinking|reasoning)>[\s\S]*?(?:</\1>|$)", re.IGNORECASE)
+#: A closed block anywhere; an unclosed one only when the text starts with it (a model's
+#: reasoning cut off mid-stream), so prose naming a tag ("inside <think> tags") stays.
+_REASONING = re.compile(r"<(think|thinking|reasoning)>[\s\S]*?</\1>", re.IGNORECASE)
+_REASONING_OPEN = re.compile(r"\s*<(think|thinking|reasoning)>", re.IGNORECASE)
 _REASONING_ANCHORS = ("<think", "<reasoning")
 
 Span = tuple[int, int, str]
@@ -217,13 +221,13 @@ def _keyword_windows(text: str, low: str) -> list[tuple[int, int]]:
 
 
 def _looks_secret(value: str) -> bool:
-    if _HASH.fullmatch(value) or value.lower() in ("true", "false", "none", "null"):
-        return False
-    if _NUMBER.fullmatch(value) or value.startswith(_PATH_STARTS):
+    """A keyword's value is a secret when it holds a digit or a symbol and is not a number,
+    a path, a hash or a code reference (``usage.totalTokens``, ``process.env.KEY``)."""
+    if _HASH.fullmatch(value) or _NUMBER.fullmatch(value) or value.startswith(_PATH_STARTS):
         return False  # ``max_tokens: 128000000``, ``--token-file /run/x``
-    if _STRONG.search(value):
-        return True
-    return len(value) >= 16 and value.lower() != value and value.upper() != value
+    if _DOTTED.fullmatch(value):
+        return False
+    return bool(_STRONG.search(value))
 
 
 def _raw_spans(text: str) -> Iterable[Span]:
@@ -242,7 +246,7 @@ def _raw_spans(text: str) -> Iterable[Span]:
                 name = m.group("name")
                 # ``name value`` only for an option (``--token x``) or a compound name
                 # (``aws_secret_access_key x``); prose ("the token is ...") is not a secret.
-                if sep_is_space and not (m.group("flag") or "_" in name or "-" in name):
+                if sep_is_space and not (m.group("flag") or "_" in name):
                     continue
                 if _looks_secret(m.group("v")):
                     yield m.start("v"), m.end("v"), "secret-keyword"
@@ -311,13 +315,18 @@ def secret_spans(text: str) -> list[tuple[int, int, str]]:
 
 
 def reasoning_spans(text: str) -> list[tuple[int, int]]:
-    """Spans of ``<think>``/``<thinking>``/``<reasoning>`` blocks (unclosed: to the end)."""
+    """Spans of ``<think>``/``<thinking>``/``<reasoning>`` blocks: closed blocks anywhere;
+    a text that starts with an opening tag never closed is reasoning to its end."""
     if not text or "<" not in text:
         return []
     low = text.lower()
     if not any(a in low for a in _REASONING_ANCHORS):
         return []
-    return [m.span() for m in _REASONING.finditer(text)]
+    spans = [m.span() for m in _REASONING.finditer(text)]
+    opened = _REASONING_OPEN.match(text)
+    if opened and not (spans and spans[0][0] == opened.start(1) - 1):
+        return [(0, len(text))]  # the opening tag is never closed
+    return spans
 
 
 @dataclass

@@ -1,19 +1,14 @@
 """Recovered facts enter the ledger through an ordinary fold (DESIGN.md section 7). Pure.
 
-:class:`RecoveryWriter` wraps the fold's writer: it proposes what that writer proposes, then
-one ``add`` per recovered claim, citing the raw entries with their exact quotes. The ops go
-through the same verifier as every other op (the reducer's rules, and the model verifier
-where one is configured): recovered evidence earns no shortcut. :func:`recovered_fact`
-builds those facts from analyst claims.
+:func:`recovered_fact` builds the ``add`` op's fact for one accepted analyst claim, citing
+the raw entries with their exact quotes. The one fold service
+(:func:`ledger_app.services.ledger_fold`) adds those ops to the fold after its writer's, and
+the reducer judges them like every other op: recovered evidence earns no shortcut.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
-
-from ledger_app.mechanical import EntryView
-from ledger_app.writers import Writer
 
 
 def recovered_fact(
@@ -62,36 +57,3 @@ def recovered_fact(
         "author": "recovery",
         "recovery": {"status": status, "revision": revision, "query": claim.get("query", "")},
     }
-
-
-class RecoveryWriter:
-    """The base writer's ops, then the recovered ``add`` ops not already in the ledger.
-
-    ``id`` and ``prompt_version`` are the base writer's (the fold's outcome and manifest
-    describe the base writer); ``label`` says recovered facts rode along.
-    """
-
-    def __init__(self, base: Writer, ops: Sequence[dict[str, Any]], note: str = "") -> None:
-        self.base = base
-        self.ops = [dict(op) for op in ops]
-        self.id = base.id
-        self.prompt_version = base.prompt_version
-        self.label = f"{base.label} + recovery" + (f" ({note})" if note else "")
-        self.proposed: list[str] = []
-
-    def propose(self, entries: Sequence[EntryView], state: dict[str, Any]) -> list[dict[str, Any]]:
-        """Base ops plus recovered adds whose fact id is neither in ``state`` nor proposed."""
-        ops = list(self.base.propose(entries, state))
-        taken = set(state.get("facts", {})) | {
-            op["fact"]["id"]
-            for op in ops
-            if isinstance(op.get("fact"), dict) and "id" in op["fact"]
-        }
-        self.proposed = []
-        for op in self.ops:
-            fact_id = op["fact"]["id"]
-            if fact_id not in taken:
-                taken.add(fact_id)
-                ops.append(op)
-                self.proposed.append(fact_id)
-        return ops

@@ -21,7 +21,7 @@ from audit_app.models import AuditEvent
 from audit_app.reads import RawReadDenied
 from journal_app import privacy
 from journal_app.auth import api_key_create
-from journal_app.formats.base import message, tool_call, tool_result
+from journal_app.formats.base import ParsedEntry, message, tool_call, tool_result
 from journal_app.models import ApiKey, Entry, Membership
 from journal_app.services import journal_append, journal_ensure, session_ensure, tenant_ensure
 from ledger_app.export import session_export
@@ -333,3 +333,45 @@ def test_the_context_builders_frontend_view_gives_the_same_verdict(planted, keys
         assert p.hidden not in item["text"], p.name
         assert verdict(item.get("filtered", False), item.get("labels", [])) == expected(p), p.name
     assert not [p.name for p in SECRETS if p.hidden in r.content.decode()]
+
+
+def test_typed_thinking_blocks_are_hidden_on_the_page_and_in_the_api(planted, keys):
+    thought = "the staging database is still broken, do not tell anyone"
+    journal_append(
+        journal=planted,
+        items=[
+            ParsedEntry(
+                kind="message",
+                role="assistant",
+                content={"text": "Done.", "blocks": [{"type": "thinking", "thinking": thought}]},
+            )
+        ],
+    )
+    e = Entry.objects.filter(journal=planted).latest("seq")
+    assert thought in e.body  # stored as given
+    data = _get(f"/entries/sha256:{e.entry_hash}", keys["client"]).json()
+    assert thought not in json.dumps(data)
+    assert verdict(data["filtered"], data["filter_labels"]) == (True, frozenset({"reasoning"}))
+    client = Client()
+    client.force_login(keys["operator"])
+    html = client.get(f"/e/sha256:{e.entry_hash}/?chunk=0").content.decode()
+    assert thought not in html and "filtered:</strong> reasoning" in html
+    assert "hash verified" in html
+
+
+def test_a_secret_straddling_a_chunk_boundary_never_shows_in_any_chunk(db, settings):
+    settings.JOURNAL_CHUNK_BYTES = 64
+    tenant = tenant_ensure(slug="acme")
+    journal = journal_ensure(session=session_ensure(tenant=tenant, key="small"))
+    text = "x" * 40 + f" aws configure set aws_secret_access_key {AWS} " + "y" * 80
+    journal_append(journal=journal, items=[message("assistant", text)])
+    e = Entry.objects.get(journal=journal, seq=1)
+    assert e.chunks.count() >= 3
+    user = UserFactory(username="otto")
+    Membership.objects.create(user=user, tenant=tenant, role=Membership.Role.OPERATOR)
+    client = Client()
+    client.force_login(user)
+    for n in range(e.chunks.count()):
+        html = client.get(f"/e/sha256:{e.entry_hash}/?chunk={n}").content.decode()
+        assert all(piece not in html for piece in (AWS[:12], AWS[12:24], AWS[-12:])), n
+        assert html.count("[filtered: aws-secret-key]") == 2  # the text and the body

@@ -8,6 +8,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, HttpRequest
 
+from audit_app.reads import RawReadDenied
 from audit_app.roles import EXPORT_PERMISSION
 from audit_app.services import export_record
 from journal_app import selectors as journal_selectors
@@ -18,8 +19,10 @@ from ledger_app.export import session_export
 def export(request: HttpRequest, tenant: str, session: str) -> FileResponse:
     """Download the session as JSON Lines (``?lane=``, ``?branch=`` narrow it); logged.
 
-    Needs ``audit_app.export_session`` (every role has it). The file is written to a
-    temporary file first, so the audit event records its sha256 before it is sent.
+    Needs ``audit_app.export_session`` and, because the bodies are the stored (unfiltered)
+    bytes, the raw-read role (a tenant admin, :mod:`audit_app.reads`); a refusal is 403 and
+    logged. The file is written to a temporary file first, so the audit event records its
+    sha256 before it is sent.
     """
     s = journal_selectors.get_session_for_user(request.user, tenant, session)
     if not request.user.has_perm(EXPORT_PERMISSION):
@@ -27,7 +30,13 @@ def export(request: HttpRequest, tenant: str, session: str) -> FileResponse:
     lane = request.GET.get("lane", "")
     branch = request.GET.get("branch", "")
     out = tempfile.TemporaryFile()
-    summary = session_export(session=s, out=out, lane=lane, branch=branch)
+    try:
+        summary = session_export(
+            session=s, out=out, lane=lane, branch=branch, actor=request.user, via="ui"
+        )
+    except RawReadDenied as exc:  # bodies are the stored bytes: the raw-read role only
+        out.close()
+        raise PermissionDenied(str(exc)) from None
     export_record(
         user=request.user, session=s, details={**summary.to_dict(), "lane": lane, "branch": branch}
     )

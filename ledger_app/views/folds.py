@@ -38,14 +38,13 @@ def fold_list(
     (``ops_rejected`` counts the verifier's rejections too), tokens; the latest failed
     attempts; and a form comparing any two folds. Same rows as ``GET .../folds``."""
     journal = journal_selectors.get_journal_for_user(request.user, tenant, session, lane, branch)
-    page = Paginator(selectors.fold_rows(journal), FOLDS_PER_PAGE).get_page(
-        request.GET.get("page") or "1"
-    )
+    folds = list(selectors.fold_rows(journal))  # one query: the rows are light (no JSON)
+    page = Paginator(folds, FOLDS_PER_PAGE).get_page(request.GET.get("page") or "1")
     context = {
         **scope_context(journal),
         "folds": [presenters.fold_out(f) for f in page.object_list],
         "page": page,
-        "numbers": selectors.fold_numbers(journal),
+        "numbers": [f.number for f in folds],
         "failed": [
             presenters.attempt_out(a)
             for a in selectors.failed_attempts(journal, limit=FAILED_ATTEMPTS_SHOWN)

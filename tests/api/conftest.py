@@ -14,8 +14,8 @@ from journal_app.models import ApiKey, Entry, Membership
 from journal_app.services import journal_append, journal_ensure, session_ensure, tenant_ensure
 from ledger_app.models import RetirementRequest
 from ledger_app.services import ledger_fold
-from tests.support.writers import ScriptedWriter
 from tests.factories import UserFactory
+from tests.support.writers import ScriptedWriter
 
 BASE = "/api/v1"
 

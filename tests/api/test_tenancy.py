@@ -75,6 +75,14 @@ def _b_urls(b) -> dict[tuple[str, str], str]:
         ("GET", "/sessions/{session}/{lane}/{branch}/folds/{number}/verdicts"): (
             B + "/folds/1/verdicts"
         ),
+        ("GET", "/sessions/{session}/{lane}/{branch}/folds/{number}/proposals"): (
+            B + "/folds/1/proposals"
+        ),
+        ("GET", "/sessions/{session}/{lane}/{branch}/folds/{number}/invariants"): (
+            B + "/folds/1/invariants"
+        ),
+        ("GET", "/sessions/{session}/{lane}/{branch}/folds/{number}/loss"): B + "/folds/1/loss",
+        ("GET", "/sessions/{session}/{lane}/{branch}/fold-attempts"): B + "/fold-attempts",
         ("GET", "/sessions/{session}/{lane}/{branch}/retirements"): (
             "/sessions/perm/main/main/retirements"
         ),

@@ -10,8 +10,8 @@ from journal_app.models import Entry, Membership
 from journal_app.services import journal_append
 from ledger_app.models import RetirementRequest
 from ledger_app.services import ledger_fold
-from tests.support.writers import ScriptedWriter
 from tests.factories import MembershipFactory, TenantFactory, UserFactory, journal_build
+from tests.support.writers import ScriptedWriter
 
 RULE = "Always ask before changing file permissions."
 

@@ -13,12 +13,11 @@ from audit_app.services import (
     account_ensure,
     annotation_add,
     comment_on_entry,
-    retirement_decide,
 )
 from journal_app.models import AppendOnlyError, Entry, Membership
 from ledger_app.comments import comment_on_fact
 from ledger_app.models import Fold, RetirementRequest
-from ledger_app.services import ReviewError, ReviewForbidden
+from ledger_app.services import ReviewError, ReviewForbidden, retirement_review
 from tests.audit_app.conftest import member_of
 from tests.factories import TenantFactory, fold_build, journal_build
 
@@ -106,8 +105,8 @@ def test_an_annotation_labels_the_session(acme, operator):
 
 
 def test_a_reviewer_approves_with_a_comment_and_it_is_logged(retirement, reviewer):
-    fold = retirement_decide(
-        request=retirement, user=reviewer, decision="approve", comment="confirmed with the user"
+    fold = retirement_review(
+        request=retirement, actor=reviewer, decision="approve", comment="confirmed with the user"
     )
     retirement.refresh_from_db()
     assert (retirement.status, retirement.reviewer, retirement.decided_in) == (
@@ -128,7 +127,7 @@ def test_a_reviewer_approves_with_a_comment_and_it_is_logged(retirement, reviewe
 
 def test_an_operator_is_refused_and_the_attempt_is_logged(retirement, operator):
     with pytest.raises(ReviewForbidden, match="oscar is not a reviewer of tenant acme"):
-        retirement_decide(request=retirement, user=operator, decision="approve", comment="ok")
+        retirement_review(request=retirement, actor=operator, decision="approve", comment="ok")
     assert RetirementRequest.objects.get().status == "pending"
     assert Fold.objects.filter(kind=Fold.Kind.REVIEW).count() == 0
     event = AuditEvent.objects.get()
@@ -139,15 +138,15 @@ def test_a_reviewer_of_another_tenant_is_refused(retirement):
     stranger = member_of(TenantFactory(slug="globex"), "gus", Membership.Role.REVIEWER)
     assert stranger.has_perm(REVIEW_PERMISSION)  # the role may review, but not here
     with pytest.raises(ReviewForbidden):
-        retirement_decide(request=retirement, user=stranger, decision="refuse", comment="no")
+        retirement_review(request=retirement, actor=stranger, decision="refuse", comment="no")
     assert RetirementRequest.objects.get().status == "pending"
 
 
 def test_a_decision_needs_a_comment_and_a_known_decision(retirement, reviewer):
     with pytest.raises(ReviewError, match="needs a comment"):
-        retirement_decide(request=retirement, user=reviewer, decision="approve", comment=" ")
+        retirement_review(request=retirement, actor=reviewer, decision="approve", comment=" ")
     with pytest.raises(ReviewError, match="'approve' or 'refuse'"):
-        retirement_decide(request=retirement, user=reviewer, decision="maybe", comment="x")
+        retirement_review(request=retirement, actor=reviewer, decision="maybe", comment="x")
     assert not AuditEvent.objects.exists()
     assert RetirementRequest.objects.get().status == "pending"
 

@@ -23,8 +23,8 @@ from journal_app.models import Entry, Membership
 from journal_app.services import journal_append, journal_import
 from ledger_app.models import RetirementRequest
 from ledger_app.services import ledger_fold
-from tests.support.writers import ScriptedWriter
 from tests.factories import PASSWORD, MembershipFactory, TenantFactory, UserFactory
+from tests.support.writers import ScriptedWriter
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [

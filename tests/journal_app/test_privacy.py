@@ -57,6 +57,9 @@ def test_it_finds_each_secret_with_its_kind(text, value, kind):
         "--token-file /run/secrets/token",
         "python manage.py migrate billing 0042_add_refund_index --fake",
         "api_key parameter is optional",
+        "totalTokens: input.result.usage.totalTokens,",
+        "apiKey: process.env.OA_API_KEY,",
+        "## 5. Token-Related Pricing/Metering Docs",
     ],
 )
 def test_it_leaves_hashes_and_ordinary_text_alone(text):
@@ -71,13 +74,20 @@ def test_marks_scan_clean_so_filtering_twice_changes_nothing():
 
 
 def test_reasoning_blocks_are_replaced_and_secrets_inside_are_not_listed_apart():
-    text = "<thinking>use sk-ant-api03-abcdefghijklmnopqrstuvwxyz</thinking>Done. <think>x"
+    text = "<thinking>use sk-ant-api03-abcdefghijklmnopqrstuvwxyz</thinking>Done. <think>b</think>"
     found = findings(text)
     assert [(k, c) for _, _, k, c in found] == [("reasoning", "reasoning")] * 2
     f = filter_text(text)
     assert f.text == REASONING_MARK + "Done. " + REASONING_MARK
     end = text.index("Done.")
     assert f.labels == ["reasoning"] and f.spans == [(0, end), (text.index("<think>"), len(text))]
+
+
+def test_an_unclosed_block_is_reasoning_only_when_the_text_starts_with_it():
+    cut = filter_text("  <think>the plan is to skip the failing test")
+    assert cut.text == REASONING_MARK and cut.labels == ["reasoning"]
+    prose = "Each output is placed inside <think> and <solution> tags."
+    assert filter_text(prose).text == prose and findings(prose) == []
 
 
 def test_redact_secrets_keeps_reasoning_tags():

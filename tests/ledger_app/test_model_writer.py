@@ -390,7 +390,7 @@ def test_an_obligation_closes_on_later_evidence_and_not_on_earlier(scripted):
 def test_compact_with_the_model_prints_the_table(scripted, settings, monkeypatch):
     # the recovery before each fold uses its lexical analyst here (its model: recovery_app's
     # tests), so the scripted replies below are the writer's and the verifier's only
-    monkeypatch.setattr("recovery_app.services.analyst_model_from_settings", lambda: None)
+    monkeypatch.setattr("recovery_app.services.attempt.analyst_model_from_settings", lambda: None)
     settings.OPENAI_BASE_URL = scripted.base_url
     settings.WRITER_MODEL = "scripted-writer"
     settings.VERIFIER_MODEL = "scripted-verifier"

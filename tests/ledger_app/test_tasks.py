@@ -102,7 +102,7 @@ def test_it_schedules_a_fold_when_the_unfolded_part_reaches_the_threshold(
     # folded in slices of about the threshold (whole rounds), the last ending at the head
     folds = list(Fold.objects.filter(journal=j).order_by("number"))
     assert folds[0].seq_start == 1 and folds[-1].seq_end == 5
-    assert all(a.seq_end + 1 == b.seq_start for a, b in zip(folds, folds[1:]))
+    assert all(a.seq_end + 1 == b.seq_start for a, b in zip(folds, folds[1:], strict=False))
     (run,) = _runs()
     assert run.status == TaskRun.Status.SUCCEEDED and run.journal == j
     assert run.result["folds"] == [f.number for f in folds]

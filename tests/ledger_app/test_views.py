@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from journal_app.formats.base import message, tool_result
 from journal_app.hashing import display
-from journal_app.models import Entry, Journal
+from journal_app.models import Entry, Journal, Membership
 from journal_app.services import journal_append
 from ledger_app.models import Fold
 from ledger_app.services import ledger_fold
@@ -589,11 +589,24 @@ def test_the_queue_explains_itself_when_empty(client, member):
 # Export -----------------------------------------------------------------------------------
 
 
-def test_it_exports_the_session_and_logs_the_digest(client, member, folded):
+def test_an_export_needs_the_raw_read_role_and_a_refusal_is_logged(client, member, folded):
+    from audit_app.models import AuditEvent
+
+    client.force_login(member)  # an operator: bodies are the stored, unfiltered bytes
+    response = client.get(reverse("ledger:export", args=["acme", "refunds"]))
+    assert response.status_code == 403
+    assert AuditEvent.objects.filter(action="session.export_raw.denied").count() == 1
+    assert not AuditEvent.objects.filter(action="session.export").exists()
+
+
+def test_it_exports_the_session_and_logs_the_digest(client, acme, folded):
     import hashlib
 
     from audit_app.models import AuditEvent
 
+    member = MembershipFactory(
+        tenant=acme, user=UserFactory(username="ada"), role=Membership.Role.ADMIN
+    ).user
     client.force_login(member)
     response = client.get(reverse("ledger:export", args=["acme", "refunds"]))
     assert response.status_code == 200

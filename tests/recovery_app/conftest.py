@@ -143,5 +143,5 @@ def no_model(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         calls.append(1)
         raise AssertionError("a model client was constructed")
 
-    monkeypatch.setattr("recovery_app.services.analyst_model_from_settings", factory)
+    monkeypatch.setattr("recovery_app.services.attempt.analyst_model_from_settings", factory)
     return calls

@@ -288,7 +288,7 @@ def test_a_failed_attempt_is_recorded_and_the_fold_carries_on(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("search backend down")
 
-    monkeypatch.setattr("recovery_app.services.backend", broken)
+    monkeypatch.setattr("recovery_app.services.attempt.backend", broken)
     out = recovery_fold(journal=case.journal, model=None)
     assert out.receipt.outcome == Receipt.Outcome.FAILED
     assert "RuntimeError: search backend down" in out.receipt.reason

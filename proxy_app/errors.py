@@ -1,0 +1,56 @@
+"""The proxy's domain errors (issue 14): each carries its HTTP status and code, and the proxy
+answers them in the API's one shape ``{code, message, field, entry}`` (config/api.py)."""
+
+from __future__ import annotations
+
+from journal_app.errors import DomainError
+
+
+class ProxyError(DomainError):
+    """Base of the proxy's refusals (HTTP 422 unless a subclass says otherwise)."""
+
+    status = 422
+    code = "invalid_request"
+
+
+class Unauthenticated(ProxyError):
+    """No ``X-Ledgerkeep-Key``, or an unknown or revoked key (HTTP 401); nothing forwarded."""
+
+    status = 401
+    code = "unauthenticated"
+
+
+class SessionNotFound(ProxyError):
+    """The session header names a session that is not the key's tenant's (HTTP 404)."""
+
+    status = 404
+    code = "not_found"
+
+
+class ProxyRequestInvalid(ProxyError):
+    """A body that is not a Chat Completions / Messages request, or a bad header (HTTP 422)."""
+
+    code = "validation_error"
+
+
+class ContextFailed(ProxyError):
+    """No valid context fits the budgets: the builder's explicit failure state (HTTP 422).
+
+    Nothing is forwarded; the request's messages are journaled and the checkpoint written.
+    """
+
+    code = "context_failed"
+
+
+class UpstreamUnreachable(ProxyError):
+    """The upstream refused the connection or broke it before answering (HTTP 502)."""
+
+    status = 502
+    code = "upstream_unreachable"
+
+
+class UpstreamTimeout(ProxyError):
+    """The upstream did not answer within ``UPSTREAM_TIMEOUT_SECONDS`` (HTTP 504)."""
+
+    status = 504
+    code = "upstream_timeout"
