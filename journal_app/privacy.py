@@ -230,6 +230,18 @@ def _looks_secret(value: str) -> bool:
     return bool(_STRONG.search(value))
 
 
+def _looks_generated(value: str) -> bool:
+    """A value in prose after a keyword is a secret only when it looks generated: at least 10
+    characters mixing lower case, upper case and digits, and not a path, hash or number."""
+    return (
+        len(value) >= 10
+        and _looks_secret(value)
+        and any(c.islower() for c in value)
+        and any(c.isupper() for c in value)
+        and any(c.isdigit() for c in value)
+    )
+
+
 def _raw_spans(text: str) -> Iterable[Span]:
     low = text.lower()
     for kind, pattern, anchors, lowered in PROVIDER_PATTERNS:
@@ -244,10 +256,13 @@ def _raw_spans(text: str) -> Iterable[Span]:
             for m in _KEYWORD.finditer(text, wa, wb):
                 sep_is_space = not m.group("sep").strip()
                 name = m.group("name")
-                # ``name value`` only for an option (``--token x``) or a compound name
-                # (``aws_secret_access_key x``); prose ("the token is ...") is not a secret.
+                # ``name value`` for an option (``--token x``) or a compound name
+                # (``aws_secret_access_key x``); in prose ("the token is ...", "password
+                # reset") only a value that looks generated: an echoed credential such as
+                # "failed with password Sup3rS3cretValue99" is still caught
                 if sep_is_space and not (m.group("flag") or "_" in name):
-                    continue
+                    if not _looks_generated(m.group("v")):
+                        continue
                 if _looks_secret(m.group("v")):
                     yield m.start("v"), m.end("v"), "secret-keyword"
     for plugin, anchors, lowered in _plugins():

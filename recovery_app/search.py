@@ -24,6 +24,7 @@ from django.db import connection, transaction
 
 from journal_app.content import content_text
 from journal_app.models import Entry, Journal
+from journal_app.privacy import filter_text
 from recovery_app.lexical import Query, segments, tokenize
 from recovery_app.models import SearchIndexState, SearchSegment
 
@@ -163,7 +164,9 @@ def segment_rows(entries: Iterable[Entry]) -> list[SearchSegment]:
     for e in entries:
         if not indexable(e.kind, e.derived):
             continue
-        text = content_text(e.kind, e.content)
+        # the index holds the filtered text: a search must never confirm a secret's value
+        # (journal_app.privacy: the same verdict as every other surface)
+        text = filter_text(content_text(e.kind, e.content), kind=e.kind).text
         for n, tokens in enumerate(segments(tokenize(text))):
             rows.append(
                 SearchSegment(

@@ -70,6 +70,14 @@ class CompactReport:
                 f"{ranges[0].seq_start}-{ranges[-1].seq_end}"
                 + (f" ({fallbacks} labelled fallback)" if fallbacks else "")
             )
+        refolds = [f for f in made if f.kind == Fold.Kind.REFOLD]
+        if refolds:
+            parts.append(
+                f"{len(refolds)} refold(s) by writer {self.writer}: folds "
+                + ", ".join(str(f.manifest.get("refold_of")) for f in refolds)
+                + " folded again as new folds "
+                + ", ".join(str(f.number) for f in refolds)
+            )
         consolidated = [f for f in made if f.kind == Fold.Kind.CONSOLIDATION]
         if consolidated:
             parts.append(f"consolidated into fold {consolidated[-1].number}")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-import rfc8785
 from django.db import transaction
 from django.utils import timezone
 
@@ -20,9 +19,14 @@ from audit_app.roles import REVIEW_PERMISSION, tenant_role
 from audit_app.services import COMMENT_MAX_CHARS, audit_record
 from journal_app.auth import ApiCaller
 from journal_app.models import ApiKey, Journal, Membership, Tenant
-from ledger_app import reducer
 from ledger_app.models import Fold, RetirementRequest
-from ledger_app.services.common import ReviewError, ReviewForbidden, _verdicts, latest_fold
+from ledger_app.services.common import (
+    ReviewError,
+    ReviewForbidden,
+    delta_apply,
+    fold_store,
+    latest_fold,
+)
 
 DECISIONS = ("approve", "refuse")
 _REVIEW_ROLES = (Membership.Role.REVIEWER, Membership.Role.ADMIN)
@@ -180,13 +184,12 @@ def retirement_review(
             "evidence": {},
             "ops": [op],
         }
-        reduction = reducer.apply_delta(previous.state_dict, delta)
-        if reduction.rejected:
-            raise ReviewError(reduction.rejected[0].reason)
-        state = reduction.state
-        fold = Fold.objects.create(
+        applied = delta_apply(journal, previous, delta)
+        if applied.reduction.rejected:
+            raise ReviewError(applied.reduction.rejected[0].reason)
+        fold = fold_store(
             journal=journal,
-            number=previous.number + 1,
+            applied=applied,
             kind=Fold.Kind.REVIEW,
             previous=previous,
             revision=journal.head_seq,
@@ -194,9 +197,6 @@ def retirement_review(
             outcome=Fold.Outcome.ACCEPTED,
             writer=f"reviewer:{user.get_username()}",
             manifest={"review": {"request": request.pk, "fact_id": request.fact_id, **op}},
-            delta=rfc8785.dumps({**delta, "verdicts": _verdicts(reduction)}).decode("utf-8"),
-            state=reducer.state_bytes(state).decode("utf-8"),
-            state_hash=reducer.state_hash(state),
         )
         request.status = (
             RetirementRequest.Status.APPROVED
@@ -215,6 +215,11 @@ def retirement_review(
             object_type="retirement",
             object_id=str(request.pk),
             object_label=label,
-            details={"comment": comment, "fold": fold.number, "fact_id": request.fact_id},
+            details={
+                "comment": comment,
+                "fold": fold.number,
+                "fact_id": request.fact_id,
+                **({"key": key.prefix} if (key := _key_of(actor)) is not None else {}),
+            },
         )
     return fold

@@ -371,4 +371,32 @@ def _receipt(
     data.update(
         usage=usage, tokens=usage["tokens"], seconds=usage["seconds"], model_requests=requests
     )
+    for name in _FILTERED_FIELDS:
+        if name in data:
+            data[name] = _filtered(data[name])
     return Receipt.objects.create(**data)
+
+
+#: Receipt fields that quote the journal (terms, queries, claims, reads): stored filtered,
+#: like every other surface (journal_app.privacy), so no receipt page or endpoint shows a
+#: secret. Hashes, seqs, budgets and usage are not text and pass unchanged.
+_FILTERED_FIELDS = (
+    "trigger",
+    "queries",
+    "question",
+    "claims",
+    "rejected_claims",
+    "reason",
+    "reads",
+    "recovered",
+)
+
+
+def _filtered(value: Any) -> Any:
+    if isinstance(value, str):
+        return filter_text(value).text
+    if isinstance(value, list):
+        return [_filtered(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _filtered(v) for k, v in value.items()}
+    return value

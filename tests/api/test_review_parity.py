@@ -36,17 +36,19 @@ def _isolated(run: Callable[[], Any]) -> Any:
 
 
 def _events() -> list[tuple]:
-    return list(
-        AuditEvent.objects.order_by("pk").values_list(
-            "action",
-            "actor_id",
-            "actor_name",
-            "object_type",
-            "object_id",
-            "object_label",
-            "details",
-        )
+    """The audit rows, with the acting key (present only for API decisions) set apart."""
+    rows = AuditEvent.objects.order_by("pk").values_list(
+        "action",
+        "actor_id",
+        "actor_name",
+        "object_type",
+        "object_id",
+        "object_label",
+        "details",
     )
+    return [(*r[:-1], {k: v for k, v in r[-1].items() if k != "key"}) for r in rows]
+
+
 
 
 @pytest.fixture
@@ -140,7 +142,7 @@ def test_a_decision_without_a_valid_comment_is_400_on_both_and_writes_nothing(se
         assert outcome["review_folds"] == 0
 
 
-def test_an_operator_and_a_reviewer_key_whose_user_lost_the_role_are_403_and_logged(setup, tenant):
+def test_an_operator_is_403_and_logged_and_a_key_whose_user_lost_the_role_is_refused(setup, tenant):
     Membership.objects.filter(user=setup["rita"], tenant=tenant).update(
         role=Membership.Role.OPERATOR
     )
@@ -151,12 +153,13 @@ def test_an_operator_and_a_reviewer_key_whose_user_lost_the_role_are_403_and_log
     data = {"decision": "approve", "comment": "looks fine"}
     page, htmx, api = _three(setup, setup["rita"], setup["rita_key"], data)
 
-    assert page["status"] == htmx["status"] == api["status"] == 403
-    assert api["body"]["code"] == "forbidden"
+    assert page["status"] == htmx["status"] == 403
     assert [e[:3] for e in page["events"]] == [("review.denied", setup["rita"].pk, "rita")]
-    assert [e[:3] for e in api["events"]] == [e[:3] for e in page["events"]]
     assert page["events"][0][6] == {"decision": "approve", "role": "operator"}
-    assert api["events"][0][6]["role"] == "operator" and api["events"][0][6]["key"]
+    # a key follows its user (issue 16): a reviewer key whose user is no longer a reviewer
+    # is refused like an unknown key, before any operation runs
+    assert api["status"] == 401 and api["body"]["code"] == "unauthenticated"
+    assert api["events"] == []
     for outcome in (page, htmx, api):
         assert outcome["request"] == ("pending", "") and outcome["review_folds"] == 0
 
@@ -207,3 +210,13 @@ def test_a_reviewer_key_without_a_user_is_refused(setup, tenant):
     event = AuditEvent.objects.get()
     assert (event.action, event.actor, event.details["key"]) == ("review.denied", None, key.prefix)
     assert RetirementRequest.objects.get().status == "pending"
+
+
+def test_an_api_decision_names_the_key_that_made_it(setup):
+    r = Api(Client(), setup["rita_key"]).post(
+        f"/retirements/{setup['req'].pk}/review", {"decision": "approve", "comment": "confirmed"}
+    )
+    assert r.status_code == 200, r.content
+    event = AuditEvent.objects.get(action="review.approve")
+    key = ApiKey.objects.get(name="desk")
+    assert event.details["key"] == key.prefix and event.actor == setup["rita"]

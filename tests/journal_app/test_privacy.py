@@ -154,3 +154,23 @@ def test_long_text_with_few_anchors_is_scanned_in_linear_time():
     text = ("x" * 1000 + "\n") * 300 + "password: hello123456\n"
     f = filter_text(text)
     assert f.labels == ["secret: secret-keyword"] and "hello123456" not in f.text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "password Sup3rS3cretValue99 rejected",
+        "the login failed with password Sup3rS3cretValue99",
+    ],
+)
+def test_a_credential_echoed_in_prose_is_still_filtered(text):
+    out = privacy.filter_text(text)
+    assert "Sup3rS3cretValue99" not in out.text and out.labels == ["secret: secret-keyword"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["password reset link sent", "the token is valid", "password required for user Bob2024"],
+)
+def test_prose_about_a_password_is_not_a_secret(text):
+    assert privacy.filter_text(text).text == text

@@ -212,5 +212,7 @@ def test_compact_refold_prints_what_it_refolded(no_model):
     ledger_fold(journal=j, writer="mechanical")
     out = io.StringIO()
     call_command("compact", "acme/s1", "--refold", stdout=out)
-    assert "1 of 1 fallback fold(s) refolded" in out.getvalue()
+    said = out.getvalue()
+    assert "1 of 1 fallback fold(s) refolded" in said and "nothing folded" not in said
+    assert "1 refold(s) by writer offline: folds 1 folded again as new folds 2" in said
     assert Fold.objects.filter(journal=j, kind="refold").count() == 1

@@ -17,8 +17,9 @@ class Command(BaseCommand):
     help = (
         "Create or update a user and their tenant memberships. Each --tenant SLUG[:ROLE] gives "
         f"the user a role in that tenant ({ROLES}; default --role). Roles are also Django "
-        "groups with permissions: operators read, comment, annotate and export; reviewers also "
-        "decide P0 retirements; admins also read the audit log. A new user without --password "
+        "groups with permissions: operators read (bodies filtered), comment and annotate; "
+        "reviewers also decide P0 retirements; admins also read the audit log and the "
+        "unfiltered entries, and export sessions. A new user without --password "
         "gets a random one, printed once."
     )
 
