@@ -40,8 +40,10 @@ BENCHMARKS: dict[str, tuple[str, bool]] = {
     "verify": ("bench.verify", True),
     "memory": ("bench.memory", True),
     "fold": ("bench.fold_overhead", True),
+    "fold_scaling": ("bench.fold_scaling", True),
     "search": ("bench.search_latency", True),
     "context": ("bench.context_vs_trim", True),
+    "context_build": ("bench.context_build", False),
     "ui": ("bench.ui_pages", True),
 }
 

@@ -33,6 +33,7 @@ gap                      409     an append that would leave a gap in seq
 fold_refused             409     a pin no longer matches its entry; no fold stored
 review_conflict          409     the retirement was already decided
 payload_too_large        413     the body is over ``API_MAX_BODY_BYTES``
+rate_limited             429     the key is over ``API_RATE_LIMIT``; ``Retry-After`` in seconds
 validation_error         422     wrong types, unknown fields, missing fields, bad values
 invalid_entry            422     an entry that cannot be stored (kind/role/content rules)
 invalid_transcript       422     an uploaded transcript that does not parse (file, line, field)
@@ -43,6 +44,9 @@ invalid_request          422     any other refusal of the journal, ledger or rec
 model_unavailable        503     the writer's model could not be reached: the fold attempt is
                                  recorded ``failed`` and nothing else; the same request may
                                  succeed later, so this is the server's 503, not a 4xx
+database_unavailable     503     the database connection dropped mid-request; nothing written;
+                                 ``Retry-After`` says when to try again
+artifact_write_failed    503     an artifact's bytes could not be stored with their hash
 =======================  ======  =====================================================
 
 No input produces a 500: an unexpected exception is logged with its traceback and answered
@@ -60,6 +64,7 @@ from typing import Any
 
 import structlog
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.http.multipartparser import MultiPartParserError
 from django.urls import URLPattern, URLResolver
@@ -287,10 +292,17 @@ def _entry_of(field: str | None) -> str | None:
 
 @api.exception_handler(DomainError)
 def _domain(request: HttpRequest, exc: DomainError) -> HttpResponse:
-    """Every domain error of every app: its own ``status`` and ``code``, one shape."""
-    return error_response(
+    """Every domain error of every app: its own ``status`` and ``code``, one shape.
+
+    An error with a ``retry_after`` (seconds; the rate limit's 429) also sends ``Retry-After``.
+    """
+    response = error_response(
         request, exc.status, exc.code, exc.message or exc.code, field=exc.field, entry=exc.entry
     )
+    retry_after = getattr(exc, "retry_after", None)
+    if retry_after is not None:
+        response["Retry-After"] = str(retry_after)
+    return response
 
 
 @_handles(ValidationError)
@@ -404,6 +416,22 @@ def _invalid_transcript(request: HttpRequest, exc: FormatError) -> HttpResponse:
         field=exc.field or None,
         entry=exc.location or None,
     )
+
+
+@_handles(OperationalError, InterfaceError)
+def _database_unavailable(request: HttpRequest, exc: Exception) -> HttpResponse:
+    # the connection dropped (server restart, failover, pg_terminate_backend) in the middle
+    # of the request: its transaction is rolled back and the connection is replaced on the
+    # next request (CONN_HEALTH_CHECKS), so the client may simply try again
+    log.warning("api_database_unavailable", method=request.method, path=request.path)
+    response = error_response(
+        request,
+        503,
+        "database_unavailable",
+        "the database connection was lost during the request; nothing was written, try again",
+    )
+    response["Retry-After"] = "1"
+    return response
 
 
 @_handles(Exception)

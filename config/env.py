@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 
 class SettingError(ValueError):
@@ -77,3 +78,21 @@ def env_json(name: str, default: dict[str, int]) -> dict[str, int]:
     ):
         raise SettingError(f"{name} must be a JSON object of names to positive integers")
     return value
+
+
+_RATE = re.compile(r"^([0-9]+)/([0-9]*)([smhd])$")
+
+
+def env_rate(name: str, default: str) -> str:
+    """A request rate as django-ratelimit reads it: ``"6000/m"``, ``"500/5m"``; or ``"off"``.
+
+    Units: ``s``, ``m``, ``h``, ``d``, optionally preceded by a count of them. ``"off"``
+    (or ``"0"``) disables the limit and is returned as ``""``.
+    """
+    raw = (os.environ.get(name) or default).strip().lower()
+    if raw in ("off", "0", "none"):
+        return ""
+    match = _RATE.match(raw)
+    if match is None or int(match.group(1)) < 1 or match.group(2) == "0":
+        raise SettingError(f"{name}={raw!r} is not a rate (e.g. 6000/m, 500/5m, or off)")
+    return raw

@@ -11,13 +11,36 @@ from pathlib import Path
 
 import dj_database_url
 
-from config.env import env_bool, env_float, env_int, env_json, env_list, env_str
+from config.env import (
+    SettingError,
+    env_bool,
+    env_float,
+    env_int,
+    env_json,
+    env_list,
+    env_rate,
+    env_str,
+)
 from config.logging import configure_structlog, logging_config
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+# BASE_DIR holds templates/, static/ and samples/: the checkout, or the copy an installed
+# wheel carries in config/site/ (setup.py). DATA_DIR holds what the embedded default writes
+# (the SQLite file, var/): the checkout, or for an installed package the working directory.
+_SITE = Path(__file__).resolve().parent / "site"
+INSTALLED_PACKAGE = _SITE.is_dir()
+BASE_DIR = _SITE if INSTALLED_PACKAGE else Path(__file__).resolve().parent.parent
+DATA_DIR = Path(env_str("LEDGERKEEP_DATA_DIR", str(Path.cwd() if INSTALLED_PACKAGE else BASE_DIR)))
 
 DEBUG = env_bool("DJANGO_DEBUG", True)
-SECRET_KEY = env_str("DJANGO_SECRET_KEY", "embedded-default-not-secret-change-me-" + "x" * 20)
+#: Public, so only for DEBUG: it signs sessions, CSRF tokens and the recovery cursors.
+DEVELOPMENT_SECRET_KEY = "embedded-default-not-secret-change-me-" + "x" * 20
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", DEVELOPMENT_SECRET_KEY)
+if not DEBUG and SECRET_KEY == DEVELOPMENT_SECRET_KEY:
+    raise SettingError(
+        "DJANGO_SECRET_KEY is not set (or holds the public development default) while "
+        "DJANGO_DEBUG is off: set DJANGO_SECRET_KEY to a long random secret, e.g. the output "
+        "of `python -c 'import secrets; print(secrets.token_urlsafe(50))'`"
+    )
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 
@@ -71,8 +94,11 @@ TEMPLATES = [
 
 DATABASES = {
     "default": dj_database_url.parse(
-        env_str("DATABASE_URL", f"sqlite:///{BASE_DIR / 'ledgerkeep.sqlite3'}"),
+        env_str("DATABASE_URL", f"sqlite:///{DATA_DIR / 'ledgerkeep.sqlite3'}"),
         conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 0),
+        # a kept connection is pinged before a request reuses it: a connection the server
+        # dropped in between is replaced instead of failing the request (issue 16)
+        conn_health_checks=True,
     )
 }
 if env_str("TEST_DATABASE_NAME"):
@@ -94,8 +120,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "var" / "staticfiles")))
-MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(BASE_DIR / "var" / "media")))
+STATIC_ROOT = Path(env_str("STATIC_ROOT", str(DATA_DIR / "var" / "staticfiles")))
+MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(DATA_DIR / "var" / "media")))
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
@@ -113,6 +139,17 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
+# No task runs longer than this (killed by the worker); a run still "running" after it (plus
+# a minute) is marked lost. Workers also mark the runs of dead workers lost when they start,
+# and beat does every few minutes (ledger_app.tasks.mark_lost_task_runs).
+CELERY_TASK_TIME_LIMIT = env_int("TASK_TIME_LIMIT_SECONDS", 6 * 3600)
+TASK_RUN_LOST_AFTER_SECONDS = CELERY_TASK_TIME_LIMIT + 60
+CELERY_BEAT_SCHEDULE = {
+    "mark-lost-task-runs": {
+        "task": "ledger_app.tasks.mark_lost_task_runs",
+        "schedule": float(env_int("TASK_RUN_LOST_SWEEP_SECONDS", 300)),
+    }
+}
 
 # Journal (DESIGN.md section 4).
 JOURNAL_CHUNK_BYTES = env_int("JOURNAL_CHUNK_BYTES", 4096)
@@ -163,6 +200,21 @@ MODEL_WINDOW_DEFAULT = env_int("MODEL_WINDOW_DEFAULT", 270_000)
 API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 16 * 1024 * 1024)
 # Django refuses bodies over this before the API sees them; keep it at the API's limit.
 DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
+# Requests per API key (django-ratelimit, config/api.py): "N/s", "N/m", "N/h", "N/d" or
+# "N/<k><unit>" (e.g. "500/5m"); "off" for no limit. Over it: 429 with Retry-After.
+API_RATE_LIMIT = env_rate("API_RATE_LIMIT", "6000/m")
+
+# The cache holds the rate-limit counters: in-process by default (one count per process),
+# Redis when CACHE_URL is set (one count for every web process; docker-compose sets it).
+CACHE_URL = env_str("CACHE_URL", "")
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
+        if CACHE_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "ledgerkeep"}
+    )
+}
+RATELIMIT_USE_CACHE = "default"
 
 # Structured logs: JSON lines in production, key=value lines locally (config/logging.py).
 LOG_FORMAT = env_str("LOG_FORMAT", "console" if DEBUG else "json")
@@ -171,16 +223,19 @@ configure_structlog()
 # With JSON logs the worker logs through the same handlers instead of Celery's own format.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = LOG_FORMAT != "json"
 
-# Production (DEBUG false): HTTPS only, secure cookies, HSTS (manage.py check --deploy).
-# Behind a TLS-terminating proxy set DJANGO_SECURE_PROXY_SSL_HEADER=HTTP_X_FORWARDED_PROTO;
-# /healthz stays reachable over plain HTTP for health checks.
+# Production (DEBUG off): HTTPS only (redirect, secure cookies, HSTS; `check --deploy` is
+# clean) unless DJANGO_HTTPS=false, which serves plain HTTP (docker-compose's default on
+# http://localhost). Behind a TLS-terminating proxy set
+# DJANGO_SECURE_PROXY_SSL_HEADER=HTTP_X_FORWARDED_PROTO; /healthz stays reachable over plain
+# HTTP for health checks.
+HTTPS = env_bool("DJANGO_HTTPS", not DEBUG)
 if not DEBUG:
-    SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", True)
+    SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", HTTPS)
     SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
-    SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 31_536_000)
-    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
-    SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", True)
-    SESSION_COOKIE_SECURE = True
-    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 31_536_000 if HTTPS else 0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", HTTPS)
+    SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", HTTPS)
+    SESSION_COOKIE_SECURE = HTTPS
+    CSRF_COOKIE_SECURE = HTTPS
     if env_str("DJANGO_SECURE_PROXY_SSL_HEADER"):
         SECURE_PROXY_SSL_HEADER = (env_str("DJANGO_SECURE_PROXY_SSL_HEADER"), "https")

@@ -27,12 +27,19 @@ Before the key is checked, the request's declared body size is compared with
 ``settings.API_MAX_BODY_BYTES``: authentication is the first thing ninja runs for an
 operation, before any body is read, so an oversized request is refused (HTTP 413) without
 reading it.
+
+A key is refused like an unknown one (401) when its user is no longer active, or no longer
+a member of the key's tenant with a role the key needs (issue 16: keys follow their users).
+Once the key is known, its requests are counted (django-ratelimit, in the ``default``
+cache): over ``settings.API_RATE_LIMIT`` per key the request is refused with HTTP 429
+``rate_limited`` and ``Retry-After``, before any work.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import re
 import secrets
 from dataclasses import dataclass
@@ -43,6 +50,7 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest
 from django.utils import timezone
+from django_ratelimit.core import get_usage
 from ninja.security import HttpBearer
 
 from journal_app.errors import DomainError
@@ -53,10 +61,35 @@ KEY_PREFIX = "lk_"
 _KEY = re.compile(r"^(lk_[0-9a-f]{8})_[A-Za-z0-9_-]{43}$")
 #: ``last_used_at`` is written at most this often per key (one UPDATE, not one per request).
 LAST_USED_RESOLUTION = timedelta(seconds=60)
+#: Membership roles that may hold a key of each role (a client key: any member).
+KEY_MEMBER_ROLES = {
+    ApiKey.Role.CLIENT: (Membership.Role.OPERATOR, Membership.Role.REVIEWER, Membership.Role.ADMIN),
+    ApiKey.Role.REVIEWER: (Membership.Role.REVIEWER, Membership.Role.ADMIN),
+}
+
+log = logging.getLogger("ledgerkeep.auth")
 
 
 class ApiKeyError(JournalError):
     """A key that cannot be created or revoked (unknown prefix, reviewer without a user)."""
+
+
+class RateLimited(DomainError):
+    """The key has made more than ``settings.API_RATE_LIMIT`` requests (HTTP 429).
+
+    Attributes:
+        retry_after: whole seconds until the current window ends (the ``Retry-After``
+            header ``config/api.py`` sends with it).
+    """
+
+    status = 429
+    code = "rate_limited"
+
+    def __init__(self, prefix: str, rate: str, retry_after: int) -> None:
+        self.retry_after = retry_after
+        super().__init__(
+            f"key {prefix} is over its rate limit of {rate} requests; retry after {retry_after} s"
+        )
 
 
 class PayloadTooLarge(DomainError):
@@ -144,9 +177,31 @@ def api_key_revoke(*, prefix: str) -> ApiKey:
     return key
 
 
-def api_key_authenticate(*, raw: str) -> ApiKey | None:
-    """The live key whose secret is ``raw``, or ``None`` (unknown, malformed or revoked).
+def api_key_holder_ok(key: ApiKey) -> bool:
+    """Does the key's user still stand behind it? (issue 16: keys follow their users)
 
+    A key with no user (a client key made for a runtime) stands on its own. A key with a
+    user counts only while that user is active and still a member of the key's tenant with
+    a role in :data:`KEY_MEMBER_ROLES` for the key's role (a superuser needs no
+    membership). A reviewer key always has a user (:func:`api_key_create`).
+    """
+    user = key.user
+    if user is None:
+        return key.role != ApiKey.Role.REVIEWER
+    if not user.is_active:
+        return False
+    if user.is_superuser:
+        return True
+    return Membership.objects.filter(
+        user=user, tenant=key.tenant, role__in=KEY_MEMBER_ROLES.get(key.role, ())
+    ).exists()
+
+
+def api_key_authenticate(*, raw: str) -> ApiKey | None:
+    """The live key whose secret is ``raw``, or ``None``.
+
+    ``None`` for a key that is unknown, malformed or revoked, and for one whose user is
+    inactive or no longer a member with the role the key needs (:func:`api_key_holder_ok`).
     The row is found by prefix and the digest compared in constant time. ``last_used_at``
     is refreshed when it is older than :data:`LAST_USED_RESOLUTION`.
     """
@@ -159,6 +214,8 @@ def api_key_authenticate(*, raw: str) -> ApiKey | None:
         .first()
     )
     if key is None or not hmac.compare_digest(key.key_hash, key_digest(raw)):
+        return None
+    if not api_key_holder_ok(key):
         return None
     now = timezone.now()
     if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
@@ -240,6 +297,30 @@ def check_body_size(request: HttpRequest) -> None:
         raise PayloadTooLarge(size, limit)
 
 
+def check_rate_limit(request: HttpRequest, key: ApiKey) -> None:
+    """Count this request against ``key`` and refuse it when over ``API_RATE_LIMIT``.
+
+    Fixed windows of the rate's period (django-ratelimit), counted per key prefix in the
+    ``default`` cache. A cache that cannot be reached lets the request through (logged):
+    the limit protects the service, it must not take it down.
+
+    Raises:
+        RateLimited: over the limit (HTTP 429 with ``Retry-After``).
+    """
+    rate = settings.API_RATE_LIMIT
+    if not rate:
+        return
+    try:
+        usage = get_usage(
+            request, group="api-key", key=lambda _g, _r: key.prefix, rate=rate, increment=True
+        )
+    except Exception:  # the cache is down: fail open
+        log.warning("rate limit cache unavailable; request of key %s not counted", key.prefix)
+        return
+    if usage is not None and usage["should_limit"] and usage["limit"] > 0:
+        raise RateLimited(key.prefix, rate, max(1, int(usage["time_left"])))
+
+
 class ApiKeyAuth(HttpBearer):
     """``Authorization: Bearer <key>``; ``request.auth`` becomes an :class:`ApiCaller`."""
 
@@ -254,7 +335,10 @@ class ApiKeyAuth(HttpBearer):
 
     def authenticate(self, request: HttpRequest, token: str) -> ApiCaller | None:
         key = api_key_authenticate(raw=token.strip())
-        return ApiCaller(key) if key is not None else None
+        if key is None:
+            return None
+        check_rate_limit(request, key)
+        return ApiCaller(key)
 
 
 api_key_auth = ApiKeyAuth()

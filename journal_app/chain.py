@@ -4,6 +4,13 @@
 ``body_hash``, ``byte_length``, metadata hash, ``parent_hash`` and ``entry_hash``, chunks and
 token counts. :func:`check_entry` recomputes all of it from stored values and lists every
 mismatch, which is what ``verify_journal`` and the "hash verified" badge rely on.
+
+The figures derived at append (``token_count``, ``token_source``, ``source_ref`` and the
+artifact an oversized result was moved to, with its size and token figures) are not part
+of the entry header: they depend on the tokenizer and the artifact threshold, not on what
+was said. :func:`figures_hash` binds them to the entry instead (issue 16, item 5), and
+:func:`check_figures` recomputes it, so a change to any of them is reported at its entry
+without recounting tokens.
 """
 
 from __future__ import annotations
@@ -117,8 +124,24 @@ def _validate(index: int, item: ParsedEntry) -> None:
             raise EntryInvalid(index, "content.exit_code", "must be an integer or null", ref)
     if item.kind == "tool_call" and not isinstance(content.get("name"), str):
         raise EntryInvalid(index, "content.name", "a tool call needs its tool name", ref)
+    if item.kind == "tool_call" and not isinstance(content.get("arguments", {}), dict | str):
+        raise EntryInvalid(
+            index,
+            "content.arguments",
+            "tool arguments must be a JSON object (or the raw string the model sent), not "
+            + _type_name(content.get("arguments")),
+            ref,
+        )
     if item.kind == "event" and not isinstance(content.get("type"), str):
         raise EntryInvalid(index, "content.type", "an event needs its type", ref)
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "a number", float: "a number", list: "a list"}.get(
+        type(value), type(value).__name__
+    )
 
 
 def prepare_entries(
@@ -212,6 +235,87 @@ def prepare_entries(
         )
         parent = e_hash
     return out
+
+
+@dataclass(frozen=True)
+class ArtifactFigures:
+    """What an entry's figures hash records about its artifact (``None``: no artifact)."""
+
+    content_hash: str
+    byte_size: int
+    token_count: int
+    token_source: str
+
+
+def figures_hash(
+    *,
+    entry_hash: str,
+    token_count: int,
+    token_source: str,
+    source_ref: str,
+    artifact: ArtifactFigures | None,
+) -> str:
+    """sha256 hex of the figures derived for one entry, bound to its ``entry_hash``.
+
+    Args:
+        entry_hash: the entry's hash (hex): the figures of one entry never verify another.
+        token_count, token_source: the entry's token figure and where it came from.
+        source_ref: the source position (``line 12``) the entry was imported from.
+        artifact: the artifact the entry's output was moved to (content hash, byte size,
+            token figures), or ``None``.
+
+    Returns:
+        sha256 hex over the RFC 8785 form of those values (``Entry.figures_hash``).
+    """
+    record: dict[str, Any] = {
+        "entry_hash": entry_hash,
+        "token_count": token_count,
+        "token_source": token_source,
+        "source_ref": source_ref,
+        "artifact": None
+        if artifact is None
+        else {
+            "content_hash": artifact.content_hash,
+            "byte_size": artifact.byte_size,
+            "token_count": artifact.token_count,
+            "token_source": artifact.token_source,
+        },
+    }
+    return hashlib.sha256(canonical_body(record)).hexdigest()
+
+
+def check_figures(
+    *,
+    entry_hash: str,
+    token_count: int,
+    token_source: str,
+    source_ref: str,
+    artifact: ArtifactFigures | None,
+    figures_hash_stored: str,
+) -> list[str]:
+    """Recompute :func:`figures_hash` from stored values; ``[]`` when it matches.
+
+    Returns:
+        One problem naming the figures (``"figures_hash: stored ..., recomputed ..."``).
+    """
+    recomputed = figures_hash(
+        entry_hash=entry_hash,
+        token_count=token_count,
+        token_source=token_source,
+        source_ref=source_ref,
+        artifact=artifact,
+    )
+    if recomputed == figures_hash_stored:
+        return []
+    return [
+        f"figures_hash: stored {figures_hash_stored or '(none)'}, recomputed {recomputed} from "
+        f"token_count {token_count}, token_source {token_source!r}, source_ref {source_ref!r}"
+        + (
+            f", artifact tokens {artifact.token_count} ({artifact.token_source})"
+            if artifact is not None
+            else ""
+        )
+    ]
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """The session overview's token chart, computed server-side as SVG geometry (DESIGN.md 8).
 
 Pure module. The x axis is the journal's seq (its own clock: imported transcripts all carry
-one import time), the y axis tokens. Two series: the journal's cumulative tokens, and the
+one import time), the y axis tokens, linear or logarithmic (``scale="log"``: a ledger of a
+few thousand tokens stays visible next to a journal of ten million). Two series: the journal's cumulative tokens, and the
 ledger's active tokens after each fold (the compacted size), with a marker per fold.
 The template draws the numbers it gets; nothing here knows about HTML.
 """
@@ -59,6 +60,7 @@ class TokenChart:
     markers: list[Marker] = field(default_factory=list)
     total_tokens: int = 0
     head_seq: int = 0
+    scale: str = "linear"
 
     @property
     def empty(self) -> bool:
@@ -93,6 +95,7 @@ def token_chart(
     head_seq: int,
     width: int = WIDTH,
     height: int = HEIGHT,
+    scale: str = "linear",
 ) -> TokenChart:
     """Lay out the chart.
 
@@ -102,6 +105,7 @@ def token_chart(
             buckets are plenty: the database sums them).
         folds: the folds to mark, in order.
         head_seq: the journal's head (the x axis ends there).
+        scale: ``"linear"`` or ``"log"`` (y = log10(1 + tokens), ticks at powers of ten).
 
     Returns:
         :class:`TokenChart`; ``empty`` when the journal has no entries.
@@ -113,7 +117,13 @@ def token_chart(
         total += tokens
         cumulative.append((last_seq, total))
     ledger_max = max((f.ledger_tokens or 0 for f in folds), default=0)
-    y_ticks = nice_ticks(max(total, ledger_max, 1))
+    log = scale == "log"
+    if log:
+        decades = max(1, math.ceil(math.log10(max(total, ledger_max, 1) + 1)))
+        y_ticks = [0] + [10**d for d in range(0, decades + 1)]
+        y_top_log = math.log10(y_ticks[-1] + 1)
+    else:
+        y_ticks = nice_ticks(max(total, ledger_max, 1))
     y_top = y_ticks[-1] or 1
     x_ticks = nice_ticks(max(head_seq, 1), 6)
     x_end = x_ticks[-1] or 1
@@ -122,6 +132,8 @@ def token_chart(
         return round(left + (right - left) * seq / x_end, 1)
 
     def sy(tokens: float) -> float:
+        if log:
+            return round(bottom - (bottom - top) * math.log10(tokens + 1) / y_top_log, 1)
         return round(bottom - (bottom - top) * tokens / y_top, 1)
 
     seqs = [s for s, _ in cumulative]
@@ -153,4 +165,5 @@ def token_chart(
         markers=markers,
         total_tokens=total,
         head_seq=head_seq,
+        scale="log" if log else "linear",
     )

@@ -230,6 +230,11 @@ class Entry(AppendOnlyModel):
         Artifact, null=True, blank=True, on_delete=models.PROTECT, related_name="entries"
     )
     source_ref = models.CharField(max_length=100, blank=True)
+    figures_hash = models.CharField(
+        max_length=64,
+        help_text="sha256 of the figures derived at append (token_count, token_source, "
+        "source_ref, the artifact's figures), bound to entry_hash: journal_app.chain.figures_hash",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -264,6 +269,25 @@ class Entry(AppendOnlyModel):
     def authoritative(self) -> bool:
         """A pin source: see :func:`journal_app.content.is_authoritative`."""
         return is_authoritative(self.kind, self.role, self.derived, self.meta_dict)
+
+
+class EntryIdentifiers(AppendOnlyModel):
+    """The identifiers of one entry (paths, URLs, hashes, commands, ...), extracted once.
+
+    Derived from the entry's immutable bytes by :func:`journal_app.identifiers.identifiers_of`
+    (rules version ``rules``), written at append, or once by the first fold that reads an
+    entry appended before this table existed; never changed. The per-fold loss report reads
+    them instead of scanning the covered text again (issue 18).
+    """
+
+    entry = models.OneToOneField(
+        Entry, primary_key=True, on_delete=models.PROTECT, related_name="identifier_row"
+    )
+    rules = models.PositiveSmallIntegerField()
+    values = models.JSONField(default=list, help_text="[[kind, value], ...] in text order")
+
+    def __str__(self) -> str:
+        return f"identifiers of entry {self.entry_id}"
 
 
 class Chunk(AppendOnlyModel):

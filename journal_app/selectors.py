@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import (
     Count,
@@ -34,7 +36,7 @@ from django.http import Http404
 from django.utils import timezone
 
 from journal_app.hashing import strip_prefix
-from journal_app.models import Artifact, Entry, Journal, Session, Tenant
+from journal_app.models import Artifact, Entry, Journal, Membership, Session, Tenant
 from journal_app.rounds import Round, group_rounds
 
 User = AbstractBaseUser | AnonymousUser
@@ -75,13 +77,32 @@ ACTIVITY_LABELS = {
 }
 
 
+#: the sessions list's sort keys: ``?sort=`` value -> ORDER BY (``-`` is descending).
+SESSION_SORTS = {
+    "newest": ("-created_at", "pk"),
+    "key": ("key", "pk"),
+    "entries": ("-entry_count", "pk"),
+    "tokens": ("-token_total", "pk"),
+    "folds": ("-fold_count", "pk"),
+    "activity": ("-last_activity", "pk"),
+}
+
+
 def sessions_for_user(
-    user: User, q: str = "", *, tenant: str = "", lane: str = "", activity: str = ""
+    user: User,
+    q: str = "",
+    *,
+    tenant: str = "",
+    lane: str = "",
+    activity: str = "",
+    sort: str = "newest",
 ) -> QuerySet[Session]:
     """Sessions of the user's tenants, newest first, annotated for the sessions list.
 
     Args:
-        q: matches key or title, case-insensitively.
+        q: matches key, title or the text of a fact in any fold of the session's ledger,
+            case-insensitively.
+        sort: a key of :data:`SESSION_SORTS` (unknown: newest first).
         tenant: a tenant slug (one of the user's; another answers nothing).
         lane: sessions with a journal of this lane.
         activity: a key of :data:`ACTIVITY_DAYS` (by the time of the newest entry).
@@ -99,7 +120,10 @@ def sessions_for_user(
     qs = Session.objects.filter(tenant__in=tenants_for_user(user)).select_related("tenant")
     q = q.strip()
     if q:
-        qs = qs.filter(Q(key__icontains=q) | Q(title__icontains=q))
+        # any version of any fact of the session's ledger (the fact rows, issue 18)
+        LedgerFact = _ledger_model("ledger_facts")
+        in_facts = LedgerFact.objects.filter(text__icontains=q).values("journal__session_id")
+        qs = qs.filter(Q(key__icontains=q) | Q(title__icontains=q) | Q(pk__in=in_facts))
     if tenant:
         qs = qs.filter(tenant__slug=tenant)
     if lane:
@@ -121,6 +145,17 @@ def sessions_for_user(
             "journal__session",
         ),
         last_activity=Subquery(newest),
+        token_total=Coalesce(
+            Subquery(
+                Entry.objects.filter(journal__session=OuterRef("pk"))
+                .order_by()
+                .values("journal__session")
+                .annotate(n=Sum("token_count"))
+                .values("n"),
+                output_field=IntegerField(),
+            ),
+            Value(0),
+        ),
     )
     if activity in ACTIVITY_DAYS:
         since = timezone.now() - timedelta(days=ACTIVITY_DAYS[activity])
@@ -128,30 +163,92 @@ def sessions_for_user(
             qs = qs.filter(Q(last_activity__lt=since) | Q(last_activity__isnull=True))
         else:
             qs = qs.filter(last_activity__gte=since)
-    return qs.order_by("-created_at", "pk")
+    return qs.order_by(*SESSION_SORTS.get(sort, SESSION_SORTS["newest"]))
 
 
-#: open obligations per fold, by fold pk: a fold's state never changes, so neither does
-#: its count (bounded; an evicted count is recomputed from the stored state).
-_OPEN_OBLIGATIONS: dict[tuple[int, str], int] = {}
-_OPEN_OBLIGATIONS_MAX = 4096
-
-
-def _open_obligations(state_text: str) -> int:
-    facts = json.loads(state_text).get("facts", {})
-    return sum(
-        1
-        for f in facts.values()
-        if f.get("category") == "open_obligation" and f.get("lifecycle", "active") == "active"
+def session_totals(sessions: QuerySet[Session]) -> dict[str, int]:
+    """Totals over the (filtered) sessions of :func:`sessions_for_user`: ``sessions``,
+    ``entries``, ``tokens``, ``folds``, ``open_obligations`` and ``blockers`` (the active
+    facts of the current ledgers). Two queries, whatever the number of sessions."""
+    sums = sessions.order_by().aggregate(
+        sessions=Count("pk", distinct=True),
+        entries=Sum("entry_count"),
+        tokens=Sum("token_total"),
+        folds=Sum("fold_count"),
     )
+    LedgerFact = _ledger_model("ledger_facts")
+    by_category = dict(
+        LedgerFact.objects.filter(
+            journal__session__in=sessions.order_by().values("pk"),
+            until__isnull=True,
+            lifecycle="active",
+            category__in=["open_obligation", "blocker"],
+        )
+        .order_by()
+        .values("category")
+        .annotate(n=Count("pk"))
+        .values_list("category", "n")
+    )
+    return {
+        **{k: int(v or 0) for k, v in sums.items()},
+        "open_obligations": by_category.get("open_obligation", 0),
+        "blockers": by_category.get("blocker", 0),
+    }
+
+
+def source_times(session_ids: Sequence[int]) -> dict[int, datetime]:
+    """The source's time of each session's newest head entry (``timestamp`` in its metadata),
+    by session id; sessions whose heads carry no time are absent. One query."""
+    out: dict[int, datetime] = {}
+    heads = Entry.objects.filter(journal__session__in=session_ids, seq=F("journal__head_seq"))
+    for sid, meta in heads.values_list("journal__session_id", "meta"):
+        at = entry_time(json.loads(meta or "{}"))
+        if at is not None and (sid not in out or at > out[sid]):
+            out[sid] = at
+    return out
+
+
+def journal_start(journal: Journal) -> datetime | None:
+    """The source's time of the journal's first timed entry (looks at the first 20 entries),
+    the origin of the timeline's relative times; ``None`` when the source has no times."""
+    for meta in (
+        Entry.objects.filter(journal=journal).order_by("seq").values_list("meta", flat=True)[:20]
+    ):
+        at = entry_time(json.loads(meta or "{}"))
+        if at is not None:
+            return at
+    return None
+
+
+_TIME_KEYS = ("timestamp", "step_timestamp", "created_at", "time", "ts")
+
+
+def entry_time(meta: dict[str, Any]) -> datetime | None:
+    """When the source says an entry happened: the first of ``timestamp``, ``step_timestamp``,
+    ``created_at``, ``time``, ``ts`` in its metadata, as an aware datetime (ISO 8601 text, or
+    seconds/milliseconds since the epoch); ``None`` when absent or unreadable."""
+    for key in _TIME_KEYS:
+        value = meta.get(key)
+        if value is None or isinstance(value, bool):
+            continue
+        try:
+            if isinstance(value, (int, float)):
+                seconds = value / 1000 if value > 10**11 else value
+                return datetime.fromtimestamp(seconds, tz=UTC)
+            if isinstance(value, str) and value:
+                at = datetime.fromisoformat(value.replace("Z", "+00:00"))
+                return at if at.tzinfo else at.replace(tzinfo=UTC)
+        except (ValueError, OverflowError, OSError):
+            continue
+    return None
 
 
 def latest_folds(journal_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
     """The latest fold of each journal: ``{journal_id: {"id", "number", "outcome", "kind",
-    "state_hash", "open_obligations"}}`` (journals without a fold are absent).
+    "state_hash", "open_obligations", "blockers"}}`` (journals without a fold are absent).
 
-    Two queries at most: the latest folds' small columns, then the states of folds whose
-    open-obligation count is not cached yet (active ``open_obligation`` facts).
+    Two queries: the latest folds' small columns, then the active ``open_obligation`` and
+    ``blocker`` facts counted per journal from the current fact rows (issue 18).
     """
     if not journal_ids:
         return {}
@@ -162,17 +259,26 @@ def latest_folds(journal_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
             "id", "journal_id", "number", "outcome", "kind", "state_hash"
         )
     )
-    missing = [r["id"] for r in rows if (r["id"], r["state_hash"]) not in _OPEN_OBLIGATIONS]
-    if missing:
-        if len(_OPEN_OBLIGATIONS) > _OPEN_OBLIGATIONS_MAX:
-            _OPEN_OBLIGATIONS.clear()
-        for pk, state_hash, state in Fold.objects.filter(pk__in=missing).values_list(
-            "id", "state_hash", "state"
-        ):
-            _OPEN_OBLIGATIONS[(pk, state_hash)] = _open_obligations(state)
+    # the current facts are rows (issue 18): one grouped count, no state parsed
+    LedgerFact = _ledger_model("ledger_facts")
+    counts: dict[tuple[int, str], int] = {
+        (j, c): n
+        for j, c, n in LedgerFact.objects.filter(
+            journal_id__in=[r["journal_id"] for r in rows],
+            until__isnull=True,
+            lifecycle="active",
+            category__in=["open_obligation", "blocker"],
+        )
+        .order_by()
+        .values("journal_id", "category")
+        .annotate(n=Count("pk"))
+        .values_list("journal_id", "category", "n")
+    }
     out = {}
     for r in rows:
-        r["open_obligations"] = _OPEN_OBLIGATIONS.get((r["id"], r["state_hash"]), 0)
+        j = r["journal_id"]
+        r["open_obligations"] = counts.get((j, "open_obligation"), 0)
+        r["blockers"] = counts.get((j, "blocker"), 0)
         out[r["journal_id"]] = r
     return out
 
@@ -497,3 +603,75 @@ def entries_by_hash(journal: Journal, hashes: Sequence[str]) -> dict[str, Entry]
         "entry_hash", "seq", "kind", "role", "derived", "journal_id"
     )
     return {e.entry_hash: e for e in rows}
+
+
+AUDIT_LOG_PERMISSION = "audit_app.view_audit_log"
+
+
+def may_read_audit_log(user: User, tenant: Tenant) -> bool:
+    """True when ``user`` may read the tenant's audit log: an admin membership and the
+    ``audit_app.view_audit_log`` permission (a superuser always), the audit log view's rule,
+    so the link is shown only to those it would not refuse. One query for a non-admin."""
+    if getattr(user, "is_superuser", False):
+        return True
+    admin = Membership.objects.filter(user=user, tenant=tenant, role=Membership.Role.ADMIN).exists()
+    return admin and user.has_perm(AUDIT_LOG_PERMISSION)
+
+
+def failure_summary(session: Session, journals: Sequence[Journal]) -> dict[str, Any]:
+    """Failed and rejected model work of a session (issue 17 item 5): ``attempts`` (the newest
+    20 failed fold attempts: the model was unreachable, no fold stored; with ``journal``),
+    ``by_journal`` ({journal pk: {"failed_attempts", "fallbacks", "with_rejections"}}) and
+    ``total`` (the sum of the counts). Two queries."""
+    Fold = _ledger_model("folds")
+    Attempt = _ledger_model("fold_attempts")
+    ids = [j.pk for j in journals]
+    by_journal = {i: {"failed_attempts": 0, "fallbacks": 0, "with_rejections": 0} for i in ids}
+    attempts = list(
+        Attempt.objects.filter(journal_id__in=ids, outcome="failed")
+        .select_related("journal")
+        .order_by("-created_at", "-pk")
+    )
+    for a in attempts:
+        by_journal[a.journal_id]["failed_attempts"] += 1
+    for jid, outcome, rejected in (
+        Fold.objects.filter(journal_id__in=ids)
+        .filter(Q(outcome="fallback") | Q(ops_rejected__gt=0))
+        .values_list("journal_id", "outcome", "ops_rejected")
+    ):
+        by_journal[jid]["fallbacks"] += outcome == "fallback"
+        by_journal[jid]["with_rejections"] += bool(rejected)
+    total = sum(sum(v.values()) for v in by_journal.values())
+    return {"attempts": attempts[:20], "by_journal": by_journal, "total": total}
+
+
+# Cost ----------------------------------------------------------------------------------------
+
+
+def model_prices() -> dict[str, tuple[Decimal, Decimal]]:
+    """The price table: model name -> (input, output) price per million tokens, from
+    ``settings.LEDGER_MODEL_PRICES`` (``{"model": [in, out], ...}``; absent: no cost shown)."""
+    table = getattr(settings, "LEDGER_MODEL_PRICES", None) or {}
+    out = {}
+    for name, pair in table.items():
+        try:
+            out[str(name)] = (Decimal(str(pair[0])), Decimal(str(pair[1])))
+        except (TypeError, IndexError, ValueError, ArithmeticError):
+            continue
+    return out
+
+
+def usage_cost(
+    model: str, usage: Mapping[str, Any], prices: Mapping[str, tuple[Decimal, Decimal]]
+) -> Decimal | None:
+    """The cost of one provider-reported usage (``input_tokens``, ``output_tokens``) at the
+    model's price per million tokens; ``None`` when the model has no price."""
+    price = prices.get(model)
+    if price is None:
+        return None
+    try:
+        tokens_in = int(usage.get("input_tokens") or 0)
+        tokens_out = int(usage.get("output_tokens") or 0)
+    except (TypeError, ValueError):
+        return None
+    return (price[0] * tokens_in + price[1] * tokens_out) / Decimal(1_000_000)

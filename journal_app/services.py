@@ -8,23 +8,42 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
+from journal_app.artifact_storage import ArtifactBytesError, artifact_bytes_put
 from journal_app.artifacts import make_preview, media_type_of
-from journal_app.chain import EntryInvalid, PreparedEntry, StoredChunk, check_entry, prepare_entries
+from journal_app.chain import (
+    ArtifactFigures,
+    EntryInvalid,
+    PreparedEntry,
+    StoredChunk,
+    check_entry,
+    check_figures,
+    figures_hash,
+    prepare_entries,
+)
 from journal_app.errors import DomainError
 from journal_app.formats import FormatError, ParsedEntry, ParsedSession, parse_path
 from journal_app.hashing import CanonicalisationError, canonical_body, chunk_hash
-from journal_app.models import Artifact, Chunk, Entry, Journal, Session, Tenant
+from journal_app.identifiers import RULES_VERSION, identifiers_dump, identifiers_of
+from journal_app.models import (
+    Artifact,
+    Chunk,
+    Entry,
+    EntryIdentifiers,
+    Journal,
+    Session,
+    Tenant,
+)
 from journal_app.signals import entries_appended
 from journal_app.tokens import count_tokens, source_label
 
@@ -41,6 +60,7 @@ __all__ = [
     "VerifyReport",
     "artifact_store",
     "entry_check",
+    "figures_check",
     "journal_append",
     "journal_ensure",
     "journal_import",
@@ -55,6 +75,38 @@ class JournalError(DomainError):
 
     status = 422
     code = "invalid_request"
+
+
+class DatabaseUnavailable(JournalError):
+    """The database connection was lost in the middle of a write; nothing written (HTTP 503).
+
+    The transaction is rolled back by the server; the same request may succeed once the
+    database answers again (issue 16: a dropped connection is a clear error, not a traceback).
+    """
+
+    status = 503
+    code = "database_unavailable"
+
+
+class ArtifactWriteError(JournalError):
+    """An artifact's bytes could not be stored with their hash (HTTP 503); nothing written."""
+
+    status = 503
+    code = "artifact_write_failed"
+
+
+@contextmanager
+def _write_transaction(what: str) -> Iterator[None]:
+    """``transaction.atomic()`` whose lost connection becomes :class:`DatabaseUnavailable`."""
+    try:
+        with transaction.atomic():
+            yield
+    except (OperationalError, InterfaceError) as exc:
+        detail = (str(exc).strip().splitlines() or [""])[0]
+        raise DatabaseUnavailable(
+            f"the database connection was lost during {what}; nothing was written, "
+            f"try again ({type(exc).__name__}: {detail})"
+        ) from exc
 
 
 class ConflictError(JournalError):
@@ -148,15 +200,24 @@ def artifact_store(
     Returns:
         ``(artifact, created)``. Content whose sha256 already exists for the tenant returns
         the existing artifact and ``created=False`` (no A -> B -> C reload loop, seed 001).
+
+    The bytes are written atomically and hash-checked (:mod:`journal_app.artifact_storage`):
+    a file already at the content-addressed name counts only when its hash matches, else
+    it is replaced, for a new artifact and an existing one alike.
+
+    Raises:
+        ArtifactWriteError: the bytes could not be stored with their hash.
     """
     data = content.encode("utf-8")
     digest = chunk_hash(data)
     existing = Artifact.objects.filter(tenant=tenant, content_hash=digest).first()
+    name = existing.storage_name if existing is not None else f"artifacts/{tenant.slug}/{digest}"
+    try:
+        artifact_bytes_put(name=name, data=data, digest=digest)
+    except ArtifactBytesError as exc:
+        raise ArtifactWriteError(f"{exc}; nothing written") from exc
     if existing is not None:
         return existing, False
-    name = f"artifacts/{tenant.slug}/{digest}"
-    if not default_storage.exists(name):
-        default_storage.save(name, ContentFile(data))
     mtype = media_type or media_type_of(content)
     artifact = Artifact(
         tenant=tenant,
@@ -219,6 +280,31 @@ class AppendResult:
     entries: list[Entry] = field(default_factory=list)
 
 
+def _artifact_figures(artifact: Artifact | None) -> ArtifactFigures | None:
+    if artifact is None:
+        return None
+    return ArtifactFigures(
+        artifact.content_hash, artifact.byte_size, artifact.token_count, artifact.token_source
+    )
+
+
+def figures_check(entry: Entry) -> list[str]:
+    """Recompute ``entry.figures_hash`` from its stored figures (and its artifact's).
+
+    Returns:
+        Problems naming ``figures_hash`` when a token figure, the token source, the source
+        position or the artifact's figures changed since the append; empty otherwise.
+    """
+    return check_figures(
+        entry_hash=entry.entry_hash,
+        token_count=entry.token_count,
+        token_source=entry.token_source,
+        source_ref=entry.source_ref,
+        artifact=_artifact_figures(entry.artifact),
+        figures_hash_stored=entry.figures_hash,
+    )
+
+
 def _insert(
     journal: Journal,
     prepared: Sequence[PreparedEntry],
@@ -258,6 +344,13 @@ def _insert(
                     token_source=p.token_source,
                     artifact=artifact,
                     source_ref=p.source_ref,
+                    figures_hash=figures_hash(
+                        entry_hash=p.entry_hash,
+                        token_count=p.token_count,
+                        token_source=p.token_source,
+                        source_ref=p.source_ref,
+                        artifact=_artifact_figures(artifact),
+                    ),
                 )
             )
         created = Entry.objects.bulk_create(entries)
@@ -267,11 +360,30 @@ def _insert(
             for c in p.chunks
         ]
         Chunk.objects.bulk_create(chunks, batch_size=BATCH)
+        EntryIdentifiers.objects.bulk_create(
+            [entry_identifiers_row(e, p.text) for e, p in zip(created, batch, strict=True)],
+            batch_size=BATCH,
+        )
         rows.extend(created)
         done += len(batch)
         if progress:
             progress(done, total)
     return rows
+
+
+def entry_identifiers_row(entry: Entry, text: str | None = None) -> EntryIdentifiers:
+    """The (unsaved) :class:`EntryIdentifiers` row of ``entry``: its identifiers extracted
+    once from its immutable bytes (issue 18). ``text`` is the entry's readable text when the
+    caller has it already (else it is derived from the body)."""
+    content = entry.content if entry.kind == "tool_call" else {}
+    found = identifiers_of(
+        kind=entry.kind,
+        text=entry.text if text is None else text,
+        content=content,
+        tool_call_id=entry.tool_call_id,
+        derived=entry.derived,
+    )
+    return EntryIdentifiers(entry=entry, rules=RULES_VERSION, values=identifiers_dump(found))
 
 
 def _check_pairing(journal: Journal, head: int, start: int, fresh: Sequence[PreparedEntry]) -> None:
@@ -393,7 +505,12 @@ def journal_append(
 
 @dataclass
 class ImportResult:
-    """What an import did: the journal, the parsed session, and the append outcome."""
+    """What an import did: the journal, the parsed session, and the append outcome.
+
+    ``counts`` holds entries per kind (``derived`` apart), ``failed_tool_results`` and
+    ``duplicates``: source records repeated byte for byte that were read once (listed in
+    ``parsed.metadata["duplicates"]``).
+    """
 
     journal: Journal
     parsed: ParsedSession
@@ -452,6 +569,8 @@ def journal_import(
         FormatError: unreadable or malformed source (names file, line/index, field).
         EntryInvalid: an entry that cannot be stored (names the entry and field).
         ConflictError: the scope already holds different entries at the same seqs.
+        DatabaseUnavailable: the database connection dropped mid-import.
+        ArtifactWriteError: an artifact's bytes could not be stored with their hash.
         In every case zero rows are written (tenant, session and journal included).
     """
     parsed = parse_path(path, fmt)
@@ -469,7 +588,7 @@ def journal_import(
         raise FormatError(
             path, "", "metadata", f"source-level fields cannot be canonical JSON: {exc}"
         ) from None
-    with transaction.atomic():
+    with _write_transaction(f"the import of {Path(path).name}"):
         t = tenant_ensure(slug=tenant)
         s = session_ensure(
             tenant=t,
@@ -518,7 +637,10 @@ def journal_import(
         journal=journals[0],
         parsed=parsed,
         append=total,
-        counts=_counts(parsed.entries),
+        counts={
+            **_counts(parsed.entries),
+            "duplicates": int((parsed.metadata.get("duplicates") or {}).get("count", 0)),
+        },
         journals=journals,
     )
 
@@ -543,7 +665,7 @@ def _stored_chunks(entry: Entry) -> list[StoredChunk]:
 
 
 def entry_check(entry: Entry, *, chain: bool = False) -> list[str]:
-    """Recompute one entry's hashes now (the UI's "hash verified" badge).
+    """Recompute one entry's hashes and its figures hash now (the UI's "hash verified" badge).
 
     Args:
         chain: also check ``parent_hash`` against the previous entry (one more query).
@@ -560,7 +682,7 @@ def entry_check(entry: Entry, *, chain: bool = False) -> list[str]:
             or ""
         )
     journal = entry.journal
-    return check_entry(
+    return figures_check(entry) + check_entry(
         scope=journal.scope_fields(),
         seq=entry.seq,
         kind=entry.kind,
@@ -604,7 +726,7 @@ def _iter_entries(journal: Journal, batch: int = 1000) -> Iterator[Entry]:
 def journal_verify(
     *, journals: Sequence[Journal], progress: Progress | None = None
 ) -> VerifyReport:
-    """Recompute every entry, body and chunk hash and the parent chain, streaming.
+    """Recompute every entry, body and chunk hash, the parent chain and the figures, streaming.
 
     Stops at the first entry that does not match and reports it (scope, seq, entry hash,
     the problems). Also checks the seq is gapless and the journal head matches the last entry,
@@ -646,6 +768,7 @@ def journal_verify(
                 expected_parent=expected_parent,
                 chunk_bytes=journal.chunk_bytes,
             )
+            problems += figures_check(entry)
             if entry.artifact_id is not None and not problems:
                 problems += artifact_check(entry.artifact)
             report.entries += 1

@@ -19,4 +19,5 @@ urlpatterns = [
     path(_SCOPE, views.timeline, name="timeline"),
     path("e/<str:entry_hash>/", views.entry_detail, name="entry"),
     path("a/<str:tenant>/<str:content_hash>/", views.artifact_detail, name="artifact"),
+    path("panel/close/", views.panel_close, name="panel_close"),
 ]

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
 from django_htmx.middleware import HtmxDetails
 
 from journal_app import privacy, selectors
@@ -49,10 +52,73 @@ def _page_number(request: HttpRequest) -> str:
     return request.GET.get("page") or "1"
 
 
-def _partial(request: HttpRequest, template: str, region: str) -> str:
-    """``template#region`` for an htmx request that is not boosted, else ``template``."""
+def is_fragment_request(request: HttpRequest) -> bool:
+    """True for an htmx request that swaps a fragment: not boosted, and not a history restore
+    (Back/Forward on a page htmx has not cached asks for the whole page with ``HX-Request``)."""
     htmx = getattr(request, "htmx", None)
-    return f"{template}#{region}" if htmx and not htmx.boosted else template
+    return bool(htmx) and not htmx.boosted and not htmx.history_restore_request
+
+
+def _partial(request: HttpRequest, template: str, region: str) -> str:
+    """``template#region`` for a fragment request (:func:`is_fragment_request`), else ``template``."""
+    return f"{template}#{region}" if is_fragment_request(request) else template
+
+
+# Side panel -------------------------------------------------------------------------------
+
+PANEL_ID = "side-panel"
+
+
+def is_panel(request: HttpRequest) -> bool:
+    """True when an htmx request targets the side panel (``hx-target="#side-panel"``): the view
+    renders its page's ``#panel`` region (:func:`render_panel`) instead of the page."""
+    return is_fragment_request(request) and request.htmx.target == PANEL_ID  # type: ignore[attr-defined]
+
+
+def _local_path(url: str, request: HttpRequest) -> str:
+    """Path and query of ``url`` when it is on this site, without ``panel``; else ``/``."""
+    if not url or not url_has_allowed_host_and_scheme(
+        url, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return "/"
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "panel"]
+    return (parts.path or "/") + ("?" + urlencode(query) if query else "")
+
+
+def render_panel(request: HttpRequest, template: str, context: dict[str, Any]) -> HttpResponse:
+    """The ``template#panel`` region for the side panel, with the URL state.
+
+    The page hosting the panel (``HX-Current-URL``) gets ``?panel=<this request's path>``
+    pushed (``HX-Push-Url``), so Back closes the panel and the URL reopens it; a panel loaded
+    by the page itself (``?panel=`` already in the URL, trigger ``#side-panel``) pushes nothing.
+    ``panel_close_url`` closes it (:func:`panel_close`); ``full_url`` is the page's permalink.
+    """
+    host = _local_path(request.htmx.current_url or "", request)  # type: ignore[attr-defined]
+    context = {
+        **context,
+        "in_panel": True,
+        "panel_close_url": reverse("journal:panel_close") + "?" + urlencode({"next": host}),
+    }
+    response = render(request, f"{template}#panel", context)
+    if request.htmx.trigger != PANEL_ID:  # type: ignore[attr-defined]
+        sep = "&" if "?" in host else "?"
+        response["HX-Push-Url"] = host + sep + urlencode({"panel": request.get_full_path()})
+    return response
+
+
+@login_required
+def panel_close(request: HtmxHttpRequest) -> HttpResponse:
+    """Close the side panel: htmx gets the empty panel and ``HX-Push-Url`` of the page without
+    ``panel``; a normal request is redirected there (``?next=``, a path on this site)."""
+    target = _local_path(request.GET.get("next", ""), request)
+    if not is_fragment_request(request):
+        return redirect(target)
+    response = HttpResponse(
+        f'<aside id="{PANEL_ID}" class="side-panel" aria-label="Side panel"></aside>'
+    )
+    response["HX-Push-Url"] = target
+    return response
 
 
 def timeline_url(journal: Journal) -> str:
@@ -75,10 +141,11 @@ def scope_kwargs(journal: Journal) -> dict[str, str]:
 
 @login_required
 def session_list(request: HtmxHttpRequest) -> HttpResponse:
-    """Sessions of the user's tenants: search, filters (tenant, lane, activity), counts.
-
-    Counts per row: entries, folds, open obligations, pending reviews. A fixed number of
-    queries for any page (no N+1): see :func:`journal_app.selectors.sessions_for_user`.
+    """Sessions of the user's tenants: search (key, title, fact text), filters (tenant, lane,
+    activity), sort (``?sort=``, :data:`journal_app.selectors.SESSION_SORTS`), counts per row
+    and totals over every matching session (entries, tokens, folds, open obligations,
+    blockers). "Last activity" is the source's time of the newest entry when the source
+    carries one, else the import time. An htmx request gets ``#session-table``.
     """
     q = request.GET.get("q", "").strip()
     tenant = request.GET.get("tenant", "").strip()
@@ -86,25 +153,40 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
     activity = request.GET.get("activity", "")
     if activity not in selectors.ACTIVITY_DAYS:
         activity = ""
+    sort = request.GET.get("sort", "")
+    if sort not in selectors.SESSION_SORTS:
+        sort = ""
     sessions = selectors.sessions_for_user(
-        request.user, q, tenant=tenant, lane=lane, activity=activity
+        request.user, q, tenant=tenant, lane=lane, activity=activity, sort=sort or "newest"
     )
     page = Paginator(sessions, SESSIONS_PER_PAGE).get_page(_page_number(request))
     rows = list(page.object_list)
     open_obligations = selectors.open_obligations_by_session(rows)
+    source_time = selectors.source_times([s.pk for s in rows])
     for s in rows:
         s.open_obligations = open_obligations.get(s.pk, 0)
+        s.source_time = source_time.get(s.pk)
     filtered = bool(q or tenant or lane or activity)
     context = {
         "q": q,
         "tenant": tenant,
         "lane": lane,
         "activity": activity,
+        "sort": sort,
+        "sorts": {
+            "newest": "newest import",
+            "key": "key",
+            "entries": "most entries",
+            "tokens": "most tokens",
+            "folds": "most folds",
+            "activity": "latest activity",
+        },
         "filtered": filtered,
         "tenants": list(selectors.tenants_for_user(request.user).values_list("slug", flat=True)),
         "activities": selectors.ACTIVITY_LABELS,
         "page": page,
         "rows": rows,
+        "totals": selectors.session_totals(sessions) if page.paginator.count else None,
         "permalink": _permalink(request, request.get_full_path()),
     }
     return render(
@@ -130,11 +212,14 @@ def _chart_journal(request: HttpRequest, journals: list[Journal]) -> Journal | N
 
 @login_required
 def session_overview(request: HttpRequest, tenant: str, session: str) -> HttpResponse:
-    """One session: its lanes and branches (revision, folds, reviews), a token chart with
-    fold points (``?journal=lane/branch``), annotations, the export link."""
+    """One session: its lanes and branches (revision, folds, reviews, fallbacks, folds with
+    rejections, failed attempts), the failed fold attempts with their reason, a token chart
+    with fold points (``?journal=lane/branch``; ``?scale=linear``, default logarithmic),
+    annotations, the export link, and the audit-log link for the tenant's admins only."""
     s = selectors.get_session_for_user(request.user, tenant, session)
     journals = selectors.session_journals(s)
     chosen = _chart_journal(request, journals)
+    scale = "linear" if request.GET.get("scale") == "linear" else "log"
     chart = None
     if chosen is not None:
         folds = selectors.fold_points(chosen)
@@ -145,7 +230,9 @@ def session_overview(request: HttpRequest, tenant: str, session: str) -> HttpRes
                 for f in folds
             ],
             head_seq=chosen.head_seq,
+            scale=scale,
         )
+    failures = selectors.failure_summary(s, journals)
     annotations = list(s.annotations.select_related("author").order_by("-created_at", "-pk")[:50])
     context = {
         "session": s,
@@ -153,6 +240,9 @@ def session_overview(request: HttpRequest, tenant: str, session: str) -> HttpRes
         "journals": journals,
         "chosen": chosen,
         "chart": chart,
+        "scale": scale,
+        "failures": failures,
+        "may_read_audit": selectors.may_read_audit_log(request.user, s.tenant),
         "annotations": annotations,
         "verdicts": [("good", "good compaction example"), ("bad", "bad compaction example")],
         "meta": json.dumps(s.meta_dict, indent=2, ensure_ascii=False, sort_keys=True),
@@ -177,6 +267,12 @@ class EntryRow:
     comments: int = 0
     filter_labels: list[str] = field(default_factory=list)  # why the preview was filtered
     receipt_preview: str = ""  # the artifact receipt's preview, filtered
+    at: datetime | None = None  # the source's time of the entry (metadata), if it has one
+    since_start: str = ""  # "+1h02m" from the journal's first timed entry
+    gap: str = ""  # a long pause before this entry ("4 min"), from the previous timed entry
+    usage: dict[str, int] = field(default_factory=dict)  # provider-reported token figures
+    model: str = ""  # the model named by the source
+    cost: Any = None  # Decimal, from settings.LEDGER_MODEL_PRICES when the model has a price
 
 
 @dataclass
@@ -196,8 +292,80 @@ class RoundBlock:
     round: Round
     rows: list[EntryRow] = field(default_factory=list)
     continued: bool = False  # some of the round's entries are on another page
+    duration: str = ""  # first to last timed entry of the round on this page
     preface: list[EntryRow] = field(default_factory=list)  # parallel rounds: the non-call rows
     columns: list[CallColumn] = field(default_factory=list)  # parallel rounds: side by side
+
+
+#: a pause between two timed entries longer than this is shown as a gap on the timeline
+GAP_SHOWN = timedelta(minutes=1)
+_USAGE_KEYS = {
+    "input_tokens": ("input_tokens", "prompt_tokens"),
+    "output_tokens": ("output_tokens", "completion_tokens"),
+    "cached_input_tokens": ("cached_input_tokens", "cache_read_input_tokens"),
+    "reasoning_output_tokens": ("reasoning_output_tokens",),
+}
+
+
+def span_text(delta: timedelta) -> str:
+    """A duration for people: ``"850 ms"``, ``"42 s"``, ``"4 min"``, ``"2 h 05 min"``,
+    ``"3 d 4 h"``."""
+    seconds = delta.total_seconds()
+    if seconds < 1:
+        return f"{max(seconds, 0) * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds // 60:.0f} min"
+    if seconds < 86400:
+        return f"{seconds // 3600:.0f} h {seconds % 3600 // 60:02.0f} min"
+    return f"{seconds // 86400:.0f} d {seconds % 86400 // 3600:.0f} h"
+
+
+def provider_usage(meta: dict[str, Any]) -> dict[str, int]:
+    """The provider-reported token figures of an entry (``usage`` in its metadata), under one
+    set of names (``input_tokens``, ``output_tokens``, ``cached_input_tokens``,
+    ``reasoning_output_tokens``); empty when the source reported none."""
+    usage = meta.get("usage")
+    if not isinstance(usage, dict):
+        return {}
+    out = {}
+    for name, keys in _USAGE_KEYS.items():
+        for k in keys:
+            v = usage.get(k)
+            if isinstance(v, int) and not isinstance(v, bool):
+                out[name] = v
+                break
+    return out
+
+
+def source_model(meta: dict[str, Any]) -> str:
+    """The model the source names for an entry (``model``, ``message.model`` or
+    ``turn_context.model`` in its metadata), or ``""``."""
+    for holder in (meta, meta.get("message"), meta.get("turn_context")):
+        if isinstance(holder, dict) and isinstance(holder.get("model"), str):
+            return holder["model"]
+    return ""
+
+
+def _timed(rows: list[EntryRow], start: datetime | None, prices: dict[str, Any]) -> None:
+    """Fill times, gaps, provider figures and cost of the rows (in seq order)."""
+    previous: datetime | None = None
+    for row in rows:
+        meta = row.entry.meta_dict
+        row.at = selectors.entry_time(meta)
+        row.usage = provider_usage(meta)
+        row.model = source_model(meta)
+        if row.usage and row.model and prices:
+            row.cost = selectors.usage_cost(row.model, row.usage, prices)
+        if row.at is not None:
+            if start is not None and row.at > start:
+                row.since_start = "+" + span_text(row.at - start)
+            elif start is not None and row.at == start:
+                row.since_start = "start"
+            if previous is not None and row.at - previous > GAP_SHOWN:
+                row.gap = span_text(row.at - previous)
+            previous = row.at
 
 
 def _row(e: Entry, interrupted: set[str], comments: dict[int, int]) -> EntryRow:
@@ -247,8 +415,24 @@ def timeline(
     Parallel calls are laid out side by side with their results; interrupted calls are
     flagged; artifact receipts expand in place. ``?q=`` takes an entry filter expression
     (:data:`ledger_app.filters.ENTRY_FIELDS`): the matching entries, flat, paginated.
+    ``?seq=N`` redirects to the page holding seq N, at its row. Each row shows the source's
+    time (absolute, and relative to the journal's first timed entry), pauses over a minute,
+    the provider-reported token figures next to ours and, with a price table
+    (``settings.LEDGER_MODEL_PRICES``), the cost; each round its duration. An htmx request
+    (filter, pagination) gets ``#entry-list``.
     """
     journal = selectors.get_journal_for_user(request.user, tenant, session, lane, branch)
+    jump = _parse_int(request.GET.get("seq"))
+    if jump is not None and not request.GET.get("q"):
+        # jump to a seq: its page, scrolled to its row (a real redirect: the URL names it)
+        seq = min(max(jump, 1), max(journal.head_seq, 1))
+        page_no = (seq - 1) // ENTRIES_PER_PAGE + 1
+        target = timeline_url(journal) + f"?page={page_no}#seq-{seq}"
+        if is_fragment_request(request):
+            response = HttpResponse(status=204)
+            response["HX-Redirect"] = target
+            return response
+        return redirect(target)
     q = request.GET.get("q", "").strip()
     error: FilterError | None = None
     query = None
@@ -268,20 +452,28 @@ def timeline(
     by_seq = {e.seq: e for e in page_entries}
     blocks: list[RoundBlock] = []
     matches: list[EntryRow] = []
+    start = selectors.journal_start(journal) if page_entries else None
+    prices = selectors.model_prices()
     if q:
         unanswered = selectors.unanswered_calls(
             journal, [e.tool_call_id for e in page_entries if e.kind == "tool_call"]
         )
         matches = [_row(e, unanswered, comments) for e in page_entries]
+        _timed(matches, start, prices)
     elif page_entries:
         rounds = selectors.page_rounds(journal, page_entries[0].seq, page_entries[-1].seq)
         for r in rounds:
             interrupted = set(r.interrupted_call_ids)
             block = RoundBlock(round=r, continued=any(s not in by_seq for s in r.seqs))
             block.rows = [_row(by_seq[s], interrupted, comments) for s in r.seqs if s in by_seq]
-            if r.parallel:
-                _side_by_side(block)
             blocks.append(block)
+        _timed([row for b in blocks for row in b.rows], start, prices)
+        for block in blocks:
+            times = [row.at for row in block.rows if row.at is not None]
+            if len(times) > 1:
+                block.duration = span_text(max(times) - min(times))
+            if block.round.parallel:
+                _side_by_side(block)
     context = {
         "journal": journal,
         "session": journal.session,
@@ -295,6 +487,8 @@ def timeline(
         "error_parts": error_parts(q, error) if error else None,
         "fields": describe(ENTRY_FIELDS),
         "timeline_url": timeline_url(journal),
+        "start": start,
+        "priced": bool(prices),
         "permalink": _permalink(request, request.get_full_path()),
     }
     return render(request, _partial(request, "journal_app/timeline.html", "entry-list"), context)
@@ -327,6 +521,32 @@ def _parse_int(value: str | None) -> int | None:
         return int(value) if value not in (None, "") else None
     except ValueError:
         return None
+
+
+def _parse_range(value: str | None) -> tuple[int, int] | None:
+    """``"A-B"`` or ``"A"`` (whole numbers, ``A <= B``) as ``(A, B)``; anything else ``None``."""
+    if not value:
+        return None
+    first, _, last = value.partition("-")
+    a, b = _parse_int(first.strip()), _parse_int((last or first).strip())
+    if a is None or b is None or a < 0 or b < a:
+        return None
+    return a, b
+
+
+def cited_chunks(request: HttpRequest) -> set[int]:
+    """The chunk positions a support link cites: ``?chunk=N`` and/or ``?chunks=A-B`` (a range)
+    or ``?chunks=A,B,C``."""
+    out: set[int] = set()
+    one = _parse_int(request.GET.get("chunk"))
+    if one is not None:
+        out.add(one)
+    raw = request.GET.get("chunks", "")
+    for part in raw.split(","):
+        r = _parse_range(part)
+        if r is not None and r[1] - r[0] < 10_000:
+            out.update(range(r[0], r[1] + 1))
+    return out
 
 
 def _body_spans(entry: Entry) -> list[tuple[int, int, str]]:
@@ -417,10 +637,17 @@ def entry_context(request: HttpRequest, entry: Entry) -> dict[str, Any]:
     )
     spans = _body_spans(entry)
     chunk_no = _parse_int(request.GET.get("chunk"))
+    wanted_chunks = cited_chunks(request)
+    byte_range = _parse_range(request.GET.get("bytes"))
     chunks = []
     char_at = 0
     for c in entry.chunks.order_by("position"):
         piece = raw[c.offset : c.offset + c.length].decode("utf-8", errors="replace")
+        in_bytes = (
+            byte_range is not None
+            and c.offset <= byte_range[1]
+            and byte_range[0] < (c.offset + c.length)
+        )
         chunks.append(
             ChunkView(
                 position=c.position,
@@ -428,7 +655,7 @@ def entry_context(request: HttpRequest, entry: Entry) -> dict[str, Any]:
                 length=c.length,
                 hash=c.hash,
                 text=_masked(piece, char_at, spans) if spans else piece,
-                highlighted=c.position == chunk_no,
+                highlighted=c.position in wanted_chunks or in_bytes,
             )
         )
         char_at += len(piece)
@@ -439,6 +666,17 @@ def entry_context(request: HttpRequest, entry: Entry) -> dict[str, Any]:
     text = shown.text
     quote_in_text = _split_quote(text, quote)
     quote_in_body = None if quote_in_text else _split_quote(body_shown, quote)
+    # an exact byte range of the body (end inclusive), shown exactly when nothing is masked
+    bytes_in_body = None
+    if byte_range is not None and not spans and not quote_in_body and byte_range[0] < len(raw):
+        start, end = byte_range[0], min(byte_range[1] + 1, len(raw))
+        bytes_in_body = (
+            raw[:start].decode("utf-8", errors="replace"),
+            raw[start:end].decode("utf-8", errors="replace"),
+            raw[end:].decode("utf-8", errors="replace"),
+        )
+    finer = bool(wanted_chunks or byte_range or quote)
+    cited_whole = request.GET.get("cited") == "entry" and not finer
     previous_hash, next_hash = selectors.neighbour_hashes(entry)
     journal = entry.journal
     return {
@@ -457,7 +695,13 @@ def entry_context(request: HttpRequest, entry: Entry) -> dict[str, Any]:
         "metadata": json.dumps(shown.metadata, indent=2, ensure_ascii=False, sort_keys=True),
         "chunks": chunks,
         "chunk_no": chunk_no,
-        "chunk_missing": chunk_no is not None and not any(c.highlighted for c in chunks),
+        "cited_chunks": sorted(wanted_chunks),
+        "chunk_missing": bool(wanted_chunks) and not any(c.highlighted for c in chunks),
+        "byte_range": byte_range,
+        "bytes_in_body": bytes_in_body,
+        "cited_whole": cited_whole,
+        "full_url": reverse("journal:entry", args=[display(entry.entry_hash)])
+        + (("?" + request.GET.urlencode()) if request.GET else ""),
         "quote": quote,
         "quote_in_text": quote_in_text,
         "quote_in_body": quote_in_body,
@@ -476,10 +720,15 @@ def entry_detail(request: HttpRequest, entry_hash: str) -> HttpResponse:
 
     Shown filtered (secrets, hidden reasoning) with a "filtered: why" note; the unfiltered
     bytes are one audited click away for tenant admins (``journal:entry_raw``).
-    ``?chunk=N`` highlights chunk N of the body; ``?quote=...`` highlights the first
-    occurrence of the quote in the entry's text (or in the raw body), or says it is absent.
+    What a support link cites is highlighted and scrolled to: ``?chunk=N`` or
+    ``?chunks=A-B`` (chunks of the body), ``?bytes=S-E`` (a byte range of the body, end
+    inclusive), ``?quote=...`` (the first occurrence in the text or the raw body, or a note
+    that it is absent), ``?cited=entry`` (the whole entry, when the item names nothing finer).
+    An htmx request targeting ``#side-panel`` gets the ``#panel`` region (:func:`render_panel`).
     """
     entry = selectors.entry_for_user(request.user, entry_hash)
+    if is_panel(request):
+        return render_panel(request, "journal_app/entry.html", entry_context(request, entry))
     return render(request, "journal_app/entry.html", entry_context(request, entry))
 
 

@@ -104,8 +104,9 @@ def ledger_read(
     """
     journal = request.auth.journal(session, lane, branch)
     selected = selectors.fold_at(journal, fold)
-    selection = presenters.facts_select(
-        selectors.state_at(selected),
+    selection = selectors.facts_at(
+        journal,
+        selected,
         chosen={
             "category": category,
             "priority": priority,
@@ -142,7 +143,7 @@ def fact_read(
 ) -> Any:
     """One fact of the ledger after fold ``fold`` (default: latest), support resolved."""
     journal = request.auth.journal(session, lane, branch)
-    fact = selectors.state_at(selectors.fold_at(journal, fold)).get("facts", {}).get(fact_id)
+    fact = selectors.fact_at(journal, selectors.fold_at(journal, fold), fact_id)
     if fact is None:
         raise Http404(f"no fact {fact_id!r} in this ledger")
     return presenters.fact_out(
@@ -156,13 +157,21 @@ def fact_read(
 def ledger_verify_read(
     request: HttpRequest, session: ScopePart, lane: ScopePart, branch: ScopePart
 ) -> Any:
-    """Replay every delta from scratch and compare with every stored state (DESIGN.md 5.2)."""
-    report = ledger_verify(journal=request.auth.journal(session, lane, branch))
+    """Replay every delta from scratch and compare with every stored state (DESIGN.md 5.2),
+    then check the ledger against the journal and the reviews (issue 16: manifests, ranges,
+    pins, support, retirements, the journal head). ``mismatch`` is the replay's first
+    mismatch, else the first integrity problem (``check``, ``fold``, ``fact``, ``entry``,
+    ``detail``); ``checks`` lists every check run."""
+    from ledger_app.services.integrity import CHECKS, ledger_integrity
+
+    journal = request.auth.journal(session, lane, branch)
+    report = ledger_verify(journal=journal)
+    problems = ledger_integrity(journal=journal)
     return {
-        "ok": report.ok,
+        "ok": report.ok and not problems,
         "folds": report.folds,
-        "mismatch": report.mismatch,
-        "checks": report.checks,
+        "mismatch": report.mismatch or (problems[0].to_dict() if problems else None),
+        "checks": [*report.checks, *CHECKS],
     }
 
 

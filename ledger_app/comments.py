@@ -7,13 +7,12 @@ make (some fold of the journal holds the fact id), so the audit app never reads 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from audit_app.models import Comment
 from audit_app.services import CommentInvalid, comment_add
 from journal_app.models import Journal
-from ledger_app.models import Fold
+from ledger_app.models import LedgerFact
 
 __all__ = ["comment_on_fact", "fact_exists"]
 
@@ -23,14 +22,7 @@ def fact_exists(journal: Journal, fact_id: str) -> bool:
 
     A comment may outlive the fact's active life: a retired fact is still in the state.
     """
-    key = json.dumps(fact_id, ensure_ascii=False)  # canonical JSON writes the id as this
-    for state in (
-        Fold.objects.filter(journal=journal, state__contains=key)
-        .order_by("-number")
-        .values_list("state", flat=True)[:1]
-    ):
-        return fact_id in json.loads(state).get("facts", {})
-    return False
+    return LedgerFact.objects.filter(journal=journal, fact_id=fact_id).exists()
 
 
 def comment_on_fact(*, journal: Journal, fact_id: str, author: Any, text: str) -> Comment:

@@ -23,16 +23,13 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from django.conf import settings
 from django.http import HttpRequest
 from ninja import Router, Schema
 from pydantic import Field, ValidationError
 
 from journal_app.errors import MalformedBody
-from journal_app.schemas import ERRORS, MAX_SEQ, ScopePart, StrictIn
-from journal_app.tokens import count_tokens, source_label
-from ledger_app.context_service import ValidateRequestInvalid, context_build
-from ledger_app.validation import Meter, validate_request
+from journal_app.schemas import ERRORS, MAX_SEQ, SCOPE_PART, ScopePart, StrictIn
+from ledger_app.context_service import ValidateRequestInvalid, context_build, request_validate
 
 router = Router(tags=["context"])
 
@@ -45,7 +42,9 @@ class ContextIn(StrictIn):
     """What to build: the scope's lane and branch, the revision, budgets in tokens, format.
 
     ``hard_limit`` is the model's window; the request must fit in ``hard_limit -
-    output_reserve``. ``tail_tokens`` defaults to a quarter of ``working_budget``.
+    output_reserve``. ``tail_tokens`` defaults to a quarter of ``working_budget``. ``tools``
+    is the tools schema the runtime sends with the request: its tokens count against the
+    budget.
     """
 
     lane: str = Field("main", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -57,6 +56,7 @@ class ContextIn(StrictIn):
     output_reserve: int = Field(0, ge=0, le=MAX_TOKENS)
     target_format: Literal["openai", "anthropic"] = "openai"
     views: list[View] = Field(default_factory=lambda: ["model", "frontend", "debug"])
+    tools: list[Any] | None = None
 
 
 class ContextOut(Schema):
@@ -74,7 +74,12 @@ class ContextOut(Schema):
 
 class ValidateIn(StrictIn):
     """A request to check: ``messages`` (OpenAI list, or Anthropic list with ``system``
-    beside it), the format (detected when null) and the budgets to check it against."""
+    beside it), the format (detected when null) and the budgets to check it against.
+
+    With ``session`` (and ``lane``, ``branch``, ``revision``) it is checked against that
+    scope: every pin the session requires must be present verbatim and every artifact
+    reference must resolve. ``tools`` (the schema sent with it) counts against the budgets.
+    """
 
     messages: list[Any]
     system: Any = None
@@ -83,6 +88,11 @@ class ValidateIn(StrictIn):
     hard_limit: int | None = Field(None, ge=1, le=MAX_TOKENS)
     output_reserve: int = Field(0, ge=0, le=MAX_TOKENS)
     check_secrets: bool = False
+    tools: list[Any] | None = None
+    session: str | None = Field(None, pattern=SCOPE_PART)
+    lane: str = Field("main", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+    branch: str = Field("main", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+    revision: int | None = Field(None, ge=0, le=MAX_SEQ)
 
 
 class ProblemOut(Schema):
@@ -124,6 +134,7 @@ def context(request: HttpRequest, session: ScopePart, payload: ContextIn) -> Any
         tail_tokens=payload.tail_tokens,
         target_format=payload.target_format,
         output_reserve=payload.output_reserve,
+        tools=payload.tools,
     )
     return result.to_dict(tuple(payload.views))
 
@@ -159,27 +170,33 @@ def _validate_payload(body: bytes) -> ValidateIn:
 def validate(request: HttpRequest) -> Any:
     """Return every invariant the request breaks: orphan calls or results, split parallel
     calls, empty or reasoning-only messages, lone surrogates, over budget (and secrets when
-    ``check_secrets``). A request that breaks nothing answers ``ok: true``.
+    ``check_secrets``); with ``session``, a required pin missing or altered. A request that
+    breaks nothing answers ``ok: true``.
 
     Raises:
         MalformedBody: the body is not UTF-8 JSON (400 ``malformed_json``).
-        ValidateRequestInvalid: a missing, unknown or mistyped field (422
-            ``validation_error``, ``field`` its path).
+        ValidateRequestInvalid: a missing, unknown or mistyped field, or an output reserve
+            not below the hard limit (422 ``validation_error``, ``field`` its path).
+        Http404: ``session`` names no journal of the key's tenant.
     """
     payload = _validate_payload(request.body)
-    encoding = settings.TOKEN_ENCODING
-    meter = Meter(count=lambda text: count_tokens(text, encoding), label=source_label(encoding))
+    journal = (
+        request.auth.journal(payload.session, payload.lane, payload.branch)
+        if payload.session is not None
+        else None
+    )
     request_obj: Any = {"messages": payload.messages}
     if payload.system is not None:
         request_obj["system"] = payload.system
-    report = validate_request(
-        request_obj,
+    report = request_validate(
+        request=request_obj,
         fmt=payload.format,
         working_budget=payload.working_budget,
         hard_limit=payload.hard_limit,
         output_reserve=payload.output_reserve,
-        meter=meter,
         check_secrets=payload.check_secrets,
-        view="request",
+        tools=payload.tools,
+        journal=journal,
+        revision=payload.revision,
     )
     return report.to_dict()

@@ -1,13 +1,15 @@
 """Context for the next model call, from the journal, the ledger and the artifacts (DESIGN.md 6).
 
 ``context_build`` is the one function the API and the UI call. It reads the journal as of a
-revision, the ledger state valid at that revision (:func:`ledger_app.services.ledger_state`)
+revision, the ledger valid at that revision (:func:`ledger_app.selectors.context_ledger`)
 and the artifact receipts of oversized results, runs the pure builder
 (:func:`ledger_app.context.build_context`) and returns the three views. When the builder
 needs rounds folded it calls :func:`ledger_app.services.ledger_fold` (one fold, up to the
-protected tail); on an explicit failure it writes a checkpoint with
-:func:`ledger_app.services.ledger_consolidate` and returns the failure state, never a
-request. Artifacts are deduplicated by :func:`journal_app.services.artifact_store` (seed 001:
+protected tail); on an explicit failure it folds what is foldable (the latest fold is the
+checkpoint) and returns the failure state, never a request. A context request never
+consolidates: what it leaves out is a view decision listed in its debug trace, and the stored
+ledger keeps every fact (issue 15, "a read destroys state"); consolidation runs on the fold
+path, when the ledger passes ``LEDGER_CONSOLIDATE_AT_TOKENS``. Artifacts are deduplicated by :func:`journal_app.services.artifact_store` (seed 001:
 an agent that reloads an artifact gets the same reference back), and every reference the
 model view carries is re-read from the store and re-hashed before the view is returned.
 
@@ -29,22 +31,29 @@ from django.conf import settings
 from journal_app.models import Artifact, Entry, Journal
 from journal_app.services import artifact_read
 from journal_app.tokens import count_tokens, source_label
+from ledger_app import selectors
 from ledger_app.context import (
     ContextBuild,
     ContextInputError,
     build_context,
     frontend_view,
 )
+from ledger_app.mechanical import is_pin_source, pin_fact
 from ledger_app.models import Fold
 from ledger_app.services import (
     LedgerError,
     entry_view,
     latest_fold,
-    ledger_consolidate,
     ledger_fold,
-    ledger_state,
 )
-from ledger_app.validation import ArtifactInfo, Meter, validate_frontend
+from ledger_app.validation import (
+    ArtifactInfo,
+    Expectations,
+    Meter,
+    ValidationReport,
+    validate_frontend,
+    validate_request,
+)
 
 WITHHELD = "[withheld: this item failed the privacy check]"
 
@@ -206,8 +215,12 @@ def _meter() -> Meter:
     return Meter(count=lambda text: count_tokens(text, encoding), label=source_label(encoding))
 
 
-def _checkpoint(journal: Journal, revision: int, budget: int, may_fold: bool) -> dict[str, Any]:
-    """Fold what is foldable and consolidate into a checkpoint (DESIGN.md 6, step 7)."""
+def _checkpoint(journal: Journal, revision: int, may_fold: bool) -> dict[str, Any]:
+    """Fold what is foldable; the latest fold is the checkpoint (DESIGN.md 6, step 7).
+
+    Never consolidates (issue 15): a failed request at a small budget must not evict P2/P3
+    facts from the stored ledger; consolidation belongs to the fold path and its 67,500-token
+    start."""
     if not may_fold:
         return {
             "fold": None,
@@ -218,21 +231,22 @@ def _checkpoint(journal: Journal, revision: int, budget: int, may_fold: bool) ->
         folded = ledger_fold(journal=journal, upto=revision)
     except LedgerError as exc:
         return {"fold": None, "reason": f"no checkpoint: the fold was refused: {exc}"}
-    target = min(settings.LEDGER_CHECKPOINT_TARGET_TOKENS, budget)
-    result = ledger_consolidate(journal=journal, target_tokens=target, start_tokens=0)
-    # nothing new to write (already consolidated): the latest fold stands as the checkpoint
-    fold = result.fold or latest_fold(journal)
-    reason = result.reason or "checkpoint written"
-    if result.fold is None and fold is not None:
-        reason += f"; fold {fold.number} stands as the checkpoint"
+    fold = latest_fold(journal)
+    created = bool(folded and folded.created)
+    if fold is None:
+        reason = "no checkpoint: nothing could be folded"
+    else:
+        reason = (
+            f"fold {fold.number} {'written' if created else 'stands'} as the checkpoint; "
+            "nothing consolidated or evicted (a context request only reads the ledger)"
+        )
     return {
         "fold": fold.number if fold is not None else None,
         "kind": fold.kind if fold is not None else None,
         "outcome": fold.outcome if fold is not None else None,
-        "consolidated": result.fold is not None,
-        "folded": bool(folded and folded.created),
+        "consolidated": False,
+        "folded": created,
         "reason": reason,
-        "target_tokens": target,
     }
 
 
@@ -247,6 +261,7 @@ def context_build(
     output_reserve: int = 0,
     write: bool = True,
     fold: Fold | None = None,
+    tools: Any = None,
 ) -> ContextResult:
     """Build the request for the agent's next model call, and its two other views.
 
@@ -262,6 +277,8 @@ def context_build(
         write: when ``False`` nothing is written: no fold, no checkpoint (UI previews, the
             fold page's invariants panel).
         fold: build with the ledger as of this fold (default: the latest valid at revision).
+        tools: the ``tools`` (schema) input the runtime sends with the request; counted
+            against the budget.
 
     Returns:
         :class:`ContextResult`. Idempotent in effect: a second call at the same revision finds
@@ -296,7 +313,7 @@ def context_build(
             raise ContextError("folding is not possible here: read-only, or a later fold exists")
         ledger_fold(journal=journal, upto=min(upto, rev))
         newest = latest_fold(journal)
-        return ledger_state(journal, newest), _covered(journal, newest)
+        return selectors.context_ledger(journal, newest), _covered(journal, newest)
 
     meter = _meter()
     label = source_label(settings.TOKEN_ENCODING)
@@ -304,7 +321,7 @@ def context_build(
     try:
         build: ContextBuild = build_context(
             entries=views,
-            ledger=ledger_state(journal, base) if base is not None else None,
+            ledger=selectors.context_ledger(journal, base) if base is not None else None,
             covered_upto=_covered(journal, base),
             working_budget=working_budget,
             hard_limit=hard_limit,
@@ -317,9 +334,10 @@ def context_build(
             meter=meter,
             revision=rev,
             token_counts=stored,
+            tools=tools,
         )
     except ContextInputError as exc:
-        raise ContextError(str(exc)) from exc
+        raise ContextError(str(exc), exc.field or "") from exc
     frontend = frontend_view(views, receipts=receipts, count=meter.count)
     reasoning = [v.text for v in views if v.kind == "reasoning"]
     entry_of = {v.seq: v.entry_hash for v in views}
@@ -347,7 +365,7 @@ def context_build(
     failure = build.failure
     if build.status == "failed":
         failure = dict(failure or {})
-        failure["checkpoint"] = _checkpoint(journal, rev, working_budget, may_fold)
+        failure["checkpoint"] = _checkpoint(journal, rev, may_fold)
         trace["decisions"].append(
             {
                 "step": 7,
@@ -368,6 +386,96 @@ def context_build(
         debug_trace=trace,
         failure=failure,
         validation={"model": build.report.to_dict(), "frontend": front_report.to_dict()},
+    )
+
+
+def session_pins(*, journal: Journal, revision: int | None = None) -> list[tuple[str, str, str]]:
+    """The pins a request for this scope must carry byte for byte, as of ``revision``
+    (default the head): every authoritative message of the journal (DESIGN.md 5.2), less the
+    pins the ledger valid at that revision has retired or superseded.
+
+    Returns:
+        ``[(pin id, entry hex, text)]`` in journal order (:class:`Expectations` ``pins``).
+
+    Raises:
+        ContextError: ``revision`` beyond the head or below 0 (field ``revision``).
+    """
+    head = journal.head_seq
+    rev = head if revision is None else revision
+    if rev < 0 or rev > head:
+        raise ContextError(f"revision {rev} is not between 0 and the head {head}", "revision")
+    base = _fold_at(journal, rev)
+    ledger = selectors.context_ledger(journal, base) if base is not None else {"facts": {}}
+    inactive = {
+        f["support"][0]["entry"]
+        for f in ledger["facts"].values()
+        if f.get("pin") and f.get("support") and f.get("lifecycle", "active") != "active"
+    }
+    rows = Entry.objects.filter(journal=journal, seq__lte=rev, kind="message").order_by("seq")
+    out = []
+    for row in rows:
+        view = entry_view(row)
+        if is_pin_source(view) and view.entry_hash not in inactive:
+            out.append((pin_fact(view)["id"], view.entry_hash, view.text))
+    return out
+
+
+def request_validate(
+    *,
+    request: Any,
+    fmt: str | None = None,
+    working_budget: int | None = None,
+    hard_limit: int | None = None,
+    output_reserve: int = 0,
+    check_secrets: bool = False,
+    tools: Any = None,
+    journal: Journal | None = None,
+    revision: int | None = None,
+) -> ValidationReport:
+    """Check a request a runtime is about to send (``POST /validate``).
+
+    Args:
+        request: ``{"messages", "system"?}`` (either format).
+        fmt: ``"openai"``, ``"anthropic"`` or ``None`` (detected).
+        working_budget / hard_limit / output_reserve: tokens; see
+            :func:`ledger_app.validation.validate_request`.
+        check_secrets: also look for secrets.
+        tools: the ``tools`` (schema) input sent with it: counted against the budgets.
+        journal / revision: with a scope, every pin the session requires
+            (:func:`session_pins`) must be present verbatim (``pin_verbatim``), and every
+            ``artifact://`` reference must resolve in the scope's store with its hash.
+
+    Returns:
+        :class:`ValidationReport` (view ``"request"``).
+
+    Raises:
+        ValidateRequestInvalid: an output reserve not below the hard limit (field
+            ``output_reserve``), as a context request refuses it (issue 15).
+        ContextError: a revision outside the journal.
+    """
+    if hard_limit is not None and output_reserve >= hard_limit:
+        raise ValidateRequestInvalid(
+            f"output_reserve: {output_reserve} leaves no room in the hard limit {hard_limit}",
+            "output_reserve",
+        )
+    expect = None
+    resolve = None
+    if journal is not None:
+        journal = Journal.objects.select_related("session__tenant").get(pk=journal.pk)
+        expect = Expectations(pins=session_pins(journal=journal, revision=revision))
+        resolve = _Artifacts(journal)
+    return validate_request(
+        request,
+        fmt=fmt,
+        working_budget=working_budget,
+        hard_limit=hard_limit,
+        output_reserve=output_reserve,
+        meter=_meter(),
+        expect=expect,
+        resolve_artifact=resolve,
+        check_secrets=check_secrets,
+        view="request",
+        tools=tools,
     )
 
 

@@ -14,246 +14,45 @@ a reviewer, so ambiguous shapes (``and/or``, ``e.g.``, ``v1.2``, ``os.path``) ar
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger_app.mechanical import EntryView, command_of
+from journal_app.identifiers import (
+    COMMAND_LIMIT,
+    KINDS,
+    Identifier,
+    extract_identifiers,
+    identifiers_of,
+)
+from ledger_app.mechanical import EntryView
 
-KINDS = ("path", "url", "hash", "flag", "command", "number", "id", "migration")
+__all__ = [
+    "COMMAND_LIMIT",
+    "KINDS",
+    "LOST_LIMIT",
+    "Identifier",
+    "LossReport",
+    "extract_identifiers",
+    "identifiers_of_entry",
+    "ledger_terms",
+    "loss_report",
+    "term_key",
+]
+
 #: Most lost items listed in a report; the rest are counted in ``lost_truncated``.
 LOST_LIMIT = 500
-#: Longest ``command`` identifier kept (characters).
-COMMAND_LIMIT = 200
-
-
-@dataclass(frozen=True)
-class Identifier:
-    """One identifier found in journal text: ``kind`` (one of :data:`KINDS`) and ``value``."""
-
-    kind: str
-    value: str
-
-
-# --- Patterns -------------------------------------------------------------------------
-# Every pattern finds candidates; overlapping candidates are resolved leftmost-longest,
-# ties going to the earlier entry of _PATTERNS (so a URL is not also read as a path).
-
-# Tool call ids are not wanted: call_8f3a9b2c1d, toolu_01AbC9xyz, fc_68a1b2.
-# They are matched first so that nothing inside them is read as a hash.
-_TOOL_CALL_ID = re.compile(r"(?<![\w-])(?:call|toolu|fc)_[A-Za-z0-9_-]+")
-
-# https://example.com/a?b=1, file:///tmp/x (trailing sentence punctuation is trimmed).
-_URL = re.compile(r"\b(?:https?|ftp|file|wss?|ssh|git)://[^\s<>\"'`)\]}]+")
-
-# sha256:1a2b3c4d5e6f (a prefix of at least 7 hex digits).
-_PREFIXED_HASH = re.compile(r"(?<![\w-])(?:sha1|sha256|sha512|md5):[0-9a-fA-F]{7,128}(?![\w-])")
-
-# 550e8400-e29b-41d4-a716-446655440000 (one identifier, not five pieces).
-_UUID = re.compile(
-    r"(?<![\w-])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![\w-])"
-)
-
-# Django migrations: 0097_auto, 0001_initial, payments.0097_auto_20240101_1200.
-# Not: 0097 alone, 97_auto (four digits and an underscore, as makemigrations writes them).
-_MIGRATION = re.compile(r"(?<![\w./\\-])(?:[A-Za-z_][A-Za-z0-9_]*\.)?\d{4}_\w+(?![\w-])")
-
-# Path-shaped tokens; _is_path decides. billing/refunds.py, /var/log/x.log, ./a.sh,
-# ~/notes.md, C:\Users\me\a.txt, src\main.rs, manage.py. The token may not start inside a
-# word, a flag or a URL and may not end on punctuation ("see a.py." gives "a.py").
-_PATH_TOKEN = re.compile(r"(?<![\w.~/\\:@+-])(?:[A-Za-z]:)?[\w.~/\\@+-]*[\w/\\]")
-
-# Tickets: ABC-123, PROJ-42, CVE-2024-1234. Not: UTF-8, SHA-256 (_NOT_TICKETS), abc-123.
-_TICKET = re.compile(r"(?<![\w-])([A-Z][A-Z0-9]{1,9})-\d{1,7}(?:-\d{1,7})*(?![\w-])")
-_NOT_TICKETS = frozenset(
-    {"UTF", "UCS", "SHA", "MD", "ISO", "GPT", "AES", "RSA", "TLS", "SSL", "HTTP", "IPV", "COVID"}
-)
-
-# Issues and pull requests: #1234 (not &#39; and not a colour like #fff).
-_ISSUE = re.compile(r"(?<![\w&#])#\d{1,7}(?![\w])")
-
-# Flags: --skip-locked-tables, --output (of --output=x), and short flags standing alone
-# after a space: -x, -rf, -xvf. Not: re-run, - item, -5, ---.
-_FLAG = re.compile(
-    r"(?<![\w-])--[A-Za-z](?:[\w-]*[A-Za-z0-9])?(?![\w-])"  # --skip-locked-tables, --x
-    r"|(?<!\S)-[A-Za-z]{1,3}(?!\S)"  # -x, -rf standing alone
-)
-
-# Numbers with a unit. 12.4ms, 1200 ms, 3 GB, 7B, 8 tests, 270,000 tokens, 99%, 5m30s,
-# $12.50. Not: a bare 42, v1.2, x86 (a number glued to a preceding word or number).
-_NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
-_UNITS = (
-    # time
-    r"ns|us|µs|ms|secs?|seconds?|mins?|minutes?|hrs?|hours?|days?|weeks?"
-    # size and rate
-    r"|bytes?|[kmgtp]i?b|[kmg]bps|rps|qps|fps"
-    # counts an agent reports
-    r"|tokens?|tests?|files?|lines?|errors?|warnings?|failures?|passed|failed|skipped"
-    r"|deselected|items?|rows?|records?|chars|characters?|words?|requests?|retries"
-    r"|attempts?|commits?|calls?|steps?|rounds?|entries|facts?|folds?|chunks?|workers?"
-    r"|threads?|cores?|cpus?|gpus?|dollars?|usd|eur"
-)
-_NUMBER = re.compile(
-    rf"""
-    (?<![\w.,$])\$?{_NUM}[ ]?%                      # 99%, 12.5 %
-  | (?<![\w.,$])(?:\d+h)?(?:\d+m)?\d+(?:\.\d+)?s(?![\w])  # 5m30s, 1h2m3s, 3s
-  | (?<![\w.,$]){_NUM}[ ]?(?i:{_UNITS})(?![\w])     # 1200 ms, 3 GB, 8 tests
-  | (?<![\w.,$]){_NUM}(?:[mhdxkKMB])(?![\w])        # 5m, 2h, 3x, 12k, 7B (attached only)
-  | (?<![\w$])\${_NUM}(?![\w])                      # $12.50
-    """,
-    re.VERBOSE,
-)
-
-# Bare hex hashes of 7-64 characters with at least one digit and one letter:
-# 4d74c33, 1a2b3c4d5e6f. Not: deadbeef, cafe, 1234567 (no letter), abc123 (too short).
-_HEX = re.compile(r"(?<![\w-])[0-9a-fA-F]{7,64}(?![\w-])")
-
-_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("skip", _TOOL_CALL_ID),
-    ("url", _URL),
-    ("hash", _PREFIXED_HASH),
-    ("hash", _UUID),
-    ("migration", _MIGRATION),
-    ("path", _PATH_TOKEN),
-    ("id", _TICKET),
-    ("id", _ISSUE),
-    ("flag", _FLAG),
-    ("number", _NUMBER),
-    ("hash", _HEX),
-)
-
-# File extensions a path may end in without a slash (manage.py). A list rather than "any
-# letters after a dot", so that e.g., os.path, self.name and example.com are not paths.
-_EXTENSIONS = frozenset(
-    """
-    py pyi pyx ipynb js jsx mjs cjs ts tsx vue svelte json jsonl ndjson yaml yml toml ini cfg
-    conf env lock md rst txt log csv tsv sh bash zsh fish ps1 bat cmd sql html htm css scss
-    sass less xml go rs rb java kt kts scala swift c h cc cpp hpp cs php pl lua dart ex exs
-    erl hs ml r jl gradle mk cmake proto tf tfvars patch diff pem crt key gz tgz tar zip bz2
-    xz whl jar wasm so dll exe bin png jpg jpeg gif svg webp pdf db sqlite sqlite3 parquet
-    pkl pt onnx tiktoken dockerfile makefile
-    """.split()
-)
-_DOTFILES = frozenset(
-    {".env", ".gitignore", ".dockerignore", ".bashrc", ".zshrc", ".profile", ".npmrc"}
-)
-_SEPARATOR = re.compile(r"[\\/]")
-
-
-def _has_extension(name: str) -> bool:
-    stem, dot, ext = name.rpartition(".")
-    return bool(dot and stem.strip(".") and ext.lower() in _EXTENSIONS)
-
-
-def _is_path(token: str) -> bool:
-    """Decide whether a path-shaped token is a file path (see _PATH_TOKEN)."""
-    if not re.search(r"[A-Za-z]", token):
-        return False  # 1/2, 24/7, 2026/01/02
-    drive = re.match(r"[A-Za-z]:(?=[\\/])", token)
-    body = token[drive.end() :] if drive else token
-    if token[:2] in ("./", ".\\", "~/", "~\\") or token[:3] in ("../", "..\\") or drive:
-        return True  # ./a.sh, ../x, ~/notes, C:\Users
-    names = [n for n in _SEPARATOR.split(body) if n not in ("", ".", "..", "~")]
-    if not names:
-        return False
-    has_ext = _has_extension(names[-1]) or names[-1] in _DOTFILES
-    if not _SEPARATOR.search(body):
-        return has_ext  # manage.py, .env; not e.g., v1.2, os.path
-    if body.startswith(("/", "\\")):
-        return has_ext or len(names) >= 2  # /var/log, /tmp/x.log; not /compact, \d
-    # Relative with a slash: billing/refunds.py, tests/ledger_app, a/b/c, src/.
-    # Not and/or, P0/P1, TCP/IP (two plain words).
-    return has_ext or len(names) >= 3 or token.endswith(("/", "\\")) or any("_" in n for n in names)
-
-
-def _candidates(text: str) -> Iterator[tuple[int, int, int, str, str]]:
-    """(start, -length, pattern rank, kind, value) for every plausible match."""
-    for rank, (kind, pattern) in enumerate(_PATTERNS):
-        for m in pattern.finditer(text):
-            value = m.group(0)
-            if kind == "url":
-                value = value.rstrip(".,;:!?")
-            elif kind == "path" and not _is_path(value):
-                continue
-            elif kind == "id" and m.re is _TICKET and m.group(1) in _NOT_TICKETS:
-                continue
-            elif m.re is _HEX and not (re.search(r"\d", value) and re.search(r"[A-Fa-f]", value)):
-                continue
-            yield (m.start(), -len(value), rank, kind, value)
-
-
-def extract_identifiers(text: str) -> list[Identifier]:
-    """Identifiers in ``text``, deduplicated, in order of first appearance.
-
-    Overlapping matches are resolved leftmost-longest (``https://x.org/a.py`` is one
-    ``url``; ``payments/migrations/0097_auto.py`` one ``path``). Tool call ids
-    (``call_...``, ``toolu_...``, ``fc_...``) are never returned. ``command`` identifiers
-    come only from tool-call arguments (:func:`identifiers_of_entry`).
-
-    Args:
-        text: any journal text.
-
-    Returns:
-        ``[Identifier(kind, value)]``; ``value`` is a verbatim substring of ``text``.
-    """
-    found: list[Identifier] = []
-    seen: set[Identifier] = set()
-    covered = 0
-    for start, neg_len, _rank, kind, value in sorted(_candidates(text)):
-        if start < covered:
-            continue
-        covered = start - neg_len
-        ident = Identifier(kind, value)
-        if kind != "skip" and ident not in seen:
-            seen.add(ident)
-            found.append(ident)
-    return found
-
-
-def _strings(value: Any) -> Iterator[str]:
-    """Every string inside a JSON value, in document order."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
 
 
 def identifiers_of_entry(entry: EntryView) -> list[Identifier]:
-    """Identifiers of one journal entry, deduplicated, in order of first appearance.
-
-    * tool calls: the shell command (``command``/``cmd``/``script`` argument, via
-      :func:`ledger_app.mechanical.command_of`) whitespace-collapsed and trimmed to
-      :data:`COMMAND_LIMIT` characters as one ``command`` identifier, then the identifiers
-      of every string argument (so a ``path`` argument counts, and JSON quoting does not);
-    * messages, tool results, events: the identifiers of ``entry.text``;
-    * reasoning (hidden, never shown to clients) and derived entries (summaries are not
-      sources, DESIGN.md 5.1): none.
-
-    The entry's own ``tool_call_id`` is never returned.
-    """
-    if entry.derived or entry.kind == "reasoning":
-        return []
-    found: list[Identifier] = []
-    if entry.kind == "tool_call":
-        command = " ".join(command_of(entry).split())[:COMMAND_LIMIT].rstrip()
-        if command:
-            found.append(Identifier("command", command))
-        for text in _strings(entry.content.get("arguments")):
-            found.extend(extract_identifiers(text))
-    else:
-        found.extend(extract_identifiers(entry.text))
-    out: list[Identifier] = []
-    seen: set[Identifier] = set()
-    for ident in found:
-        if ident not in seen and not (entry.tool_call_id and ident.value == entry.tool_call_id):
-            seen.add(ident)
-            out.append(ident)
-    return out
+    """Identifiers of one journal entry (:func:`journal_app.identifiers.identifiers_of`)."""
+    return identifiers_of(
+        kind=entry.kind,
+        text=entry.text,
+        content=entry.content,
+        tool_call_id=entry.tool_call_id,
+        derived=entry.derived,
+    )
 
 
 @dataclass
@@ -315,34 +114,61 @@ def _occurs(value: str, text: str) -> bool:
     return False
 
 
-def loss_report(entries: Sequence[EntryView], ledger_text: str) -> LossReport:
-    """Compare the identifiers of ``entries`` with ``ledger_text`` (section 5, seed).
+def term_key(value: str) -> str:
+    """How an identifier is looked up in the ledger's term index: its whitespace-collapsed
+    value (``sha256`` of it is the stored key, see :func:`ledger_terms`)."""
+    return " ".join(value.split())
+
+
+def ledger_terms(text: str) -> set[str]:
+    """The term-index keys of a fact's rendered text: every identifier it holds
+    (:func:`term_key` of :func:`extract_identifiers`). A covered entry's identifier whose
+    key is among an active fact's terms counts as kept (issue 18: the fold compares stored
+    identifiers with an index instead of scanning the whole ledger text)."""
+    return {term_key(i.value) for i in extract_identifiers(text)}
+
+
+def loss_report(
+    entries: Sequence[EntryView],
+    ledger_text: str,
+    *,
+    identifiers: Mapping[str, Sequence[Identifier]] | None = None,
+    indexed: Collection[str] = frozenset(),
+) -> LossReport:
+    """Compare the identifiers of ``entries`` with the ledger (section 5, seed).
 
     Args:
         entries: the fold's covered entries, in journal order.
-        ledger_text: everything the ledger will show a model (e.g. the rendered facts,
-            :func:`ledger_app.budget.render_fact` per fact, joined by newlines).
+        ledger_text: ledger text to search (e.g. the rendered facts,
+            :func:`ledger_app.budget.render_fact` per fact, joined by newlines): the facts
+            the fold wrote, or the whole ledger.
+        identifiers: the identifiers of each entry by entry hash, as stored at append
+            (:class:`journal_app.models.EntryIdentifiers`); an entry missing here is
+            scanned (:func:`identifiers_of_entry`).
+        indexed: :func:`term_key` values known to occur in the rest of the ledger (the
+            term index of the active facts): those count as kept without a text search.
 
     Returns:
-        :class:`LossReport`. An identifier is kept when its value occurs verbatim in
-        ``ledger_text`` as a whole token (not inside a longer word or number), or, for
-        values spanning whitespace such as commands, once runs of whitespace are collapsed
-        to one space on both sides. Deterministic.
+        :class:`LossReport`. An identifier is kept when its :func:`term_key` is in
+        ``indexed``, or its value occurs verbatim in ``ledger_text`` as a whole token (not
+        inside a longer word or number), or, for values spanning whitespace such as
+        commands, once runs of whitespace are collapsed to one space on both sides.
+        Deterministic.
     """
     collapsed = " ".join(ledger_text.split())
     report = LossReport()
     seen: set[Identifier] = set()
     for entry in entries:
-        for ident in identifiers_of_entry(entry):
+        stored = identifiers.get(entry.entry_hash) if identifiers is not None else None
+        for ident in stored if stored is not None else identifiers_of_entry(entry):
             if ident in seen:
                 continue
             seen.add(ident)
             report.total += 1
             counts = report.by_kind.setdefault(ident.kind, {"total": 0, "kept": 0})
             counts["total"] += 1
-            if _occurs(ident.value, ledger_text) or _occurs(
-                " ".join(ident.value.split()), collapsed
-            ):
+            key = term_key(ident.value)
+            if key in indexed or _occurs(ident.value, ledger_text) or _occurs(key, collapsed):
                 report.kept += 1
                 counts["kept"] += 1
             elif len(report.lost) < LOST_LIMIT:

@@ -1,8 +1,15 @@
-"""Ledger rows: folds with their manifest, delta and computed state (DESIGN.md section 5.2).
+"""Ledger rows: folds with their delta and manifest, checkpoints, fact rows (DESIGN.md 5.2).
 
-A fold is written once: its delta (the ops with the reducer's verdicts), the manifest and
-the state that the reducer computed. The state is a cache of ``reduce(deltas)`` that
-``verify_ledger`` recomputes and compares byte for byte.
+A fold is written once: its delta (the ops with the reducer's verdicts), the manifest, the
+state hash after it and the accumulator that hash is built from (issue 18). The full state
+is stored only at *checkpoints* (``Fold.state`` set): every so many folds, once the deltas
+since the last checkpoint outgrow it, and at consolidations. The state after any fold is the
+nearest checkpoint at or before it plus the later deltas, through the pure reducer
+(:meth:`FoldQuerySet.state_after`); ``verify_ledger`` recomputes every ``state_hash``.
+
+The facts are also kept as rows (:class:`LedgerFact`, one row per version of a fact), so a
+page, the API or the context builder reads the facts it needs with SQL, and the
+:class:`LedgerTerm` index lets a fold's loss report compare without reading the ledger.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from django.conf import settings
 from django.db import models
 
 from journal_app.models import Journal
+from ledger_app import reducer
 
 
 class RetirementRequest(models.Model):
@@ -60,6 +68,39 @@ class RetirementRequest(models.Model):
         return f"retire {self.fact_id} ({self.status})"
 
 
+class FoldQuerySet(models.QuerySet):
+    """Fold queries that rebuild states (checkpoint plus later deltas)."""
+
+    def state_after(self, fold: Fold) -> dict[str, Any]:
+        """The ledger state after ``fold``: the nearest checkpoint at or before it plus the
+        deltas after it, applied by :func:`ledger_app.reducer.reduce` (DESIGN.md 5.2).
+
+        Two queries: the checkpoint's state, then the deltas of the folds after it up to
+        ``fold``. Returns a new dict (the caller may change it).
+        """
+        checkpoint = (
+            self.model.objects.filter(
+                journal_id=fold.journal_id, number__lte=fold.number, state__isnull=False
+            )
+            .order_by("-number")
+            .values_list("number", "state")
+            .first()
+        )
+        start, base = (checkpoint[0], json.loads(checkpoint[1])) if checkpoint else (0, None)
+        deltas = []
+        for raw in (
+            self.model.objects.filter(
+                journal_id=fold.journal_id, number__gt=start, number__lte=fold.number
+            )
+            .order_by("number")
+            .values_list("delta", flat=True)
+        ):
+            delta = json.loads(raw)
+            delta.pop("verdicts", None)
+            deltas.append(delta)
+        return reducer.reduce(base, deltas) if deltas else (base or reducer.reduce(None, []))
+
+
 class Fold(models.Model):
     """One compaction step over a contiguous range of complete API rounds."""
 
@@ -93,11 +134,20 @@ class Fold(models.Model):
     verifier = models.CharField(max_length=100, blank=True)
     manifest = models.JSONField(default=dict)
     delta = models.TextField(help_text="canonical JSON of the delta, with op verdicts")
-    state = models.TextField(help_text="canonical JSON of the ledger state after this fold")
+    state = models.TextField(  # noqa: DJ001 (null: not a checkpoint; "" is no state)
+        null=True,
+        blank=True,
+        help_text="canonical JSON of the ledger state after this fold: checkpoints only",
+    )
     state_hash = models.CharField(max_length=64)
+    state_acc = models.TextField(
+        help_text="the state's fact accumulator (ledger_app.reducer.acc_hex) after this fold"
+    )
     facts_added = models.PositiveIntegerField(default=0)
     ops_rejected = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = FoldQuerySet.as_manager()
 
     class Meta:
         ordering = ["journal_id", "number"]
@@ -114,8 +164,92 @@ class Fold(models.Model):
         return json.loads(self.delta)
 
     @property
+    def is_checkpoint(self) -> bool:
+        """Whether this fold stores the full state (``state`` is loaded and set)."""
+        return self.state is not None
+
+    @property
     def state_dict(self) -> dict[str, Any]:
-        return json.loads(self.state)
+        """The state after this fold, rebuilt (:meth:`FoldQuerySet.state_after`: two
+        queries and a replay). Pages and the API read :class:`LedgerFact` rows instead."""
+        return Fold.objects.state_after(self)
+
+
+class LedgerFact(models.Model):
+    """One version of one fact of a journal's ledger: valid from fold ``since`` until fold
+    ``until`` (exclusive; ``None``: still the current version). Issue 18.
+
+    Written by the storage step of every fold, with the fold: a fact born in fold ``a``
+    gets a row ``since=a``; changed in fold ``b`` (superseded, retirement pending, reviewed,
+    retired, closed, cancelled, withdrawn), that row gets ``until=b`` and a new row
+    ``since=b`` records the new version and ``change``; evicted in fold ``c``, its last row
+    gets ``until=c`` and no successor. So the rows are both the current facts (``until``
+    null) and each fact's lifecycle history, and the facts after fold ``n`` are the rows
+    with ``since <= n < until``. ``data`` is the fact exactly as the reducer produced it
+    (canonical JSON); the other columns are copies for filtering and ordering in SQL.
+    """
+
+    journal = models.ForeignKey(Journal, on_delete=models.PROTECT, related_name="ledger_facts")
+    fact_id = models.TextField()
+    since = models.PositiveIntegerField(help_text="fold number this version starts at")
+    until = models.PositiveIntegerField(
+        null=True, blank=True, help_text="fold number that replaced or evicted it"
+    )
+    change = models.CharField(
+        max_length=16, help_text="born, or the new lifecycle, or 'changed' (review, pending)"
+    )
+    category = models.CharField(max_length=24)
+    priority = models.CharField(max_length=4)
+    lifecycle = models.CharField(max_length=16)
+    confidence = models.CharField(max_length=16)
+    pin = models.BooleanField(default=False)
+    pin_entry = models.CharField(max_length=64, blank=True, help_text="the pin's entry (hex)")
+    origin_fold = models.PositiveIntegerField(null=True, blank=True)
+    text = models.TextField()
+    data = models.TextField(help_text="canonical JSON of the fact")
+    tokens = models.PositiveIntegerField(default=0, help_text="tokens of the fact's text")
+
+    class Meta:
+        ordering = ["journal_id", "fact_id", "since"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["journal", "fact_id", "since"], name="ledgerfact_unique_version"
+            )
+        ]
+        indexes = [
+            models.Index(fields=["journal", "until", "priority", "fact_id"], name="ledgerfact_now"),
+            models.Index(fields=["journal", "since"], name="ledgerfact_since"),
+            models.Index(fields=["journal", "pin_entry"], name="ledgerfact_pin_entry"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.fact_id} v{self.since} of {self.journal_id}"
+
+    @property
+    def fact(self) -> dict[str, Any]:
+        return json.loads(self.data)
+
+
+class LedgerTerm(models.Model):
+    """How many active facts of a journal's ledger hold an identifier (the loss index).
+
+    ``term`` is the sha256 hex of :func:`ledger_app.loss.term_key` of the identifier.
+    Maintained by the storage step of every fold (a fact that becomes active adds one per
+    term of its rendered text, one that stops being active or changes removes its old
+    terms), so the loss report of a fold compares its identifiers with one indexed query.
+    """
+
+    journal = models.ForeignKey(Journal, on_delete=models.PROTECT, related_name="ledger_terms")
+    term = models.CharField(max_length=64)
+    facts = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["journal", "term"], name="ledgerterm_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.term[:12]} x{self.facts}"
 
 
 class TaskRun(models.Model):
@@ -132,6 +266,7 @@ class TaskRun(models.Model):
         SUCCEEDED = "succeeded"
         FAILED = "failed"
         RETRYING = "retrying"
+        LOST = "lost"  # its worker died before it finished (ledger_app.runs.task_runs_mark_lost)
 
     task_name = models.CharField(max_length=200)
     journal = models.ForeignKey(
@@ -140,6 +275,7 @@ class TaskRun(models.Model):
     task_id = models.CharField(max_length=255, blank=True, db_index=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     attempt = models.PositiveIntegerField(default=0)
+    worker = models.CharField(max_length=255, blank=True, help_text="Celery node name")
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     result = models.JSONField(default=dict, blank=True)

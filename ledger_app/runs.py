@@ -2,11 +2,17 @@
 
 DESIGN.md section 9: every failure is recorded. The tasks in :mod:`ledger_app.tasks` call
 these around their one service call; the auto-scheduler calls :func:`task_run_enqueue`.
+
+A worker killed mid-task (``kill -9``, OOM, a lost host) cannot record anything: its run
+stays ``running``. :func:`task_runs_mark_lost` marks such runs ``lost``; every worker calls
+it when it starts, and the ``mark_lost_task_runs`` task runs it periodically (Celery beat).
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection
+from datetime import datetime, timedelta
 from typing import Any
 
 from celery import Task
@@ -43,7 +49,7 @@ def task_run_enqueue(*, task: Task, journal: Journal, **kwargs: Any) -> TaskRun:
 
 
 def task_run_start(
-    *, task_name: str, task_id: str, journal: Journal | None, attempt: int
+    *, task_name: str, task_id: str, journal: Journal | None, attempt: int, worker: str = ""
 ) -> TaskRun:
     """Mark an execution ``running``: claim the ``queued`` row of ``task_id``, else add a row.
 
@@ -55,8 +61,14 @@ def task_run_start(
         task_id: the Celery task id (``""`` when called outside Celery).
         journal: the journal, or ``None`` when the id no longer exists.
         attempt: 1 for the first execution, Celery's ``request.retries + 1`` after that.
+        worker: the Celery node name running it (``""`` when run eagerly, in-process).
     """
-    running = {"status": TaskRun.Status.RUNNING, "attempt": attempt, "started_at": timezone.now()}
+    running = {
+        "status": TaskRun.Status.RUNNING,
+        "attempt": attempt,
+        "started_at": timezone.now(),
+        "worker": worker[:255],
+    }
     queued = TaskRun.objects.filter(task_id=task_id, status=TaskRun.Status.QUEUED).first()
     if queued is not None:
         claimed = TaskRun.objects.filter(pk=queued.pk, status=TaskRun.Status.QUEUED)
@@ -83,3 +95,50 @@ def task_run_finish(
     run.finished_at = timezone.now()
     run.save(update_fields=["status", "result", "error", "finished_at"])
     return run
+
+
+def task_runs_mark_lost(
+    *,
+    restarted: str = "",
+    live_workers: Collection[str] | None = None,
+    stale_after: timedelta | None = None,
+    now: datetime | None = None,
+) -> list[TaskRun]:
+    """Mark ``lost`` the ``running`` runs whose worker is known to be gone.
+
+    A run counts as lost when (any of):
+
+    * its worker is ``restarted``: a worker of that node name is starting now, so the
+      process that recorded the run under that name has ended;
+    * ``live_workers`` is given (the node names answering a ping) and its worker is not
+      among them;
+    * it started more than ``stale_after`` ago (longer than the task time limit, so no live
+      worker can still be running it; covers in-process runs, which record no worker).
+
+    Each update is a compare-and-set on ``status = running``: a run that finishes meanwhile
+    keeps its outcome. A lost run's message was acknowledged late (``acks_late``), so the
+    broker delivers it again and another run records the outcome; nothing is re-sent here.
+
+    Returns:
+        The runs marked, with ``status`` ``lost``, ``finished_at`` and ``error`` saying why.
+    """
+    now = now or timezone.now()
+    running = TaskRun.objects.filter(status=TaskRun.Status.RUNNING)
+    marked = []
+    for run in running.order_by("pk"):
+        if restarted and run.worker == restarted:
+            why = f"worker {run.worker} restarted before the run finished"
+        elif live_workers is not None and run.worker and run.worker not in live_workers:
+            why = f"worker {run.worker} no longer answers"
+        elif stale_after is not None and run.started_at and run.started_at < now - stale_after:
+            why = f"still running after {int(stale_after.total_seconds())} s (the time limit)"
+        else:
+            continue
+        error = f"WorkerLost: {why}; the broker delivers the task again"
+        claimed = running.filter(pk=run.pk).update(
+            status=TaskRun.Status.LOST, finished_at=now, error=error
+        )
+        if claimed:
+            run.status, run.finished_at, run.error = TaskRun.Status.LOST, now, error
+            marked.append(run)
+    return marked

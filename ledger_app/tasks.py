@@ -5,20 +5,32 @@ service call; every execution leaves a :class:`~ledger_app.models.TaskRun`. Only
 database's transient errors are retried, with exponential backoff and jitter. Idempotency
 comes from the data (the fold's range hash under the journal row lock), which is what makes
 ``acks_late`` safe: a message redelivered after a worker crash folds nothing twice.
+
+The run a crashed worker left ``running`` is marked ``lost`` (:func:`mark_lost_task_runs`):
+by every worker as it starts (the ``worker_ready`` signal) and periodically by Celery beat
+(``CELERY_BEAT_SCHEDULE`` in the settings).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
-from celery import Task, shared_task
+from celery import Task, current_app, shared_task
+from celery.signals import worker_ready
+from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from journal_app.models import Journal
 from ledger_app import services
 from ledger_app.models import TaskRun
-from ledger_app.runs import task_run_finish, task_run_start
+from ledger_app.runs import task_run_finish, task_run_start, task_runs_mark_lost
+
+log = logging.getLogger("ledgerkeep.tasks")
+#: Seconds to wait for the workers' answers to a ping.
+PING_TIMEOUT = 2.0
 
 #: Errors worth another attempt: a dropped connection, a lock timeout, a failover.
 TRANSIENT = (OperationalError, InterfaceError)
@@ -61,6 +73,7 @@ def _recorded(
         task_id=task.request.id or "",
         journal=journal,
         attempt=task.request.retries + 1,
+        worker=task.request.hostname or "",
     )
     if journal is None:
         result = {"journal_id": journal_id, "reason": "journal gone"}
@@ -134,3 +147,49 @@ def consolidate_journal(self: Task, journal_id: int) -> dict[str, Any]:
     Idempotency and retries as :func:`fold_journal`; the service owns the idempotency key.
     """
     return _recorded(self, journal_id, services.ledger_consolidate)
+
+
+def _live_workers(me: str) -> set[str] | None:
+    """Node names answering a ping (``me`` included), or ``None`` when nobody can be asked."""
+    if current_app.conf.task_always_eager:
+        return None
+    try:
+        replies = current_app.control.ping(timeout=PING_TIMEOUT)
+    except Exception:  # no broker: say nothing about liveness
+        log.warning("cannot ping the workers; lost runs are found by age only")
+        return None
+    return {name for reply in replies for name in reply} | ({me} if me else set())
+
+
+def _stale_after() -> timedelta:
+    return timedelta(seconds=settings.TASK_RUN_LOST_AFTER_SECONDS)
+
+
+@shared_task(bind=True)
+def mark_lost_task_runs(self: Task) -> dict[str, Any]:
+    """Mark ``lost`` the ``running`` runs whose worker is gone (periodic, Celery beat).
+
+    One call of :func:`ledger_app.runs.task_runs_mark_lost` with the workers answering a
+    ping and ``TASK_RUN_LOST_AFTER_SECONDS``. Idempotent: a run is marked once.
+
+    Returns:
+        ``{"lost": [task ids marked]}``.
+    """
+    me = self.request.hostname or ""
+    marked = task_runs_mark_lost(live_workers=_live_workers(me), stale_after=_stale_after())
+    return {"lost": [run.task_id for run in marked]}
+
+
+@worker_ready.connect
+def _mark_lost_on_start(sender: Any = None, **kwargs: Any) -> None:
+    """A starting worker marks the runs of dead workers ``lost`` (issue 16)."""
+    me = getattr(sender, "hostname", "") or ""
+    try:
+        marked = task_runs_mark_lost(
+            restarted=me, live_workers=_live_workers(me), stale_after=_stale_after()
+        )
+    except Exception:  # never stop a worker from starting over bookkeeping
+        log.exception("could not mark lost task runs at worker start")
+        return
+    for run in marked:
+        log.warning("task run %s (%s) marked lost: %s", run.task_id, run.task_name, run.error)

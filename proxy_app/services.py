@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.conf import settings
@@ -186,7 +186,6 @@ class Recorded:
     revision: int
     appended: int
     branched_from: str | None = None
-    keys: list[MatchKey | None] = field(default_factory=list)
 
 
 def _place(candidates: Sequence[Journal], items: Sequence[ParsedEntry]) -> Recorded:
@@ -267,7 +266,6 @@ def conversation_record(
                         source_format=source_format,
                         source_name="proxy",
                     )
-                    scope.session = session
                     if scope.branch is not None:
                         candidates = [
                             journal_ensure(session=session, lane=scope.lane, branch=scope.branch)
@@ -276,7 +274,10 @@ def conversation_record(
                         candidates = list(
                             Journal.objects.filter(session=session, lane=scope.lane).order_by("pk")
                         ) or [journal_ensure(session=session, lane=scope.lane)]
-                return _place(candidates, items)
+                recorded = _place(candidates, items)
+            if scope is not None:
+                scope.session = recorded.journal.session
+            return recorded
         except (ConflictError, GapError):
             if attempt == 2:
                 raise

@@ -195,6 +195,10 @@ def _proxy(request: HttpRequest, surface: str) -> HttpResponse:
             entry=exc.source_ref or None,
             headers=headers,
         )
+    except Exception:
+        # as the API does: no HTML page for an API client, the traceback in the log
+        log.exception("proxy: unexpected error")
+        return error_answer(500, "internal_error", "internal error", headers=headers)
 
     def record(
         answer: dict[str, Any], usage: Any, meta: dict[str, Any], interrupted: bool

@@ -19,6 +19,7 @@ from journal_app.formats import (
     ledgerkeep_export,
     mini_swe_agent,
     openai_chat,
+    openai_responses,
     opencode,
     openhands,
     swe_agent,
@@ -36,6 +37,7 @@ _MODULES: tuple[ModuleType, ...] = (
     swe_agent,
     mini_swe_agent,
     atif,
+    openai_responses,
     anthropic,
     openai_chat,
 )

@@ -225,7 +225,7 @@ def parse(source: Source) -> ParsedSession:
             )
         if "source" not in step:
             raise FormatError(path, where_of[i], "source", "field is missing")
-        if step["source"] not in SOURCES:
+        if not isinstance(step["source"], str) or step["source"] not in SOURCES:
             raise FormatError(path, where_of[i], "source", f"unknown source {step['source']!r}")
         if "message" not in step:
             raise FormatError(path, where_of[i], "message", "field is missing")

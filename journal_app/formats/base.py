@@ -39,6 +39,7 @@ list), so nothing is half-written.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -154,18 +155,28 @@ def tool_result(
 
 
 def check_pairing(path: str | Path, entries: Iterable[ParsedEntry]) -> None:
-    """Refuse a tool result whose call never appeared before it, or a duplicate result.
+    """Refuse a tool result whose call never appeared before it, a duplicate result, or a
+    second call under an id already used (importers that meet a reused source id on a new
+    call name it ``id#N`` themselves; a repeated record must not become a second call).
 
     A call with no result is allowed (an interrupted call); :mod:`journal_app.rounds`
     marks it. Raises :class:`FormatError` naming the entry's ``source_ref``.
     """
-    calls: set[str] = set()
+    calls: dict[str, str] = {}
     answered: set[str] = set()
     for e in entries:
         if e.kind == "tool_call":
             if not e.tool_call_id:
                 raise FormatError(path, e.source_ref, "tool_call_id", "tool call has no id")
-            calls.add(e.tool_call_id)
+            if e.tool_call_id in calls:
+                raise FormatError(
+                    path,
+                    e.source_ref,
+                    "tool_call_id",
+                    f"second tool call with id {e.tool_call_id!r} (the first is at "
+                    f"{calls[e.tool_call_id] or 'an earlier entry'}): a repeated source record",
+                )
+            calls[e.tool_call_id] = e.source_ref
         elif e.kind == "tool_result":
             if e.tool_call_id not in calls:
                 raise FormatError(
@@ -182,6 +193,60 @@ def check_pairing(path: str | Path, entries: Iterable[ParsedEntry]) -> None:
                     f"second tool result for {e.tool_call_id!r}",
                 )
             answered.add(e.tool_call_id)
+
+
+class Repeats:
+    """Repeated source records (issue 16, item 7): never a second entry, never a fabricated call.
+
+    A record repeated byte for byte (the same JSON) under the same key (a Claude Code
+    ``uuid``, a Codex line, an OpenCode part id) is dropped and listed; a *different*
+    record under a key already used is refused, naming both places. :meth:`summary` goes
+    into ``ParsedSession.metadata["duplicates"]`` and the import summary counts it.
+    """
+
+    def __init__(self, path: str | Path, what: str, field_name: str) -> None:
+        self.path = path
+        self.what = what
+        self.field = field_name
+        self.first: dict[Any, tuple[str, str]] = {}
+        self.dropped: list[str] = []
+
+    def new(self, key: Any, where: str, record: Any) -> bool:
+        """True the first time ``key`` is seen; False for an identical repeat (dropped).
+
+        Raises:
+            FormatError: ``key`` was used before by a different record.
+        """
+        text = json.dumps(record, sort_keys=True, ensure_ascii=True, default=repr)
+        if key not in self.first:
+            self.first[key] = (where, text)
+            return True
+        first_where, first_text = self.first[key]
+        if text != first_text:
+            raise FormatError(
+                self.path,
+                where,
+                self.field,
+                f"{self.what} {key!r:.80} was already used by {first_where} with different "
+                "content: a repeated source record",
+            )
+        self.dropped.append(f"{where} repeats {first_where}")
+        return False
+
+    def summary(self) -> dict[str, Any]:
+        """``{"count": n, "records": ["line 9 repeats line 4", ...]}`` (the first 100)."""
+        return {"count": len(self.dropped), "what": self.what, "records": self.dropped[:100]}
+
+
+def record_repeats(metadata: dict[str, Any], *repeats: Repeats) -> None:
+    """Put the dropped repeats of ``repeats`` into ``metadata["duplicates"]`` (when any)."""
+    dropped = [r for r in repeats if r.dropped]
+    if not dropped:
+        return
+    metadata["duplicates"] = {
+        "count": sum(len(r.dropped) for r in dropped),
+        "records": [x for r in dropped for x in r.dropped][:100],
+    }
 
 
 def require_str(path: str | Path, location: str, field_name: str, value: Any) -> str:

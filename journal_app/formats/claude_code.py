@@ -26,6 +26,9 @@ Pure module. Rules follow ``tests/fixtures/corpus/FORMATS.md`` section 1:
   ``isCompactSummary`` -> derived user ``message``. ``file-history-snapshot`` records are
   not conversation: they are counted in ``ParsedSession.metadata["skipped"]``. Records of
   any other type become ``event`` entries carrying the whole record.
+* A record whose ``uuid`` was already read: an identical repeat (a resumed session copies
+  lines) is dropped and counted in ``metadata["duplicates"]``; a different record under
+  that uuid is refused naming both lines.
 """
 
 from __future__ import annotations
@@ -33,7 +36,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from journal_app.formats.base import FormatError, ParsedEntry, ParsedSession, message, tool_call
+from journal_app.formats.base import (
+    FormatError,
+    ParsedEntry,
+    ParsedSession,
+    Repeats,
+    message,
+    record_repeats,
+    tool_call,
+)
 from journal_app.formats.base import tool_result as tool_result_entry
 from journal_app.formats.source import Source
 
@@ -96,11 +107,14 @@ def parse(source: Source) -> ParsedSession:
     session_id = ""
     usage_given: set[str] = set()
     call_names: dict[str, str] = {}
+    repeats = Repeats(path, "uuid", "uuid")
 
     for number, obj in source.data:
         where = f"line {number}"
         if not isinstance(obj, dict):
             raise FormatError(path, where, "", f"record is not a JSON object ({_tname(obj)})")
+        if isinstance(obj.get("uuid"), str) and not repeats.new(obj["uuid"], where, obj):
+            continue
         rtype = obj.get("type")
         if not isinstance(rtype, str):
             raise FormatError(path, where, "type", "record has no string 'type'")
@@ -125,6 +139,7 @@ def parse(source: Source) -> ParsedSession:
             entries.append(_event(where, {"type": rtype, **rest}, {}))
 
     metadata: dict[str, Any] = {"skipped": skipped}
+    record_repeats(metadata, repeats)
     return ParsedSession(
         format=NAME,
         entries=entries,
@@ -299,12 +314,14 @@ def _required_str(path: Any, where: str, field: str, block: dict[str, Any], key:
 
 
 def _arguments(value: Any) -> Any:
-    """Tool input as a JSON value; a JSON string is parsed when it parses."""
+    """Tool input as a JSON value; a JSON string holding an object is
+    parsed; any other string is kept as sent (wrong types are refused at prepare)."""
     if isinstance(value, str):
         try:
-            return json.loads(value)
+            parsed = json.loads(value)
         except ValueError:
             return value
+        return parsed if isinstance(parsed, dict) else value
     return {} if value is None else value
 
 

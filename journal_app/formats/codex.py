@@ -34,6 +34,9 @@ Pure module. Rules follow ``tests/fixtures/corpus/FORMATS.md`` section 2. Every 
 * ``event_msg`` ``turn_aborted`` -> ``event`` ``{"type": "turn_aborted", "reason"}``;
   other event types -> ``event`` ``{"type": <type>, ...payload}``; ``compacted`` records
   and ``context_compacted`` events -> derived events.
+* A line repeated byte for byte (the same JSON record again) is read once and counted in
+  ``metadata["duplicates"]``; a second call under a ``call_id`` already used is refused
+  (never two calls, or a fabricated one, for one id).
 """
 
 from __future__ import annotations
@@ -43,7 +46,15 @@ import re
 from collections import Counter
 from typing import Any
 
-from journal_app.formats.base import FormatError, ParsedEntry, ParsedSession, message, tool_call
+from journal_app.formats.base import (
+    FormatError,
+    ParsedEntry,
+    ParsedSession,
+    Repeats,
+    message,
+    record_repeats,
+    tool_call,
+)
 from journal_app.formats.base import tool_result as tool_result_entry
 from journal_app.formats.source import Source
 
@@ -103,10 +114,13 @@ def parse(source: Source) -> ParsedSession:
     if source.kind != "jsonl":
         raise FormatError(path, "", "", "a Codex rollout must be a JSONL file")
     state = _State(path, _response_texts(source.data))
+    repeats = Repeats(path, "line", "")
     for number, obj in source.data:
         where = f"line {number}"
         if not isinstance(obj, dict):
             raise FormatError(path, where, "", f"record is not a JSON object ({_tname(obj)})")
+        if not repeats.new(json.dumps(obj, sort_keys=True, default=repr), where, obj):
+            continue  # the same line again: one record, counted in metadata["duplicates"]
         rtype = obj.get("type")
         if not isinstance(rtype, str):
             raise FormatError(path, where, "type", "record has no string 'type'")
@@ -128,7 +142,9 @@ def parse(source: Source) -> ParsedSession:
             state.add(_event(where, {"type": "compacted", **payload}, base, derived=True))
         else:
             state.add(_event(where, {"type": rtype, **payload}, base))
-    return state.finish()
+    session = state.finish()
+    record_repeats(session.metadata, repeats)
+    return session
 
 
 def _tname(value: Any) -> str:
@@ -149,7 +165,10 @@ def _response_texts(rows: list[tuple[int, Any]]) -> Counter[tuple[str, str]]:
                 if isinstance(s, dict) and isinstance(s.get("text"), str):
                     texts["agent_reasoning", s["text"]] += 1
         elif p.get("type") == "message" and isinstance(p.get("content"), list):
-            kind = {"user": "user_message", "assistant": "agent_message"}.get(p.get("role"))
+            role = p.get("role")
+            kind = {"user": "user_message", "assistant": "agent_message"}.get(
+                role if isinstance(role, str) else ""
+            )
             if kind:
                 text = _join_text(p["content"])
                 texts[kind, text] += 1
@@ -408,12 +427,14 @@ def _reasoning_item(
 
 
 def _arguments(value: Any) -> Any:
-    """Tool arguments as a JSON value; a JSON string is parsed when it parses."""
+    """Tool arguments as a JSON value; a JSON string holding an object is
+    parsed; any other string is kept as sent (wrong types are refused at prepare)."""
     if isinstance(value, str):
         try:
-            return json.loads(value)
+            parsed = json.loads(value)
         except ValueError:
             return value
+        return parsed if isinstance(parsed, dict) else value
     return value
 
 

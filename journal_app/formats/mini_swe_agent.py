@@ -201,10 +201,12 @@ def _usage(response: dict[str, Any]) -> dict[str, Any] | None:
     ):
         if isinstance(usage.get(src), int):
             out[dst] = usage[src]
-    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+    prompt = usage.get("prompt_tokens_details")
+    cached = prompt.get("cached_tokens") if isinstance(prompt, dict) else None
     if isinstance(cached, int):
         out["cache_read_tokens"] = cached
-    reasoning = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
+    completion = usage.get("completion_tokens_details")
+    reasoning = completion.get("reasoning_tokens") if isinstance(completion, dict) else None
     if isinstance(reasoning, int):
         out["reasoning_tokens"] = reasoning
     if isinstance(usage.get("cost"), int | float):

@@ -105,8 +105,9 @@ def parse_arguments(raw: Any) -> tuple[Any, str | None]:
         raw: a JSON string (Chat Completions), or an already decoded JSON value.
 
     Returns:
-        ``(value, raw_kept)``: ``value`` is the decoded JSON value when ``raw`` is a string
-        holding valid JSON, else ``raw`` unchanged. ``raw_kept`` is the original string when
+        ``(value, raw_kept)``: ``value`` is the decoded JSON object when ``raw`` is a string
+        holding one, else ``raw`` unchanged (a wrong-typed ``raw`` is refused when the entry
+        is prepared: arguments are an object or a string). ``raw_kept`` is the original string when
         compact re-serialisation of ``value`` would not reproduce it (so nothing is lost),
         else ``None``.
     """
@@ -116,6 +117,8 @@ def parse_arguments(raw: Any) -> tuple[Any, str | None]:
         value = loads(raw)
     except ValueError:
         return raw, None
+    if not isinstance(value, dict):
+        return raw, None  # JSON, but not an object: kept as the string the model sent
     if json.dumps(value, ensure_ascii=False, separators=(",", ":")) == raw:
         return value, None
     return value, raw

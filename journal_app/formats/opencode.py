@@ -25,6 +25,10 @@ by ``time_created`` (a row sorts before a message with the same time) as runtime
 * ``compaction`` -> a derived ``event``; any other part type -> an ``event`` whose
   content is the part's data.
 
+A row repeated under the same id (a part exported twice) is read once and counted in
+``metadata["duplicates"]``; a different row under an id already used is refused naming
+both: a repeated tool part never becomes a second call ``<callID>#2``.
+
 User messages are authoritative and not marked ``injected``: OpenCode stores the typed
 prompt as the text part (``synthetic`` text parts keep that flag in metadata).
 """
@@ -39,7 +43,9 @@ from journal_app.formats.base import (
     FormatError,
     ParsedEntry,
     ParsedSession,
+    Repeats,
     message,
+    record_repeats,
     tool_call,
     tool_result,
 )
@@ -353,6 +359,20 @@ def parse(source: Source) -> ParsedSession:
     events: list[dict[str, Any]] = []
     if (folder / EVENTS_FILE).is_file():
         events = _rows(folder / EVENTS_FILE, ("id", "session_id", "time_created", "data"))
+    repeats = []
+    for name, what in (
+        ("messages.json", "message id"),
+        ("parts.json", "part id"),
+        (EVENTS_FILE, "event id"),
+    ):
+        rows = {"messages.json": messages, "parts.json": parts, EVENTS_FILE: events}[name]
+        seen = Repeats(folder / name, what, "id")
+        kept = [
+            r for r in rows if seen.new(r["id"], r["_where"], _row_meta(r) | {"data": r["data"]})
+        ]
+        rows[:] = kept
+        seen.dropped = [f"{name} {x}" for x in seen.dropped]
+        repeats.append(seen)
 
     msg_ids = {m["id"] for m in messages}
     parts_of: dict[str, list[dict[str, Any]]] = {}
@@ -412,5 +432,10 @@ def parse(source: Source) -> ParsedSession:
         entries=entries,
         title=title,
         source_session_id=session_rows[0]["id"] if len(session_rows) == 1 else "",
-        metadata={"sessions": session_rows},
+        metadata=_with_repeats({"sessions": session_rows}, repeats),
     )
+
+
+def _with_repeats(metadata: dict[str, Any], repeats: list[Repeats]) -> dict[str, Any]:
+    record_repeats(metadata, *repeats)
+    return metadata

@@ -23,7 +23,11 @@ Mapping
   editor observation starts with ``ERROR:`` (OpenHands reports failed edits that way).
 * Other actions (``recall``, ...) and observations without a matching tool action
   (``recall``, ``agent_state_changed``, an ``error`` raised before any action existed)
-  -> ``event`` entries; ``condensation`` -> a ``derived`` event.
+  -> ``event`` entries; ``condensation`` -> a ``derived`` event. An observation whose
+  ``cause`` names no earlier action (or whose ``tool_call_metadata`` names no earlier
+  call) is an orphan and refused, naming it: it would otherwise pass as a plain event. A
+  second observation of one tool action is kept as an event labelled
+  ``metadata["duplicate_result_for"]``, never as a second result.
 * A run-level ``error`` (e.g. max iterations) -> a final event ``{"type": "run_error"}``
   and ``ParsedSession.metadata["error"]``.
 
@@ -116,6 +120,12 @@ def parse(source: Source) -> ParsedSession:
         where = f"history[{index}]"
         if not isinstance(event, dict):
             raise FormatError(path, where, "", f"expected an object, got {type(event).__name__}")
+        for key in ("id", "cause"):
+            value = event.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | str)):
+                raise FormatError(
+                    path, where, key, f"expected an integer or a string, got {type(value).__name__}"
+                )
         if isinstance(event.get("action"), str):
             _action(path, where, event, state)
         elif isinstance(event.get("observation"), str):
@@ -162,6 +172,7 @@ class _State:
         self.used_ids: set[str] = set()
         self.answered: set[str] = set()
         self.seen_responses: set[str] = set()
+        self.action_ids: set[Any] = set()
         self.first_user = ""
 
 
@@ -181,6 +192,8 @@ def _args(path, where: str, event: dict[str, Any]) -> dict[str, Any]:
 def _action(path, where: str, event: dict[str, Any], state: _State) -> None:
     action = event["action"]
     args = _args(path, where, event)
+    if event.get("id") is not None:
+        state.action_ids.add(event["id"])
     tcm = event.get("tool_call_metadata")
     if tcm is not None and not isinstance(tcm, dict):
         raise FormatError(
@@ -199,7 +212,7 @@ def _action(path, where: str, event: dict[str, Any], state: _State) -> None:
     if action == "message" and not tcm:
         sender = event.get("source")
         roles = {"user": "user", "agent": "assistant"}
-        if sender not in roles:
+        if not isinstance(sender, str) or sender not in roles:
             raise FormatError(path, where, "source", f"unknown message source {sender!r}")
         role = roles[sender]
         content = args.get("content", event.get("message"))
@@ -278,9 +291,10 @@ def _model_message(response: Any) -> dict[str, Any]:
 def _parse_arguments(raw: Any) -> Any:
     if isinstance(raw, str):
         try:
-            return json.loads(raw)
+            parsed = json.loads(raw)
         except ValueError:
             return raw
+        return parsed if isinstance(parsed, dict) else raw
     return raw
 
 
@@ -316,7 +330,15 @@ def _tool_action(path, where, event, args, tcm, state: _State) -> None:
     model_msg = _model_message(response)
 
     arguments: Any = None
-    for call in model_msg.get("tool_calls") or []:
+    calls = model_msg.get("tool_calls")
+    if calls is not None and not isinstance(calls, list):
+        raise FormatError(
+            path,
+            where,
+            "tool_call_metadata.model_response.choices[0].message.tool_calls",
+            f"expected a list, got {type(calls).__name__}",
+        )
+    for call in calls or []:
         if isinstance(call, dict) and call.get("id") == source_id:
             function = call.get("function") or {}
             if isinstance(function, dict) and "arguments" in function:
@@ -384,10 +406,31 @@ def _observation(path, where: str, event: dict[str, Any], state: _State) -> None
     extras = extras or {}
 
     cause = event.get("cause")
+    if cause is not None and cause not in state.action_ids:
+        raise FormatError(
+            path,
+            where,
+            "cause",
+            f"observation of action {cause!r}, which is not earlier in the history "
+            "(an orphaned observation)",
+        )
     target = state.calls.get(cause) if cause is not None else None
     tcm = event.get("tool_call_metadata")
-    if target is None and cause is None and isinstance(tcm, dict):
-        target = state.by_call_id.get(tcm.get("tool_call_id"))
+    if tcm is not None and not isinstance(tcm, dict):
+        raise FormatError(
+            path, where, "tool_call_metadata", f"expected an object, got {type(tcm).__name__}"
+        )
+    if target is None and cause is None and tcm:
+        call_id = tcm.get("tool_call_id")
+        target = state.by_call_id.get(call_id) if isinstance(call_id, str) else None
+        if target is None:
+            raise FormatError(
+                path,
+                where,
+                "tool_call_metadata.tool_call_id",
+                f"observation of tool call {call_id!r}, which is not earlier in the history "
+                "(an orphaned observation)",
+            )
 
     if target is not None and target[0] not in state.answered:
         call_id, name = target

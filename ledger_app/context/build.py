@@ -34,6 +34,12 @@ from ledger_app.validation import (
 
 #: Default protected tail: a quarter of the working budget.
 TAIL_SHARE = 4
+#: Passes of the compaction steps (a pass repeats only when the built request counted more
+#: than its plan).
+PASSES = 3
+#: The most the provider's figures may lower the planning limit by (a factor): a larger
+#: ratio says the figure covers more than the journal (a runtime prompt, another request).
+MAX_CALIBRATION = 4.0
 
 
 @dataclass
@@ -76,6 +82,7 @@ def build_context(
     meter: Meter | None = None,
     revision: int | None = None,
     token_counts: Mapping[str, int] | None = None,
+    tools: Any = None,
 ) -> ContextBuild:
     """Build the request for the next model call (module docstring: contents and order).
 
@@ -101,6 +108,16 @@ def build_context(
         token_counts: entry hash -> the entry's stored token count (``Entry.token_count``,
             counted by the same encoding as ``meter`` when the entry was appended): the text of
             a message or a result is then not counted again.
+        tools: the ``tools`` (schema) input the runtime sends with the request (OpenAI
+            ``tools`` or Anthropic ``tools``, any JSON); its tokens count against the budget.
+
+    Budget honesty (issue 15): the plan counts the request as it will be sent (secrets
+    redacted, call ids, notes and the tools schema counted); a last pass counts the built
+    request and trims P2/P3 facts until it fits, then compacts again against the real figure.
+    When the journal holds provider-reported usage (:func:`provider_usage`) and the provider
+    counted more than our estimate of the same request, the plan aims at the limit divided by
+    that ratio (at most :data:`MAX_CALIBRATION`); the trace's ``tokens.calibration`` names the
+    source of the figures the decisions used.
 
     Returns:
         :class:`ContextBuild`. Deterministic for equal inputs.
@@ -111,13 +128,18 @@ def build_context(
     """
     if target_format not in TARGETS:
         raise ContextInputError(
-            f"target_format must be one of {', '.join(TARGETS)}, got {target_format!r}"
+            f"target_format must be one of {', '.join(TARGETS)}, got {target_format!r}",
+            field="target_format",
         )
     if working_budget < 1 or hard_limit < 1:
-        raise ContextInputError("working_budget and hard_limit must be at least 1 token")
+        raise ContextInputError(
+            "working_budget and hard_limit must be at least 1 token",
+            field="working_budget" if working_budget < 1 else "hard_limit",
+        )
     if output_reserve < 0 or output_reserve >= hard_limit:
         raise ContextInputError(
-            f"output_reserve must be between 0 and hard_limit - 1, got {output_reserve}"
+            f"output_reserve must be between 0 and hard_limit - 1, got {output_reserve}",
+            field="output_reserve",
         )
     base = meter or Meter()
     seed: dict[str, int] = {}
@@ -126,8 +148,15 @@ def build_context(
             n = token_counts.get(e.entry_hash)
             if n is not None and e.kind in ("message", "tool_result"):
                 seed[e.text] = n
+    memo = memo_counter(base.count, seed)
+    lookups = [0]
+
+    def count(text: str) -> int:
+        lookups[0] += 1
+        return memo(text)
+
     meter = Meter(
-        count=memo_counter(base.count, seed),
+        count=count,
         per_message=base.per_message,
         per_request=base.per_request,
         per_image=base.per_image,
@@ -135,7 +164,7 @@ def build_context(
     )
     tail = tail_tokens if tail_tokens is not None else max(1, working_budget // TAIL_SHARE)
     if tail < 0:
-        raise ContextInputError("tail_tokens must be at least 0")
+        raise ContextInputError("tail_tokens must be at least 0", field="tail_tokens")
     b = Builder(
         entries=entries,
         ledger=ledger or copy.deepcopy(reducer.EMPTY_STATE),
@@ -149,9 +178,11 @@ def build_context(
         fmt=target_format,
         fold=fold,
         meter=meter,
+        tools=tools,
     )
-    limit = b.limit
     journal_tokens = b.total()
+    calibration = calibrate(b)
+    limit = b.limit
     tail_plans = [p for p in b.plans if p.protected]
     b.decide(
         1,
@@ -172,32 +203,56 @@ def build_context(
         (p.round.first_seq for p in tail_plans), default=(b.entries[-1].seq + 1 if b.entries else 1)
     )
     outside = [p for p in b.plans if not p.protected]
-    if b.total() > limit:
-        project(b, outside, 2, limit)
-        project(b, tail_plans, 2, limit)
-    if b.total() > limit:
-        shrink(b, outside, 3, limit, consumed_only=True)
-    if b.total() > limit:
-        drop(b, 4, limit, tail_start - 1)
-    if len(b.decisions) == 1:
+    reports: list[dict[str, Any]] = []
+    for i in range(PASSES):
+        if b.total() > limit:
+            project(b, outside, 2, limit)
+            project(b, tail_plans, 2, limit)
+        if b.total() > limit:
+            shrink(b, outside, 3, limit, consumed_only=True)
+        if b.total() > limit:
+            drop(b, 4, limit, tail_start - 1)
+        before = b.total()
+        if b.settle() and b.total() > limit and i < PASSES - 1:
+            b.decide(
+                5,
+                "recount",
+                "the rounds shown, counted with their secrets redacted as they will be sent, "
+                "are over the limit: the compaction steps run again",
+                before,
+                b.total(),
+            )
+            continue
+        if len(b.decisions) == 1:
+            b.decide(
+                1,
+                "none",
+                f"the request is {b.total()} tokens, within {limit}: nothing to compact",
+                b.total(),
+                b.total(),
+            )
+        planned = b.total()
+        correction = b.correction
+        view, a, left, report = b.rebuild()
+        reports.append(report.to_dict())
         b.decide(
-            1,
-            "none",
-            f"the request is {b.total()} tokens, within {limit}: nothing to compact",
-            b.total(),
+            5,
+            "validate",
+            ("rebuilt and validated: " if view is not None else "not rebuilt: ")
+            + ("ok" if report.ok else "; ".join(p.check for p in report.problems)),
+            planned,
+            report.tokens or 0,
+        )
+        if view is None or b.correction == correction:
+            break  # within the plan (or not built): another pass would change nothing
+        b.decide(
+            5,
+            "recount",
+            f"the built request counts {b.correction - correction} tokens more than planned: "
+            "the compaction steps run again against the real figure",
+            report.tokens or 0,
             b.total(),
         )
-    planned = b.total()
-    view, a, left, report = b.rebuild()
-    reports = [report.to_dict()]
-    b.decide(
-        5,
-        "validate",
-        ("rebuilt and validated: " if view is not None else "not rebuilt: ")
-        + ("ok" if report.ok else "; ".join(p.check for p in report.problems)),
-        planned,
-        report.tokens or 0,
-    )
     recovered = False
     if not report.ok and all(p.check in BUDGET_CHECKS + ARTIFACT_CHECKS for p in report.problems):
         recovered = True
@@ -247,6 +302,16 @@ def build_context(
             0,
         )
         view = None
+    if view is not None and left:
+        b.decide(
+            4,
+            "omit",
+            f"{len(left)} P2/P3 facts left out of this request for room: a view decision, "
+            "the stored ledger keeps them (recoverable from the journal)",
+            report.tokens or 0,
+            report.tokens or 0,
+            facts=list(left),
+        )
     trace = {
         "revision": revision if revision is not None else (b.entries[-1].seq if b.entries else 0),
         "target_format": TARGETS[target_format],
@@ -261,8 +326,12 @@ def build_context(
         "tokens": {
             "journal_uncompacted": journal_tokens,
             "request": report.tokens,
+            "tools": b.tools_cost,
             "source": f"{meter.label}, counted on the built request (a request not yet sent has no provider figure)",
-            "provider_last_call": provider_usage(b.entries),
+            "provider_last_call": calibration["provider"],
+            "calibration": calibration,
+            "decisions_source": calibration["decisions_source"],
+            "measured_texts": lookups[0],
         },
         "rounds": {
             "total": len(b.plans) + (1 if b.tail_round is not None else 0),
@@ -274,7 +343,13 @@ def build_context(
             else None,
             "covered_upto": b.covered_upto,
         },
-        "ledger": {"facts_left_out": left, "folds_asked": b.fold_attempts},
+        "ledger": {
+            "facts_left_out": left,
+            "folds_asked": b.fold_attempts,
+            "evicted": 0,
+            "view_only": "facts left out of this request stay in the stored ledger: a "
+            "context request never consolidates or evicts (issue 15)",
+        },
         "artifacts": sorted(
             {
                 p.reference
@@ -290,6 +365,66 @@ def build_context(
         "sources": [[short(h) for h in s] for s in a.sources] if view is not None else [],
     }
     return ContextBuild(status, view, trace, failure, report, b.ledger, b.covered_upto)
+
+
+def calibrate(b: Builder) -> dict[str, Any]:
+    """Provider figures first (DESIGN.md 4, issue 15): compare the provider-reported input
+    tokens of the journal's last model call with our estimate of the same request (the
+    uncompacted rounds before that call, counted as the plan counts them). When the provider
+    counted more, lower ``b.limit`` by that ratio (at most :data:`MAX_CALIBRATION`) so the
+    decisions use the provider's scale; a lower ratio is reported and not applied (the request
+    must fit the budget by our own count as well).
+
+    Returns:
+        ``{"provider", "estimate", "ratio", "applied", "limit", "decisions_source"}``, for the
+        debug trace.
+    """
+    usage = provider_usage(b.entries)
+    out: dict[str, Any] = {
+        "provider": usage,
+        "estimate": None,
+        "ratio": None,
+        "applied": False,
+        "limit": b.limit,
+        "decisions_source": f"{b.meter.label} estimate (no provider-reported usage in the journal)",
+    }
+    if usage is None:
+        return out
+    seq = usage["seq"]
+    estimate = b.meter.per_request + b.tools_cost
+    for p, cost in zip(b.plans, b.original_costs, strict=True):
+        if p.round.first_seq >= seq:
+            break
+        if p.round.last_seq < seq:
+            estimate += cost
+        else:
+            estimate += b.cost([x for x in p.parts if x.entry is None or x.entry.seq < seq])
+    ratio = usage["input_tokens"] / estimate if estimate > 0 else 1.0
+    out["estimate"] = estimate
+    out["ratio"] = round(ratio, 4)
+    if ratio <= 1.0:
+        out["decisions_source"] = (
+            f"{b.meter.label} estimate: the provider-reported usage at seq {seq} "
+            f"({usage['input_tokens']} input tokens) is not above our estimate of that request "
+            f"({estimate}), so our own count decides"
+        )
+        return out
+    scale = min(ratio, MAX_CALIBRATION)
+    b.limit = max(1, int(b.budget_limit / scale))
+    out.update(applied=True, limit=b.limit, scale=round(scale, 4))
+    out["decisions_source"] = (
+        f"provider-calibrated: the provider reported {usage['input_tokens']} input tokens at seq "
+        f"{seq} where we count {estimate}; decisions aim at {b.limit} of our tokens "
+        f"(the limit {b.budget_limit} / {scale:.3f})"
+    )
+    b.decide(
+        1,
+        "calibrate",
+        out["decisions_source"],
+        b.total(),
+        b.total(),
+    )
+    return out
 
 
 def provider_usage(entries: Sequence[EntryView]) -> dict[str, Any] | None:

@@ -35,6 +35,7 @@ from ledger_app.validation import (
     ArtifactInfo,
     Expectations,
     Meter,
+    Problem,
     ValidationReport,
     budget_problems,
     memo_scanner,
@@ -44,6 +45,8 @@ from ledger_app.validation import (
 
 #: Tokens kept back when filling the checkpoint with P2/P3 facts.
 FILL_MARGIN = 8
+#: Tries of the last pass (fewer P2/P3 facts) before the compaction steps run again.
+LAST_PASS_TRIES = 4
 
 
 @dataclass
@@ -56,6 +59,7 @@ class Plan:
     dropped: bool = False
     protected: bool = False
     cost: int = 0
+    settled: bool = False  # cost counted on the redacted text (as it will be sent)
 
 
 class Builder:
@@ -81,6 +85,7 @@ class Builder:
         fmt: str,
         fold: FoldCallback | None,
         meter: Meter,
+        tools: Any = None,
     ) -> None:
         self.entries = list(entries)
         self.ledger = ledger
@@ -90,7 +95,10 @@ class Builder:
         self.working = working
         self.hard = hard
         self.reserve = reserve
-        self.limit = min(working, hard - reserve)
+        #: the budget's own limit; ``limit`` is what the plan aims at (lowered by
+        #: :meth:`calibrate` when the provider counts more than we do)
+        self.budget_limit = min(working, hard - reserve)
+        self.limit = self.budget_limit
         self.tail_tokens = tail_tokens
         self.fmt = fmt
         self.fold = fold
@@ -103,6 +111,22 @@ class Builder:
         self._redacted: dict[str, str] = {}
         self.redactions = 0
         self.scan = memo_scanner()
+        self.tools = tools
+        self.tools_cost = meter.tools(tools)
+        # what every request carries whatever is folded: the primer, the tools schema, and
+        # (Anthropic) the user turn a request may have to open with
+        self.fixed = (
+            meter.per_request
+            + self.tools_cost
+            + (self.text_cost(CONTINUED) if fmt == "anthropic" else 0)
+        )
+        #: tokens the built request was found over its plan by (the last pass), added to
+        #: every planned total from then on
+        self.correction = 0
+        # running sums (issue 13): the cost of the rounds shown and how many are left out,
+        # kept up to date by set_cost/set_dropped instead of re-summed at each step
+        self.body = 0
+        self.n_dropped = 0
         self._prepare()
 
     # ---------------------------------------------------------------- setup
@@ -143,6 +167,8 @@ class Builder:
             self.plans.append(Plan(round=r, parts=parts))
         for p in self.plans:
             p.cost = self.cost(p.parts)
+            self.body += p.cost
+        self.original_costs = [p.cost for p in self.plans]
         # the protected tail: complete rounds from the end within tail_tokens, at least one
         total = 0
         for p in reversed(self.plans):
@@ -168,7 +194,7 @@ class Builder:
         self.goal = current_goal(self.entries)
         self.approvals = pending_approvals(self.entries)
         self.facts_from(self.ledger)
-        self.task_text = self.task_state()
+        self.set_task_text(self.task_state())
 
     def facts_from(self, ledger: Mapping[str, Any]) -> None:
         """Read the ledger's facts (after a fold grew it, or new rounds became droppable)."""
@@ -180,12 +206,32 @@ class Builder:
             lambda f: fact_line(f, self.scan),
         )
         self.inactive_pins = self.facts.inactive_pins
+        if hasattr(self, "task_text"):
+            self.set_task_text(self.task_state())
+
+    def set_task_text(self, text: str) -> None:
+        """Set the task state message and its cost (counted once)."""
+        self.task_text = text
+        self.task_cost = self.text_cost(text)
 
     # ---------------------------------------------------------------- costs
 
-    def cost(self, parts: Sequence[Part]) -> int:
-        """Tokens of ``parts`` assembled in the target format."""
-        a = assemble(parts, self.fmt, self.ids)
+    def cost(self, parts: Sequence[Part], redacted: bool = False) -> int:
+        """Tokens of ``parts`` assembled in the target format, call ids counted; with
+        ``redacted``, as they will be sent: secrets redacted except in pins (issue 15: plan
+        against the final bytes). Only rounds still shown are scanned (:meth:`settle`):
+        scanning a whole long session for secrets would cost more than the build."""
+        shown: Sequence[Part] = parts
+        if redacted:
+            shown = []
+            for part in parts:
+                if part.pin:
+                    shown.append(part)
+                else:
+                    q = copy.copy(part)
+                    q.text = self._redact(part.text)
+                    shown.append(q)
+        a = assemble(shown, self.fmt, self.ids)
         return sum(self.meter.message(m) for m in a.messages) + sum(
             self.meter.per_message + self.meter.text(b["text"]) for b in a.system
         )
@@ -203,18 +249,46 @@ class Builder:
         return self.facts.cost(dropped)
 
     def body_cost(self) -> int:
-        """Tokens of the rounds still shown."""
-        return sum(p.cost for p in self.plans if not p.dropped)
+        """Tokens of the rounds still shown (a running sum)."""
+        return self.body
+
+    def settle(self) -> int:
+        """Count every round still shown as it will be sent (secrets redacted), once each;
+        returns how many tokens the plan grew by."""
+        before = self.body
+        for p in self.plans:
+            if not p.dropped and not p.settled:
+                p.settled = True
+                self.set_cost(p)
+        return self.body - before
+
+    def set_cost(self, p: Plan) -> None:
+        """Count the parts of ``p`` again after one of them changed, keeping the running sum."""
+        new = self.cost(p.parts, redacted=p.settled)
+        if not p.dropped:
+            self.body += new - p.cost
+        p.cost = new
+
+    def set_dropped(self, p: Plan, dropped: bool) -> None:
+        """Leave ``p`` out of the verbatim part (or bring it back), keeping the running sums."""
+        if p.dropped == dropped:
+            return
+        p.dropped = dropped
+        sign = 1 if dropped else -1
+        self.body -= sign * p.cost
+        if p.position >= 0:
+            self.n_dropped += sign
+
+    def planned(self, dropped: int, body: int) -> int:
+        """The request's tokens with ``dropped`` rounds left out and ``body`` tokens of rounds
+        shown (P2/P3 facts not counted: they only fill room)."""
+        return self.fixed + self.correction + body + self.ckpt_cost(dropped) + self.task_cost
 
     def total(self, dropped: int | None = None) -> int:
-        """The request's tokens as planned (P2/P3 facts not counted: they only fill room)."""
-        k = self.dropped_count() if dropped is None else dropped
-        return (
-            self.meter.per_request
-            + self.body_cost()
-            + self.ckpt_cost(k)
-            + self.text_cost(self.task_text)
-        )
+        """The request's tokens as planned (P2/P3 facts not counted: they only fill room).
+        Constant time: every term is a running sum or remembered (issue 13)."""
+        k = self.n_dropped if dropped is None else dropped
+        return self.planned(k, self.body)
 
     # ---------------------------------------------------------------- task state
 
@@ -256,7 +330,7 @@ class Builder:
 
     def dropped_count(self) -> int:
         """How many droppable rounds are left out (always the oldest ones)."""
-        return sum(1 for p in self.droppable if p.dropped)
+        return self.n_dropped
 
     # ---------------------------------------------------------------- assembly
 
@@ -345,6 +419,7 @@ class Builder:
         """The model view (``{"format", "messages", "system"?}``), its assembly and the
         ids of facts left out, with ``fill`` tokens for P2/P3 facts."""
         parts, left = self.final_parts(fill)
+        self.omitted = left
         if self.fmt == "anthropic" and starts_with_assistant(parts):
             # the Messages API requires a user turn first; say why there is none
             parts.insert(0, Part(role="user", kind="text", text=CONTINUED))
@@ -358,7 +433,8 @@ class Builder:
         return view, a, left
 
     def validate(self, view: Mapping[str, Any], a: Assembled) -> ValidationReport:
-        """Every invariant of DESIGN.md 6 step 5 on the model view, secrets included."""
+        """Every invariant of DESIGN.md 6 step 5 on the model view, secrets included, the
+        ``tools`` schema counted against the budgets."""
         return validate_request(
             {k: v for k, v in view.items() if k != "format"},
             fmt=self.fmt,
@@ -370,24 +446,74 @@ class Builder:
             resolve_artifact=self.resolver(),
             check_secrets=True,
             scan=self.scan,
+            tools=self.tools,
         )
+
+    def counted(self, a: Assembled) -> int:
+        """Tokens of an assembled request by our own count (what validation will say)."""
+        return self.meter.request(a.messages, a.system, self.tools)
 
     def rebuild(self) -> tuple[dict[str, Any] | None, Assembled, list[str], ValidationReport]:
         """Build and validate the request; a plan already over the limit is not built (its
-        validation can only fail on the budget, and redacting it would be wasted work)."""
+        validation can only fail on the budget, and redacting it would be wasted work).
+
+        The last pass (issue 15): the built request is counted as it will be sent; while it
+        is over :attr:`limit` the room for P2/P3 facts shrinks by the excess, down to none
+        (each try is one assembly and one count, at most :data:`LAST_PASS_TRIES`). What is
+        still over after that is kept in :attr:`correction`, so the compaction steps can run
+        again against the real figure.
+        """
+        self.settle()
         planned = self.total()
         if planned > self.limit:
-            report = ValidationReport(
-                view="model",
-                format=self.fmt,
-                problems=budget_problems(planned, self.working, self.hard, self.reserve),
-                checks=list(BUDGET_CHECKS),
-                tokens=planned,
-                token_source=self.meter.label + " (planned, not built)",
+            return self._not_built(planned)
+        fill = self.fill_room()
+        view, a, left = self.request(fill)
+        tokens = self.counted(a)
+        tries = 0
+        while tokens > self.limit and fill > 0 and tries < LAST_PASS_TRIES:
+            tries += 1
+            before = tokens
+            fill = max(0, fill - (tokens - self.limit) - FILL_MARGIN)
+            view, a, left = self.request(fill)
+            tokens = self.counted(a)
+            self.decide(
+                5,
+                "trim",
+                f"the built request is {before} tokens, over the limit {self.limit}: fewer "
+                f"P2/P3 facts in the checkpoint (room {fill} tokens)",
+                before,
+                tokens,
             )
-            return None, Assembled([], [], [], {}, {}), [], report
-        view, a, left = self.request(self.fill_room())
+        if tokens > self.limit:
+            excess = tokens - self.total()
+            if excess > 0:
+                self.correction += excess
         return view, a, left, self.validate(view, a)
+
+    def _not_built(
+        self, planned: int
+    ) -> tuple[dict[str, Any] | None, Assembled, list[str], ValidationReport]:
+        problems = budget_problems(planned, self.working, self.hard, self.reserve)
+        if not problems:  # within the budgets, over the provider-calibrated limit
+            problems = [
+                Problem(
+                    "within_working_budget",
+                    f"the request is {planned} tokens, over {self.limit}: the working budget "
+                    "calibrated by the provider's figures",
+                    None,
+                    "tokens",
+                )
+            ]
+        report = ValidationReport(
+            view="model",
+            format=self.fmt,
+            problems=problems,
+            checks=list(BUDGET_CHECKS),
+            tokens=planned,
+            token_source=self.meter.label + " (planned, not built)",
+        )
+        return None, Assembled([], [], [], {}, {}), [], report
 
     def fill_room(self) -> int:
         """Tokens left for P2/P3 facts (a few kept back: the omission note changes length)."""

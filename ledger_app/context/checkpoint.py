@@ -78,6 +78,7 @@ class Checkpoint:
         self._lines: dict[int, str] = {}
         self._texts: dict[tuple[int, int | None], tuple[str, list[str], int]] = {}
         self._costs: dict[int, int] = {}
+        self._prefix: list[tuple[int, int]] | None = None
 
     def eligible(self, dropped: int) -> list[dict[str, Any]]:
         """Facts with support in one of the first ``dropped`` droppable rounds."""
@@ -106,13 +107,7 @@ class Checkpoint:
         must = [f for f in eligible if f.get("priority") in ("P0", "P1")]
         optional = [f for f in eligible if f.get("priority") not in ("P0", "P1")]
         optional.sort(key=lambda f: (-int(f.get("origin_fold", 0) or 0), str(f.get("id"))))
-        first = self.droppable[0].first_seq
-        last = self.droppable[dropped - 1].last_seq
-        head = (
-            f"{CHECKPOINT_MARK}: rounds seq {first}-{last} are folded out; each fact cites the "
-            "journal entries it rests on]"
-        )
-        lines = [head] + [
+        lines = [self._head(dropped)] + [
             self.line(f)
             for f in sorted(
                 must, key=lambda f: (priority_rank(f.get("priority", "")), str(f.get("id")))
@@ -140,17 +135,52 @@ class Checkpoint:
 
     def cost(self, dropped: int) -> int:
         """Tokens of the checkpoint with its P0/P1 facts only, summed per line (an upper bound
-        of the joined text in practice; the built request is counted exactly anyway)."""
+        of the joined text in practice; the built request is counted exactly anyway).
+
+        Constant time after the first call: each fact's line is counted once and the sums
+        over the first ``k`` droppable rounds are prefix sums (issue 13)."""
         if dropped == 0:
             return 0
         cached = self._costs.get(dropped)
         if cached is None:
-            text, _, _ = self.text(dropped, 0)
-            lines = text.split("\n")
+            if self._prefix is None:
+                self._prefix = self._prefix_sums()
+            lines, n = self._prefix[min(dropped, len(self._prefix) - 1)]
             cached = (
                 self.meter.per_message
-                + sum(self.meter.text(x) for x in lines)
-                + (len(lines) - 1) * self.meter.text("\n")
+                + self.meter.text(self._head(dropped))
+                + lines
+                + n * self.meter.text("\n")
             )
             self._costs[dropped] = cached
         return cached
+
+    def _head(self, dropped: int) -> str:
+        first = self.droppable[0].first_seq
+        last = self.droppable[dropped - 1].last_seq
+        return (
+            f"{CHECKPOINT_MARK}: rounds seq {first}-{last} are folded out; each fact cites the "
+            "journal entries it rests on]"
+        )
+
+    def _prefix_sums(self) -> list[tuple[int, int]]:
+        """``[k] -> (tokens of the P0/P1 lines, their number)`` over facts with support in the
+        first ``k`` droppable rounds (a fact at position -1 counts from ``k = 1``)."""
+        size = len(self.droppable) + 1
+        tokens = [0] * (size + 1)
+        count = [0] * (size + 1)
+        for pos, f in self.ranked:
+            if f.get("priority") not in ("P0", "P1"):
+                continue
+            at = max(pos, 0) + 1  # in the checkpoint from k = pos + 1 on
+            if at > size:
+                continue
+            tokens[at] += self.meter.text(self.line(f))
+            count[at] += 1
+        out: list[tuple[int, int]] = []
+        t = n = 0
+        for k in range(size):
+            t += tokens[k]
+            n += count[k]
+            out.append((t, n))
+        return out

@@ -23,7 +23,12 @@ ArtifactResolver = Callable[[str], ArtifactInfo | None]
 
 
 class ContextInputError(ValueError):
-    """Budgets or options that cannot describe a request (a budget below one, unknown format)."""
+    """Budgets or options that cannot describe a request (a budget below one, unknown format,
+    an output reserve not below the window). ``field`` names the input at fault."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 def short(h: str) -> str:

@@ -39,7 +39,7 @@ def project(b: Builder, plans: Iterable[Plan], step: int, target: int) -> None:
             part.text = receipt_text(receipt, part.entry.seq)
             part.form = "receipt"
             part.reference = str(receipt.get("reference", ""))
-            p.cost = b.cost(p.parts)
+            b.set_cost(p)
             b.decide(
                 step,
                 "project",
@@ -70,7 +70,7 @@ def shrink(b: Builder, plans: Iterable[Plan], step: int, target: int, consumed_o
             before = b.total()
             was = part.form
             part.text, part.form, part.reference = new, "shrunk", ""
-            p.cost = b.cost(p.parts)
+            b.set_cost(p)
             why = (
                 "an old result the model has already answered"
                 if consumed_only
@@ -121,7 +121,6 @@ def ask_fold(b: Builder, upto: int, step: int) -> bool:
     if grew:
         b.ledger, b.covered_upto = ledger, covered
         b.facts_from(ledger)
-        b.task_text = b.task_state()
     b.decide(
         step,
         "fold",
@@ -158,12 +157,11 @@ def drop(b: Builder, step: int, target: int, fold_upto: int) -> None:
                 break
             covered += 1
         body = b.body_cost()
-        fixed = b.meter.per_request + b.text_cost(b.task_text)
         best_j, best_total, fits = 0, b.total(base), False
         saved = 0
         for j in range(1, covered + 1):
             saved += rest[j - 1].cost
-            t = fixed + body - saved + b.ckpt_cost(base + j)
+            t = b.planned(base + j, body - saved)
             if t <= target:
                 best_j, best_total, fits = j, t, True
                 break
@@ -186,7 +184,7 @@ def drop(b: Builder, step: int, target: int, fold_upto: int) -> None:
         )
     for p in rest[:best_j]:
         before = b.total()
-        p.dropped = True
+        b.set_dropped(p, True)
         b.decide(
             step,
             "fold",
@@ -200,15 +198,12 @@ def drop(b: Builder, step: int, target: int, fold_upto: int) -> None:
 
 def restore(b: Builder, step: int, target: int) -> None:
     """After recovery shrank what it could, bring back the newest folded rounds that fit."""
-    while True:
-        dropped = [p for p in b.droppable if p.dropped]
-        if not dropped:
-            return
-        p = dropped[-1]
+    while b.n_dropped > 0:
+        p = b.droppable[b.n_dropped - 1]  # the dropped rounds are the oldest: a prefix
         before = b.total()
-        p.dropped = False
+        b.set_dropped(p, False)
         if b.total() > target:
-            p.dropped = True
+            b.set_dropped(p, True)
             return
         b.decide(
             step,
@@ -233,7 +228,7 @@ def recover(b: Builder, report: ValidationReport, limit: int, tail_start: int) -
                 was = b.total()
                 part.text = shrink_text(part.entry.text, part.entry, b.meter.text(part.entry.text))
                 part.form, part.reference = "shrunk", ""
-                plan.cost = b.cost(plan.parts)
+                b.set_cost(plan)
                 b.decide(
                     6,
                     "unproject",

@@ -14,23 +14,40 @@ answer ``Http404`` outside them.
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from django.db import connection
 from django.db.models import Case, Count, F, Q, QuerySet, When
 from django.db.models.fields.json import KT
+from django.db.models.functions import Collate
 from django.http import Http404
 
 from audit_app.models import AuditEvent, Comment
 from journal_app.models import Entry, Journal, Tenant
 from journal_app.selectors import User, entries_by_hash, tenants_for_user
-from ledger_app.models import Fold, FoldAttempt, Proposal, RetirementRequest, TaskRun, Verdict
+from ledger_app.facts import Fact
+from ledger_app.models import (
+    Fold,
+    FoldAttempt,
+    LedgerFact,
+    Proposal,
+    RetirementRequest,
+    TaskRun,
+    Verdict,
+)
+from ledger_app.selectors import presenters
 
 __all__ = [
     "MANIFEST_HASHES_SHOWN",
-    "STATES_KEPT",
+    "FactsQuery",
+    "context_ledger",
     "entries_known",
+    "fact_at",
+    "fact_history",
+    "fact_seen",
+    "facts_at",
+    "open_obligations",
     "failed_attempts",
     "fact_comments",
     "fact_deltas",
@@ -59,37 +76,144 @@ MANIFEST_HASHES_SHOWN = 20
 
 
 # Ledger state -------------------------------------------------------------------------------
+#
+# Since issue 18 the full state is stored only at checkpoints; the facts are rows
+# (:class:`LedgerFact`, one per version), so every read below is SQL over indexed columns.
+# There is no process-wide cache of parsed states any more.
 
-#: parsed fold states by (fold pk, state hash): a fold's state never changes, so a parsed
-#: copy stays right; a few are kept (a 10,000-fact state is tens of MB as objects). Shared by
-#: the UI and the API: both read states through :func:`state_at` only.
-_STATES: OrderedDict[tuple[int, str], dict[str, Any]] = OrderedDict()
-STATES_KEPT = 4
+
+def _facts_after(journal_id: int, number: int) -> QuerySet[LedgerFact]:
+    """The fact versions valid after fold ``number``: ``since <= number < until``."""
+    return LedgerFact.objects.filter(journal_id=journal_id, since__lte=number).filter(
+        Q(until__isnull=True) | Q(until__gt=number)
+    )
+
+
+def _fact_order(qs: QuerySet[LedgerFact]) -> QuerySet[LedgerFact]:
+    # fact_order (priority, then id by code point): "C" collation on PostgreSQL, where the
+    # default collation would sort ids differently from Python; SQLite compares bytes.
+    if connection.vendor == "postgresql":
+        return qs.order_by("priority", Collate("fact_id", "C"))
+    return qs.order_by("priority", "fact_id")
 
 
 def state_at(fold: Fold | None) -> dict[str, Any]:
-    """The parsed ledger state after ``fold`` (the empty state for ``None``), READ-ONLY.
+    """The whole ledger state after ``fold`` (the empty state for ``None``), a new dict.
 
-    Needs ``pk`` and ``state_hash`` loaded. Parsed once per process and shared between
-    requests of the UI and the API (callers must not change it): the ``state`` column is
-    read only on a miss, from the instance when it is loaded, else with one query.
+    Rebuilt from the nearest checkpoint at or before the fold plus the later deltas,
+    through the reducer (:meth:`ledger_app.models.FoldQuerySet.state_after`, DESIGN.md
+    5.2). For pages that need every fact (the diff of two folds); the facts pages, the API
+    and the context builder read rows instead (:func:`facts_at`, :func:`fact_at`,
+    :func:`context_ledger`).
     """
     if fold is None:
         return {"facts": {}}
-    key = (fold.pk, fold.state_hash)
-    state = _STATES.get(key)
-    if state is None:
-        if "state" in fold.get_deferred_fields():
-            text = Fold.objects.filter(pk=fold.pk).values_list("state", flat=True).get()
-        else:
-            text = fold.state
-        state = json.loads(text)
-        _STATES[key] = state
-        while len(_STATES) > STATES_KEPT:
-            _STATES.popitem(last=False)
-    else:
-        _STATES.move_to_end(key)
-    return state
+    return Fold.objects.state_after(fold)
+
+
+class FactsQuery(Sequence[Fact]):
+    """The facts of a filtered, ordered :class:`LedgerFact` query, read lazily: ``len`` is
+    one ``COUNT``, a slice one ``LIMIT``/``OFFSET`` query (what a paginator asks for)."""
+
+    def __init__(self, qs: QuerySet[LedgerFact]) -> None:
+        self.qs = qs
+        self._count: int | None = None
+
+    def __len__(self) -> int:
+        if self._count is None:
+            self._count = self.qs.count()
+        return self._count
+
+    def count(self) -> int:
+        return len(self)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [json.loads(d) for d in self.qs[index].values_list("data", flat=True)]
+        return json.loads(self.qs.values_list("data", flat=True)[index])
+
+    def __iter__(self) -> Iterator[Fact]:
+        for data in self.qs.values_list("data", flat=True).iterator(chunk_size=2000):
+            yield json.loads(data)
+
+
+def facts_at(
+    journal: Journal, fold: Fold | None, *, chosen: Mapping[str, str | None], q: str = ""
+) -> presenters.FactSelection:
+    """The facts after ``fold`` matching the filters, in the display order (SQL).
+
+    The same selection as :func:`presenters.facts_select` over the whole state: the exact
+    filters ``chosen`` (over :data:`presenters.FACT_FILTERS`) are SQL conditions and
+    ``shown`` is a :class:`FactsQuery` read page by page; a filter expression ``q`` is
+    applied in Python to the rows the exact filters leave. ``total`` is one ``COUNT``.
+    """
+    if fold is None:
+        return presenters.facts_select({"facts": {}}, chosen=chosen, q=q)
+    qs = _facts_after(fold.journal_id, fold.number)
+    wanted = {
+        k: str(v)
+        for k, v in chosen.items()
+        if k in presenters.FACT_FILTERS and v in presenters.FACT_FILTERS[k]
+    }
+    total = qs.count()
+    q = (q or "").strip()
+    if q:
+        facts = {f["id"]: f for f in FactsQuery(qs.filter(**wanted))}
+        selection = presenters.facts_select({"facts": facts}, chosen={}, q=q)
+        selection.total, selection.chosen = total, wanted
+        return selection
+    shown = FactsQuery(_fact_order(qs.filter(**wanted)))
+    if not wanted:
+        shown._count = total
+    return presenters.FactSelection(
+        total=total,
+        shown=shown,  # type: ignore[arg-type]
+        chosen=wanted,
+        q=q,
+    )
+
+
+def fact_at(journal: Journal, fold: Fold | None, fact_id: str) -> Fact | None:
+    """The version of fact ``fact_id`` after ``fold`` (``None``: absent, or no fold)."""
+    if fold is None:
+        return None
+    data = (
+        _facts_after(fold.journal_id, fold.number)
+        .filter(fact_id=fact_id)
+        .values_list("data", flat=True)
+        .first()
+    )
+    return json.loads(data) if data is not None else None
+
+
+def fact_history(journal: Journal, fact_id: str) -> list[LedgerFact]:
+    """Every version of ``fact_id`` (born in fold a, changed in fold b, ended in fold c),
+    oldest first; ``until`` of the last one is the fold that evicted it, if any."""
+    return list(LedgerFact.objects.filter(journal=journal, fact_id=fact_id).order_by("since"))
+
+
+def fact_seen(journal: Journal, fact_id: str) -> bool:
+    """Whether ``fact_id`` was ever a fact of the journal's ledger (any fold)."""
+    return LedgerFact.objects.filter(journal=journal, fact_id=fact_id).exists()
+
+
+def context_ledger(journal: Journal, fold: Fold | None) -> dict[str, Any]:
+    """What the context builder reads of the ledger after ``fold``: the active facts and
+    every pin (any lifecycle), as ``{"facts": {...}, "folds": n}``; one SQL query."""
+    if fold is None:
+        return {"facts": {}, "folds": 0}
+    rows = _facts_after(fold.journal_id, fold.number).filter(Q(lifecycle="active") | Q(pin=True))
+    return {
+        "facts": {k: json.loads(d) for k, d in rows.values_list("fact_id", "data")},
+        "folds": fold.number,
+    }
+
+
+def open_obligations(journal: Journal) -> int:
+    """Active open obligations of the journal's current ledger (one ``COUNT``)."""
+    return LedgerFact.objects.filter(
+        journal=journal, until__isnull=True, category="open_obligation", lifecycle="active"
+    ).count()
 
 
 def entries_known(journal: Journal, hashes: Iterable[str]) -> dict[str, Entry]:
@@ -119,8 +243,7 @@ def fold_rows(journal: Journal) -> QuerySet[Fold]:
 
 
 def fold_choices(journal: Journal) -> list[Fold]:
-    """The journal's folds in order, with only what a fold picker shows (and ``state_hash``
-    for :func:`state_at`)."""
+    """The journal's folds in order, with only what a fold picker shows."""
     return list(
         Fold.objects.filter(journal=journal)
         .order_by("number")

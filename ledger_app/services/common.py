@@ -5,22 +5,29 @@ No state change happens here; every one lives in one sibling module (STYLE.md po
 
 from __future__ import annotations
 
-import copy
 import hashlib
-from collections.abc import Sequence
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import rfc8785
 from django.conf import settings
+from django.db.models import Count, Q, Sum
+from django.db.models.functions import Length
 
 from journal_app.errors import DomainError
-from journal_app.models import Entry, Journal
-from journal_app.services import entry_check
+from journal_app.identifiers import RULES_VERSION, Identifier, identifiers_load
+from journal_app.models import Entry, EntryIdentifiers, Journal
+from journal_app.services import entry_check, entry_identifiers_row
 from journal_app.tokens import count_tokens
 from ledger_app import reducer
+from ledger_app.budget import render_fact
+from ledger_app.facts import Fact
+from ledger_app.loss import ledger_terms
 from ledger_app.mechanical import EntryView
-from ledger_app.models import Fold, FoldAttempt
+from ledger_app.models import Fold, FoldAttempt, LedgerFact, LedgerTerm
 
 
 class LedgerError(DomainError):
@@ -110,17 +117,360 @@ def range_hash(hashes: Sequence[str]) -> str:
 
 
 def latest_fold(journal: Journal, kind: str | None = None) -> Fold | None:
-    """The journal's last fold (of ``kind`` if given), or ``None``."""
-    qs = Fold.objects.filter(journal=journal)
+    """The journal's last fold (of ``kind`` if given), or ``None``; its ``state`` and
+    ``delta`` are deferred (a checkpoint's state is the whole ledger: read it on purpose)."""
+    qs = Fold.objects.filter(journal=journal).defer("state", "delta")
     if kind:
         qs = qs.filter(kind=kind)
     return qs.order_by("-number").first()
 
 
 def ledger_state(journal: Journal, fold: Fold | None = None) -> dict[str, Any]:
-    """The ledger state after ``fold`` (default: the latest); the empty state if none."""
-    fold = fold or latest_fold(journal)
-    return fold.state_dict if fold else copy.deepcopy(reducer.EMPTY_STATE)
+    """The whole ledger state after ``fold`` (default: the latest); the empty state if none.
+
+    The latest state is read from the current :class:`LedgerFact` rows (one query); an
+    earlier one is rebuilt from its nearest checkpoint plus the later deltas
+    (:meth:`ledger_app.models.FoldQuerySet.state_after`). A new dict each call. Reads the
+    whole ledger: pages, the API and the folds read only the facts they need instead.
+    """
+    head = latest_fold(journal)
+    if head is None:
+        return reducer.reduce(None, [])
+    if fold is not None and fold.number != head.number:
+        return Fold.objects.state_after(fold)
+    return {"facts": current_facts(journal), "folds": head.number}
+
+
+def current_facts(
+    journal: Journal,
+    ids: Iterable[str] | None = None,
+    pin_entries: Iterable[str] = (),
+    *,
+    where: Q | None = None,
+) -> dict[str, Fact]:
+    """``{id: fact}`` of the journal's current facts (the state after the latest fold).
+
+    Args:
+        ids: only these facts (``None``: every fact, or those matching ``where``).
+        pin_entries: also the pins citing these entry hashes.
+        where: an extra filter on :class:`LedgerFact` columns.
+    """
+    qs = LedgerFact.objects.filter(journal=journal, until__isnull=True)
+    if ids is not None:
+        pins = list(pin_entries)
+        qs = qs.filter(
+            Q(fact_id__in=list(ids)) | Q(pin=True, pin_entry__in=pins)
+            if pins
+            else Q(fact_id__in=list(ids))
+        )
+    if where is not None:
+        qs = qs.filter(where)
+    return {fact_id: json.loads(data) for fact_id, data in qs.values_list("fact_id", "data")}
+
+
+def writer_state(journal: Journal, head: Fold | None) -> dict[str, Any]:
+    """The state a writer reads before a fold: the active facts and the plan items
+    (``todo:`` facts, whatever their lifecycle), without the rest of the history.
+
+    What every writer looks at (open obligations to close, repeated commands to supersede,
+    the active facts a model is shown); read from the rows, not a state blob (issue 18).
+    """
+    facts = current_facts(journal, where=Q(lifecycle="active") | Q(fact_id__startswith="todo:"))
+    return {"facts": facts, "folds": head.number if head else 0}
+
+
+def facts_known(journal: Journal, ids: Iterable[str]) -> set[str]:
+    """Which of ``ids`` are facts of the current state (any lifecycle)."""
+    return set(
+        LedgerFact.objects.filter(
+            journal=journal, until__isnull=True, fact_id__in=list(ids)
+        ).values_list("fact_id", flat=True)
+    )
+
+
+def entry_identifiers(entries: Sequence[Entry]) -> dict[str, list[Identifier]]:
+    """The stored identifiers of ``entries`` by entry hash (:class:`EntryIdentifiers`).
+
+    Entries appended before identifiers were stored at append get their row now, once (the
+    identifiers derive from immutable bytes, so a stored row stays right).
+    """
+    rows = {
+        r.entry_id: r
+        for r in EntryIdentifiers.objects.filter(
+            entry__in=[e.pk for e in entries], rules=RULES_VERSION
+        )
+    }
+    missing = [entry_identifiers_row(e) for e in entries if e.pk not in rows]
+    if missing:
+        EntryIdentifiers.objects.bulk_create(missing, ignore_conflicts=True)
+        rows.update({r.entry_id: r for r in missing})
+    return {e.entry_hash: identifiers_load(rows[e.pk].values) for e in entries}
+
+
+# Storage: deltas, checkpoints, fact rows (issue 18) ---------------------------------------
+
+#: a checkpoint every this many folds at most (``LEDGER_CHECKPOINT_EVERY_FOLDS``)
+CHECKPOINT_EVERY_FOLDS = 1000
+#: ... or once the deltas since the last one are this many times its size
+CHECKPOINT_DELTA_RATIO = 2.0
+
+
+def _term(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class Applied:
+    """A delta applied to the facts it reads (:func:`delta_apply`), ready to store.
+
+    ``before``/``after``: those facts before and after; ``removed``/``added``: what changed
+    (:func:`ledger_app.reducer.fact_changes`); ``state_hash`` and ``acc`` after the delta.
+    """
+
+    delta: dict[str, Any]
+    reduction: reducer.Reduction
+    before: dict[str, Fact]
+    after: dict[str, Fact]
+    removed: list[tuple[str, Fact]]
+    added: list[tuple[str, Fact]]
+    acc: int
+    rest: dict[str, Any]
+    state_hash: str
+    terms: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def number(self) -> int:
+        return int(self.delta["fold"])
+
+    def active_added(self) -> list[Fact]:
+        """The new versions of changed facts that are active (what this fold wrote)."""
+        return [f for _, f in self.added if f.get("lifecycle", "active") == "active"]
+
+
+def delta_apply(
+    journal: Journal, previous: Fold | None, delta: dict[str, Any], *, extra_ids: Iterable[str] = ()
+) -> Applied:
+    """Apply ``delta`` to the facts it reads and compute the new state hash (issue 18).
+
+    Loads the current versions of the facts :func:`ledger_app.reducer.delta_reads` names
+    (plus ``extra_ids``), applies the delta with :func:`ledger_app.reducer.apply_delta`
+    (same rules, same verdicts as on the whole state) and updates the previous fold's
+    accumulator with the changed facts only: the cost follows the delta, not the ledger.
+
+    Raises:
+        PinViolation / DeltaInvalid: as :func:`ledger_app.reducer.apply_delta`.
+    """
+    ids, pins = reducer.delta_reads(delta)
+    before = current_facts(journal, ids | set(extra_ids), pins)
+    rest = {"folds": previous.number if previous else 0}
+    reduction = reducer.apply_delta({**rest, "facts": before}, delta)
+    after = reduction.state["facts"]
+    removed, added = reducer.fact_changes(before, after)
+    acc = reducer.acc_update(
+        reducer.acc_parse(previous.state_acc) if previous else reducer.ACC_EMPTY, removed, added
+    )
+    new_rest = {k: v for k, v in reduction.state.items() if k != "facts"}
+    terms: Counter[str] = Counter()
+    for sign, changed in ((-1, removed), (1, added)):
+        for _, fact in changed:
+            if fact.get("lifecycle", "active") == "active":
+                for key in ledger_terms(render_fact(fact)):
+                    terms[key] += sign
+    return Applied(
+        delta=delta,
+        reduction=reduction,
+        before=before,
+        after=after,
+        removed=removed,
+        added=added,
+        acc=acc,
+        rest=new_rest,
+        state_hash=reducer.hash_of(acc, new_rest),
+        terms=Counter({k: v for k, v in terms.items() if v}),
+    )
+
+
+def terms_indexed(journal: Journal, keys: Iterable[str], applied: Applied) -> set[str]:
+    """Which identifier keys (:func:`ledger_app.loss.term_key`) an active fact holds once
+    ``applied`` is stored: the :class:`LedgerTerm` counts plus the delta's changes."""
+    keys = set(keys)
+    by_term = {_term(k): k for k in keys}
+    counts = Counter(
+        {
+            by_term[t]: n
+            for t, n in LedgerTerm.objects.filter(
+                journal=journal, term__in=list(by_term)
+            ).values_list("term", "facts")
+        }
+    )
+    for k in keys:
+        counts[k] += applied.terms.get(k, 0)
+    return {k for k, n in counts.items() if n > 0}
+
+
+def active_tokens(journal: Journal, applied: Applied | None = None) -> int:
+    """Tokens of the active facts' texts (each counted alone, summed): the ledger's size.
+
+    From the current rows' stored counts, plus ``applied``'s changes when it is not stored
+    yet. One aggregate query.
+    """
+    total = (
+        LedgerFact.objects.filter(journal=journal, until__isnull=True, lifecycle="active")
+        .aggregate(n=Sum("tokens"))
+        .get("n")
+        or 0
+    )
+    if applied is not None:
+        for sign, changed in ((-1, applied.removed), (1, applied.added)):
+            for _, fact in changed:
+                if fact.get("lifecycle", "active") == "active":
+                    total += sign * _tokens(fact)
+    return total
+
+
+def _tokens(fact: Fact) -> int:
+    return count_tokens(str(fact.get("text", "")), settings.TOKEN_ENCODING)
+
+
+def _checkpoint_due(journal: Journal, delta_bytes: int) -> bool:
+    last = (
+        Fold.objects.filter(journal=journal, state__isnull=False)
+        .order_by("-number")
+        .annotate(size=Length("state"))
+        .values_list("number", "size")
+        .first()
+    )
+    if last is None:
+        return True
+    since = Fold.objects.filter(journal=journal, number__gt=last[0]).aggregate(
+        n=Sum(Length("delta")), folds=Count("pk")
+    )
+    return reducer.checkpoint_due(
+        folds_since=int(since["folds"] or 0) + 1,
+        delta_bytes_since=int(since["n"] or 0) + delta_bytes,
+        state_bytes_at_last=int(last[1] or 0),
+        every=int(getattr(settings, "LEDGER_CHECKPOINT_EVERY_FOLDS", CHECKPOINT_EVERY_FOLDS)),
+        ratio=float(getattr(settings, "LEDGER_CHECKPOINT_DELTA_RATIO", CHECKPOINT_DELTA_RATIO)),
+    )
+
+
+def _utf16(key: str) -> bytes:
+    return key.encode("utf-16-be")
+
+
+def _checkpoint_text(journal: Journal, applied: Applied) -> str:
+    """The canonical JSON of the whole state after ``applied``, assembled from the rows'
+    canonical facts (no parse): equal to ``reducer.state_bytes`` of that state."""
+    data = dict(
+        LedgerFact.objects.filter(journal=journal, until__isnull=True).values_list(
+            "fact_id", "data"
+        )
+    )
+    for fact_id, _ in applied.removed:
+        data.pop(fact_id, None)
+    for fact_id, fact in applied.added:
+        data[fact_id] = rfc8785.dumps(fact).decode("utf-8")
+    facts = ",".join(
+        rfc8785.dumps(k).decode("utf-8") + ":" + data[k] for k in sorted(data, key=_utf16)
+    )
+    parts = {k: rfc8785.dumps(v).decode("utf-8") for k, v in applied.rest.items()}
+    parts["facts"] = "{" + facts + "}"
+    body = ",".join(
+        rfc8785.dumps(k).decode("utf-8") + ":" + parts[k] for k in sorted(parts, key=_utf16)
+    )
+    return "{" + body + "}"
+
+
+def _row(journal: Journal, number: int, fact_id: str, fact: Fact, change: str) -> LedgerFact:
+    support = fact.get("support") or [{}]
+    return LedgerFact(
+        journal=journal,
+        fact_id=fact_id,
+        since=number,
+        change=change,
+        category=str(fact.get("category", "")),
+        priority=str(fact.get("priority", "")),
+        lifecycle=str(fact.get("lifecycle", "active")),
+        confidence=str(fact.get("confidence", "")),
+        pin=bool(fact.get("pin")),
+        pin_entry=str(support[0].get("entry", ""))[:64] if fact.get("pin") else "",
+        origin_fold=fact.get("origin_fold"),
+        text=str(fact.get("text", "")),
+        data=rfc8785.dumps(fact).decode("utf-8"),
+        tokens=_tokens(fact),
+    )
+
+
+def facts_store(journal: Journal, applied: Applied) -> None:
+    """Write ``applied``'s changed facts as :class:`LedgerFact` versions and update the
+    :class:`LedgerTerm` counts (the storage step of every fold, in its transaction)."""
+    number = applied.number
+    gone = [fact_id for fact_id, _ in applied.removed]
+    if gone:
+        LedgerFact.objects.filter(journal=journal, until__isnull=True, fact_id__in=gone).update(
+            until=number
+        )
+    rows = []
+    for fact_id, fact in applied.added:
+        old = applied.before.get(fact_id)
+        if old is None:
+            change = "born"
+        elif old.get("lifecycle") != fact.get("lifecycle"):
+            change = str(fact.get("lifecycle", "changed"))
+        else:
+            change = "changed"
+        rows.append(_row(journal, number, fact_id, fact, change))
+    LedgerFact.objects.bulk_create(rows, batch_size=500)
+    if applied.terms:
+        by_term = {_term(k): n for k, n in applied.terms.items()}
+        rows = list(LedgerTerm.objects.filter(journal=journal, term__in=list(by_term)))
+        existing = {r.term for r in rows}
+        for r in rows:
+            r.facts += by_term[r.term]
+        LedgerTerm.objects.bulk_update(rows, ["facts"], batch_size=500)
+        LedgerTerm.objects.bulk_create(
+            [
+                LedgerTerm(journal=journal, term=t, facts=n)
+                for t, n in by_term.items()
+                if t not in existing
+            ],
+            batch_size=500,
+        )
+
+
+def fold_store(
+    *, journal: Journal, applied: Applied, checkpoint: bool | None = None, **fields: Any
+) -> Fold:
+    """Store one fold: its delta (with the reducer's verdicts), the state hash and
+    accumulator, the full state when it is a checkpoint, and its fact rows (issue 18).
+
+    Args:
+        applied: from :func:`delta_apply`.
+        checkpoint: ``True`` (consolidations), ``False``, or ``None``: by the policy
+            (:func:`ledger_app.reducer.checkpoint_due` with ``LEDGER_CHECKPOINT_EVERY_FOLDS``
+            and ``LEDGER_CHECKPOINT_DELTA_RATIO``; the first fold is always one).
+        fields: the other :class:`Fold` columns (``number`` comes from the delta).
+
+    Raises:
+        IntegrityError: a fold with the same number or range exists (nothing stored when the
+            caller wraps this in a savepoint).
+    """
+    delta_text = rfc8785.dumps({**applied.delta, "verdicts": _verdicts(applied.reduction)}).decode(
+        "utf-8"
+    )
+    if checkpoint is None:
+        checkpoint = _checkpoint_due(journal, len(delta_text))
+    fold = Fold.objects.create(
+        journal=journal,
+        number=applied.number,
+        delta=delta_text,
+        state=_checkpoint_text(journal, applied) if checkpoint else None,
+        state_hash=applied.state_hash,
+        state_acc=reducer.acc_hex(applied.acc),
+        **fields,
+    )
+    facts_store(journal, applied)
+    return fold
 
 
 def _info(e: Entry, fold_number: int) -> dict[str, Any]:
@@ -160,22 +510,23 @@ def _evidence(
     evidence = {e.entry_hash: _info(e, number) for e in covered}
     missing = _cited(ops) - evidence.keys()
     if missing:
-        ranges = list(
-            Fold.objects.filter(journal=journal, kind=Fold.Kind.FOLD).values_list(
-                "number", "seq_start", "seq_end"
-            )
+        rows = list(
+            Entry.objects.filter(journal=journal, entry_hash__in=missing, seq__lte=revision)
         )
-        for e in Entry.objects.filter(journal=journal, entry_hash__in=missing, seq__lte=revision):
+        ranges: list[tuple[int, int, int]] = []
+        if rows:
+            ranges = list(
+                Fold.objects.filter(
+                    journal=journal,
+                    kind=Fold.Kind.FOLD,
+                    seq_start__lte=max(e.seq for e in rows),
+                    seq_end__gte=min(e.seq for e in rows),
+                ).values_list("number", "seq_start", "seq_end")
+            )
+        for e in rows:
             owner = next((n for n, a, b in ranges if a <= e.seq <= b), number)
             evidence[e.entry_hash] = _info(e, owner)
     return evidence
-
-
-def _active_tokens(state: dict[str, Any]) -> int:
-    text = "\n".join(
-        f["text"] for f in state.get("facts", {}).values() if f["lifecycle"] == "active"
-    )
-    return count_tokens(text, settings.TOKEN_ENCODING)
 
 
 def _provider_usage(entries: Sequence[Entry]) -> dict[str, Any]:
@@ -196,14 +547,19 @@ def _provider_usage(entries: Sequence[Entry]) -> dict[str, Any]:
     return totals
 
 
-def instructions_check(journal: Journal, state: dict[str, Any]) -> dict[str, Any]:
-    """Re-hash every pin against its journal entry (issue 3, "instruction integrity").
+def instructions_check(
+    journal: Journal, state: Mapping[str, Any], *, pins_total: int | None = None
+) -> dict[str, Any]:
+    """Re-hash pins against their journal entries (issue 3, "instruction integrity").
 
-    For each pin in ``state`` the cited entry is read, its hashes recomputed, and its text
-    compared with the pin's byte for byte.
+    For each pin in ``state["facts"]`` the cited entry is read, its hashes recomputed, and
+    its text compared with the pin's byte for byte. A fold passes :func:`pins_to_check`
+    (its own pins and a rotating window of earlier ones: bounded work per fold);
+    ``pins_total`` is then the number of pins in the whole ledger.
 
     Returns:
-        ``{"pins": n, "intact": True, "pins_hash": sha256 over (entry hash, text hash) pairs}``.
+        ``{"pins": pins_total (or the pins checked), "checked": n, "intact": True,
+        "pins_hash": sha256 over the checked (entry hash, text hash) pairs}``.
 
     Raises:
         FoldRefused: an entry's hashes no longer match, or a pin's text differs from it.
@@ -213,12 +569,16 @@ def instructions_check(journal: Journal, state: dict[str, Any]) -> dict[str, Any
         key=lambda f: f["support"][0]["entry"],
     )
     wanted = [f["support"][0]["entry"] for f in pins]
-    rows = {
-        e.entry_hash: e
-        for e in Entry.objects.filter(journal=journal, entry_hash__in=wanted).prefetch_related(
-            "chunks"
-        )
-    }
+    rows = (
+        {
+            e.entry_hash: e
+            for e in Entry.objects.filter(journal=journal, entry_hash__in=wanted)
+            .select_related("journal__session__tenant")
+            .prefetch_related("chunks")
+        }
+        if wanted
+        else {}
+    )
     pairs = []
     for fact in pins:
         h = fact["support"][0]["entry"]
@@ -234,10 +594,49 @@ def instructions_check(journal: Journal, state: dict[str, Any]) -> dict[str, Any
             raise FoldRefused(f"pin {fact['id']}: text differs from entry sha256:{h}")
         pairs.append([h, hashlib.sha256(fact["text"].encode("utf-8")).hexdigest()])
     return {
-        "pins": len(pins),
+        "pins": len(pins) if pins_total is None else pins_total,
+        "checked": len(pins),
         "intact": True,
         "pins_hash": hashlib.sha256(rfc8785.dumps(pairs)).hexdigest(),
     }
+
+
+#: earlier pins a fold re-hashes besides its own (a rotating window, so every pin is
+#: re-checked every ``pins / PINS_RECHECKED`` folds; ``verify_ledger`` checks them all)
+PINS_RECHECKED = 4
+
+
+def pins_to_check(journal: Journal, applied: Applied) -> dict[str, Fact]:
+    """The pins a fold re-hashes against their entries (:func:`instructions_check`): the
+    active pins it wrote or changed, plus a rotating window of :data:`PINS_RECHECKED`
+    earlier active pins chosen by the fold's number. Bounded, whatever the ledger's size."""
+    pins = {k: f for k, f in applied.added if f.get("pin") and f.get("lifecycle") == "active"}
+    earlier = LedgerFact.objects.filter(
+        journal=journal, until__isnull=True, pin=True, lifecycle="active"
+    ).order_by("pk")
+    total = earlier.count()
+    if total:
+        start = (applied.number * PINS_RECHECKED) % total
+        rows = list(earlier[start : start + PINS_RECHECKED].values_list("fact_id", "data"))
+        if len(rows) < PINS_RECHECKED and start:
+            rows += list(
+                earlier[: min(start, PINS_RECHECKED - len(rows))].values_list("fact_id", "data")
+            )
+        for fact_id, data in rows:
+            if fact_id not in applied.after:
+                pins[fact_id] = json.loads(data)
+    return pins
+
+
+def pins_count(journal: Journal, applied: Applied | None = None) -> int:
+    """Pins in the ledger (active ones), once ``applied`` is stored."""
+    n = LedgerFact.objects.filter(
+        journal=journal, until__isnull=True, pin=True, lifecycle="active"
+    ).count()
+    if applied is not None:
+        n -= sum(1 for _, f in applied.removed if f.get("pin") and f.get("lifecycle") == "active")
+        n += sum(1 for _, f in applied.added if f.get("pin") and f.get("lifecycle") == "active")
+    return n
 
 
 def _verdicts(reduction: reducer.Reduction) -> list[dict[str, Any]]:

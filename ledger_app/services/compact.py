@@ -111,15 +111,27 @@ def _slice_end(journal: Journal, budget_tokens: int, upto: int | None = None) ->
     qs = Entry.objects.filter(journal=journal, seq__gte=start)
     if upto is not None:
         qs = qs.filter(seq__lte=upto)
-    entries = list(qs.order_by("seq").only("seq", "kind", "role", "tool_call_id", "token_count"))
-    tokens = {e.seq: e.token_count for e in entries}
-    end, total = None, 0
-    for r in group_rounds(entries):
-        size = sum(tokens[s] for s in r.seqs)
-        if end is not None and total + size > budget_tokens:
-            break
-        end, total = r.last_seq, total + size
-    return end
+    qs = qs.order_by("seq").only("seq", "kind", "role", "tool_call_id", "token_count")
+    # read a window at a time, widening it until the budget is passed (issue 18: a slice
+    # reads about what it folds, not every unfolded entry)
+    window = 512
+    while True:
+        entries = list(qs[:window])
+        complete = len(entries) < window  # everything left was read
+        rounds = group_rounds(entries)
+        if not complete:
+            rounds = rounds[:-1]  # the last round may go on past the window
+        tokens = {e.seq: e.token_count for e in entries}
+        end, total, full = None, 0, False
+        for r in rounds:
+            size = sum(tokens[s] for s in r.seqs)
+            if end is not None and total + size > budget_tokens:
+                full = True
+                break
+            end, total = r.last_seq, total + size
+        if complete or full:
+            return end
+        window *= 4
 
 
 def ledger_compact(

@@ -4,22 +4,23 @@ from __future__ import annotations
 
 import hashlib
 
-import rfc8785
 from django.conf import settings
 from django.db import transaction
 
 from journal_app.models import Journal
 from journal_app.tokens import count_tokens, source_label
-from ledger_app import reducer
 from ledger_app.budget import plan_consolidation
 from ledger_app.model_writer import FALLBACK_NOTE as FALLBACK_NOTE  # re-exported: views
 from ledger_app.models import Fold
 from ledger_app.services.common import (
     FoldResult,
-    _active_tokens,
-    _verdicts,
+    active_tokens,
+    delta_apply,
+    fold_store,
     instructions_check,
     latest_fold,
+    ledger_state,
+    pins_count,
 )
 
 
@@ -36,7 +37,7 @@ def ledger_consolidate(
     recoverable from the journal) and never a P0 or P1 fact; when those alone exceed the
     target the checkpoint is stored with outcome ``target_unreachable`` and the figures.
     The evictions are an ordinary delta (``evict`` ops) judged by the reducer, stored as a
-    ``consolidation`` fold whose state is the checkpoint.
+    ``consolidation`` fold that is always a checkpoint (its full state is stored).
 
     Returns:
         :class:`FoldResult`; ``fold`` is ``None`` with a reason when no consolidation is due.
@@ -49,7 +50,7 @@ def ledger_consolidate(
         if previous is None:
             return FoldResult(None, False, "nothing to consolidate: no fold yet")
         plan = plan_consolidation(
-            previous.state_dict,
+            ledger_state(journal),
             target_tokens=target,
             start_tokens=start,
             count=lambda t: count_tokens(t, settings.TOKEN_ENCODING),
@@ -72,16 +73,16 @@ def ledger_consolidate(
             return FoldResult(existing, False, "already consolidated")
         number = previous.number + 1
         delta = {"fold": number, "revision": journal.head_seq, "evidence": {}, "ops": plan.ops}
-        reduction = reducer.apply_delta(previous.state_dict, delta)
-        state = reduction.state
+        applied = delta_apply(journal, previous, delta)
         outcome = (
             Fold.Outcome.TARGET_UNREACHABLE
             if plan.outcome == "target_unreachable"
             else Fold.Outcome.ACCEPTED
         )
-        fold = Fold.objects.create(
+        fold = fold_store(
             journal=journal,
-            number=number,
+            applied=applied,
+            checkpoint=True,
             kind=Fold.Kind.CONSOLIDATION,
             previous=previous,
             revision=journal.head_seq,
@@ -93,15 +94,14 @@ def ledger_consolidate(
                 "consolidation": plan.figures(),
                 "outcome": outcome,
                 "previous_fold": previous.number,
-                "instructions": instructions_check(journal, state),
+                "instructions": instructions_check(
+                    journal, {"facts": {}}, pins_total=pins_count(journal, applied)
+                ),
                 "tokens": {
-                    "ledger_active": _active_tokens(state),
+                    "ledger_active": active_tokens(journal, applied),
                     "source": source_label(settings.TOKEN_ENCODING),
                 },
             },
-            delta=rfc8785.dumps({**delta, "verdicts": _verdicts(reduction)}).decode("utf-8"),
-            state=reducer.state_bytes(state).decode("utf-8"),
-            state_hash=reducer.state_hash(state),
-            ops_rejected=len(reduction.rejected),
+            ops_rejected=len(applied.reduction.rejected),
         )
     return FoldResult(fold, True)

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import rfc8785
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
@@ -17,7 +15,7 @@ from journal_app.rounds import complete_prefix_end, group_rounds
 from journal_app.tokens import source_label
 from ledger_app import hooks, reducer
 from ledger_app.budget import render_fact
-from ledger_app.loss import loss_report
+from ledger_app.loss import loss_report, term_key
 from ledger_app.mechanical import EntryView, is_pin_source, pin_fact, redact_op, required_pins
 from ledger_app.model_writer import FALLBACK_NOTE as FALLBACK_NOTE  # re-exported: views
 from ledger_app.model_writer import (
@@ -33,17 +31,27 @@ from ledger_app.services.common import (
     FoldFailed,
     FoldRefused,
     FoldResult,
-    _active_tokens,
     _evidence,
     _provider_usage,
-    _verdicts,
+    active_tokens,
+    delta_apply,
+    entry_identifiers,
     entry_view,
+    facts_known,
+    fold_store,
     instructions_check,
     latest_fold,
+    pins_count,
+    pins_to_check,
     range_hash,
+    terms_indexed,
+    writer_state,
 )
 from ledger_app.services.writers import writer_resolve
 from ledger_app.writers import Writer
+
+#: entries read past a fold's limit (see :func:`_plan`)
+ROUND_MARGIN = 8
 
 
 @dataclass
@@ -58,7 +66,7 @@ class _Plan:
     previous: Fold | None
     number: int
     views: list[EntryView]
-    prev_state: dict[str, Any]
+    prev_state: dict[str, Any]  # what the writer reads: active facts and plan items
     rounds: list[Any]
     revision: int
 
@@ -68,7 +76,13 @@ def _plan(journal: Journal, upto: int | None) -> _Plan | FoldResult:
     last_range = latest_fold(journal, Fold.Kind.FOLD)
     start = (last_range.seq_end or 0) + 1 if last_range else 1
     limit = journal.head_seq if upto is None else min(upto, journal.head_seq)
-    entries = list(Entry.objects.filter(journal=journal, seq__gte=start).order_by("seq"))
+    # read only up to the limit, plus a margin so the round that crosses it is seen as
+    # incomplete (its entries past the limit are there): a fold reads what it may cover
+    entries = list(
+        Entry.objects.filter(journal=journal, seq__gte=start, seq__lte=limit + ROUND_MARGIN)
+        .select_related("journal__session__tenant")
+        .order_by("seq")
+    )
     rounds = [r for r in group_rounds(entries) if r.last_seq <= limit]
     if rounds:
         # an ended run's unanswered tail is final: fold it, stating the calls did not complete
@@ -79,7 +93,7 @@ def _plan(journal: Journal, upto: int | None) -> _Plan | FoldResult:
     covered = [e for e in entries if e.seq <= end]
     hashes = [e.entry_hash for e in covered]
     key = range_hash(hashes)
-    existing = Fold.objects.filter(journal=journal, range_hash=key).first()
+    existing = Fold.objects.filter(journal=journal, range_hash=key).defer("state").first()
     if existing is not None:
         return FoldResult(existing, False, "this range is already folded")
     return _Plan(
@@ -91,7 +105,7 @@ def _plan(journal: Journal, upto: int | None) -> _Plan | FoldResult:
         previous=previous,
         number=(previous.number + 1) if previous else 1,
         views=[entry_view(e) for e in covered],
-        prev_state=previous.state_dict if previous else copy.deepcopy(reducer.EMPTY_STATE),
+        prev_state=writer_state(journal, previous),
         rounds=rounds,
         revision=journal.head_seq,
     )
@@ -208,12 +222,12 @@ def _store_attempt(
 
 
 def _take_recovered(
-    recovery: hooks.FoldRecovery | None, ops: list[dict[str, Any]], state: dict[str, Any]
+    recovery: hooks.FoldRecovery | None, ops: list[dict[str, Any]], journal: Journal
 ) -> list[str]:
     """Append the recovered ``add`` ops whose fact id is new; return those ids."""
     if recovery is None or not recovery.ops:
         return []
-    taken = set(state.get("facts", {})) | {
+    taken = facts_known(journal, (op["fact"]["id"] for op in recovery.ops)) | {
         op["fact"]["id"] for op in ops if isinstance(op.get("fact"), dict) and "id" in op["fact"]
     }
     proposed = []
@@ -347,15 +361,10 @@ def ledger_fold(
                 w, entries=plan.views, state=plan.prev_state, ctx=_context(journal, plan)
             )
         start, end, covered, hashes, key = plan.start, plan.end, plan.covered, plan.hashes, plan.key
-        previous, number, views, prev_state = (
-            plan.previous,
-            plan.number,
-            plan.views,
-            plan.prev_state,
-        )
+        previous, number, views = plan.previous, plan.number, plan.views
         pin_ops = [{"op": "add", "fact": pin_fact(v)} for v in views if is_pin_source(v)]
         ops = pin_ops + composed.ops
-        recovered = _take_recovered(recovery, ops, prev_state)
+        recovered = _take_recovered(recovery, ops, journal)
         delta = {
             "fold": number,
             "revision": journal.head_seq,
@@ -364,15 +373,23 @@ def ledger_fold(
             "ops": ops,
         }
         try:
-            reduction = reducer.apply_delta(prev_state, delta)
+            applied = delta_apply(journal, previous, delta)
         except (reducer.PinViolation, reducer.DeltaInvalid) as exc:
             raise FoldRefused(str(exc)) from exc
-        state = reduction.state
-        instructions = instructions_check(journal, state)
+        reduction = applied.reduction
+        instructions = instructions_check(
+            journal,
+            {"facts": pins_to_check(journal, applied)},
+            pins_total=pins_count(journal, applied),
+        )
         outcome = composed.outcome
         interrupted = [c for r in plan.rounds if r.last_seq <= end for c in r.interrupted_call_ids]
-        ledger_text = "\n".join(
-            render_fact(f) for f in state["facts"].values() if f["lifecycle"] == "active"
+        # the loss report compares the covered entries' stored identifiers with the term
+        # index of the active facts, and searches only the text this fold wrote (issue 18)
+        idents = entry_identifiers(covered)
+        ledger_text = "\n".join(render_fact(f) for f in applied.active_added())
+        indexed = terms_indexed(
+            journal, (term_key(i.value) for found in idents.values() for i in found), applied
         )
         manifest = {
             "covered": {
@@ -388,7 +405,7 @@ def ledger_fold(
             "verifier": composed.verifier,
             "tokens": {
                 "covered": sum(e.token_count for e in covered),
-                "ledger_active": _active_tokens(state),
+                "ledger_active": active_tokens(journal, applied),
                 "source": source_label(settings.TOKEN_ENCODING),
                 "provider": {
                     **_provider_usage(covered),
@@ -398,7 +415,7 @@ def ledger_fold(
             "interrupted_calls": interrupted,
             "outcome": outcome,
             "instructions": instructions,
-            "loss": loss_report(views, ledger_text).to_dict(),
+            "loss": loss_report(views, ledger_text, identifiers=idents, indexed=indexed).to_dict(),
         }
         if composed.calls:
             manifest["model_calls"] = [c.to_dict() for c in composed.calls]
@@ -418,12 +435,11 @@ def ledger_fold(
                 "proposed": recovered,
                 "from": recovery.note,
             }
-        verdicts = _verdicts(reduction)
         try:
             with transaction.atomic():
-                fold = Fold.objects.create(
+                fold = fold_store(
                     journal=journal,
-                    number=number,
+                    applied=applied,
                     previous=previous,
                     seq_start=start,
                     seq_end=end,
@@ -433,9 +449,6 @@ def ledger_fold(
                     writer=str(composed.writer.get("id", w.id))[:100],
                     verifier=str(composed.verifier.get("id", ""))[:100],
                     manifest=manifest,
-                    delta=rfc8785.dumps({**delta, "verdicts": verdicts}).decode("utf-8"),
-                    state=reducer.state_bytes(state).decode("utf-8"),
-                    state_hash=reducer.state_hash(state),
                     facts_added=sum(
                         1 for r in reduction.results if r.op == "add" and r.status == "accepted"
                     ),
@@ -459,7 +472,7 @@ def ledger_fold(
         )
         for r in reduction.results:
             if r.op == "retire" and r.status == "pending":
-                fact = state["facts"][r.fact_id]
+                fact = applied.after[r.fact_id]
                 pending = fact["pending_retirement"]
                 RetirementRequest.objects.create(
                     journal=journal,

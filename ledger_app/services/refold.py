@@ -15,8 +15,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-import rfc8785
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 
 from journal_app.models import Entry, Journal
 from journal_app.services import entry_check
@@ -26,13 +26,19 @@ from ledger_app.models import Fold
 from ledger_app.services.common import (
     FoldResult,
     LedgerError,
-    _active_tokens,
     _evidence,
-    _verdicts,
+    active_tokens,
+    current_facts,
+    delta_apply,
     entry_view,
+    facts_known,
+    fold_store,
     instructions_check,
     latest_fold,
+    pins_count,
+    pins_to_check,
     range_hash,
+    writer_state,
 )
 from ledger_app.services.fold import fold_context
 from ledger_app.services.writers import writer_resolve
@@ -97,21 +103,23 @@ def ledger_refold_apply(*, journal: Journal, fold: Fold, writer: Any = None) -> 
             raise RefoldRefused(f"fold {fold.number}: entry seq {bad.seq} fails its hash check")
         previous = latest_fold(journal)
         assert previous is not None
-        state = previous.state_dict
+        state = writer_state(journal, previous)
         number = previous.number + 1
         views = [entry_view(e) for e in covered]
         ctx = fold_context(
             journal=journal, covered=covered, number=number, revision=journal.head_seq
         )
         composed = compose(w, entries=views, state=state, ctx=ctx)
-        withdraw = [
-            {"op": "withdraw", "id": f["id"]}
-            for f in state.get("facts", {}).values()
-            if f.get("origin_fold") == fold.number
-            and not f.get("pin")
-            and f["lifecycle"] == "active"
+        born_here = current_facts(
+            journal, where=Q(origin_fold=fold.number, pin=False, lifecycle="active")
+        )
+        withdraw = [{"op": "withdraw", "id": fact_id} for fact_id in sorted(born_here)]
+        proposed = [
+            op["fact"]["id"]
+            for op in composed.ops
+            if isinstance(op.get("fact"), dict) and isinstance(op["fact"].get("id"), str)
         ]
-        ops = withdraw + _renamed(composed.ops, set(state.get("facts", {})), number)
+        ops = withdraw + _renamed(composed.ops, facts_known(journal, proposed), number)
         delta = {
             "fold": number,
             "revision": journal.head_seq,
@@ -120,10 +128,10 @@ def ledger_refold_apply(*, journal: Journal, fold: Fold, writer: Any = None) -> 
             "ops": ops,
         }
         try:
-            reduction = reducer.apply_delta(state, delta)
+            applied = delta_apply(journal, previous, delta)
         except (reducer.PinViolation, reducer.DeltaInvalid) as exc:
             raise RefoldRefused(f"fold {fold.number}: {exc}") from exc
-        new_state = reduction.state
+        reduction = applied.reduction
         manifest = {
             "refold_of": fold.number,
             "covered": {
@@ -139,16 +147,20 @@ def ledger_refold_apply(*, journal: Journal, fold: Fold, writer: Any = None) -> 
             "verifier": composed.verifier,
             "outcome": composed.outcome,
             "withdrawn": [op["id"] for op in withdraw],
-            "instructions": instructions_check(journal, new_state),
-            "tokens": {"ledger_active": _active_tokens(new_state)},
+            "instructions": instructions_check(
+                journal,
+                {"facts": pins_to_check(journal, applied)},
+                pins_total=pins_count(journal, applied),
+            ),
+            "tokens": {"ledger_active": active_tokens(journal, applied)},
         }
         if composed.note:
             manifest["note"] = composed.note
         try:
             with transaction.atomic():
-                new = Fold.objects.create(
+                new = fold_store(
                     journal=journal,
-                    number=number,
+                    applied=applied,
                     kind=Fold.Kind.REFOLD,
                     previous=previous,
                     seq_start=fold.seq_start,
@@ -159,9 +171,6 @@ def ledger_refold_apply(*, journal: Journal, fold: Fold, writer: Any = None) -> 
                     writer=str(composed.writer.get("id", w.id))[:100],
                     verifier=str(composed.verifier.get("id", ""))[:100],
                     manifest=manifest,
-                    delta=rfc8785.dumps({**delta, "verdicts": _verdicts(reduction)}).decode(),
-                    state=reducer.state_bytes(new_state).decode("utf-8"),
-                    state_hash=reducer.state_hash(new_state),
                     facts_added=sum(
                         1 for r in reduction.results if r.op == "add" and r.status == "accepted"
                     ),

@@ -1,16 +1,35 @@
-"""``verify_ledger``: replay every delta and compare with what is stored (DESIGN.md 5.2)."""
+"""``verify_ledger``: replay the deltas and compare with what is stored (DESIGN.md 5.2).
+
+Since issue 18 a fold stores its delta, the state hash after it and the accumulator that
+hash is built from; the full state only at checkpoints; the facts as :class:`LedgerFact`
+version rows. :func:`ledger_verify` replays twice, once from scratch and once from every
+stored checkpoint, and compares every fold's stored hash, accumulator and verdicts, every
+checkpoint byte for byte, and the fact rows with the facts each fold changed.
+"""
 
 from __future__ import annotations
 
+import copy
 import json
+from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from journal_app.models import Journal
 from ledger_app import reducer
 from ledger_app.model_writer import FALLBACK_NOTE as FALLBACK_NOTE  # re-exported: views
-from ledger_app.models import Fold
+from ledger_app.models import Fold, LedgerFact
 from ledger_app.services.common import _verdicts
+
+CHECKS = [
+    "replay from scratch",
+    "checkpoint plus delta",
+    "state_hash",
+    "checkpoint",
+    "verdicts",
+    "fact rows",
+]
 
 
 def fold_deltas(journal: Journal) -> list[dict[str, Any]]:
@@ -41,70 +60,217 @@ class LedgerVerifyReport:
     folds: int = 0
     mismatch: dict[str, Any] | None = None
     checks: list[str] = field(default_factory=list)
+    checkpoints: int = 0
 
     @property
     def ok(self) -> bool:
         return self.mismatch is None
 
 
-def ledger_verify(*, journal: Journal) -> LedgerVerifyReport:
-    """Replay every delta from scratch and compare with what is stored (DESIGN.md 5.2).
+class _Tracked(dict):  # type: ignore[type-arg]
+    """The facts of a replayed state, remembering the old version of every fact the reducer
+    touches, so that the changes of one delta are known without comparing whole states."""
 
-    Two comparisons per fold N: ``reduce(None, deltas[:N])`` against fold N's stored state
-    (replay from scratch), and ``apply(stored state N-1, delta N)`` against it (checkpoint
-    plus later deltas); also each stored ``state_hash`` against its state and each op verdict.
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.old: dict[str, Any] = {}
+
+    def _seen(self, key: Any) -> None:
+        if key not in self.old:
+            value = dict.get(self, key)
+            self.old[key] = copy.deepcopy(value) if value is not None else None
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        self._seen(key)
+        return dict.get(self, key, default)
+
+    def __getitem__(self, key: Any) -> Any:
+        self._seen(key)
+        return dict.__getitem__(self, key)
+
+    def __contains__(self, key: Any) -> bool:
+        self._seen(key)
+        return dict.__contains__(self, key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._seen(key)
+        dict.__setitem__(self, key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        self._seen(key)
+        dict.__delitem__(self, key)
+
+    def values(self) -> Any:  # a scan reads every fact
+        for key in dict.keys(self):
+            self._seen(key)
+        return dict.values(self)
+
+    def items(self) -> Any:
+        for key in dict.keys(self):
+            self._seen(key)
+        return dict.items(self)
+
+    def changes(self) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]]]:
+        """``(removed, added)`` since the last call (see :func:`reducer.fact_changes`)."""
+        before = {k: v for k, v in self.old.items() if v is not None}
+        after = {k: dict.get(self, k) for k in self.old if dict.__contains__(self, k)}
+        self.old = {}
+        return reducer.fact_changes(before, after)
+
+
+def _folds(journal: Journal, start: int = 0) -> Iterator[tuple[int, str, str, str, str | None]]:
+    qs = (
+        Fold.objects.filter(journal=journal, number__gt=start)
+        .order_by("number")
+        .values_list("number", "delta", "state_hash", "state_acc", "state")
+    )
+    yield from qs.iterator(chunk_size=200)
+
+
+def _rows(journal: Journal) -> tuple[dict[int, dict[str, str]], dict[int, set[str]]]:
+    born: dict[int, dict[str, str]] = defaultdict(dict)
+    ended: dict[int, set[str]] = defaultdict(set)
+    for fact_id, since, until, data in LedgerFact.objects.filter(journal=journal).values_list(
+        "fact_id", "since", "until", "data"
+    ):
+        born[since][fact_id] = data
+        if until is not None:
+            ended[until].add(fact_id)
+    return born, ended
+
+
+def _mismatch(number: int, check: str, detail: str, fact: str | None = None) -> dict[str, Any]:
+    return {"fold": number, "fact": fact, "check": check, "detail": detail}
+
+
+def _replay(
+    journal: Journal,
+    state: dict[str, Any],
+    acc: int,
+    start: int,
+    stop: int | None,
+    name: str,
+    rows: tuple[dict[int, dict[str, str]], dict[int, set[str]]] | None,
+    report: LedgerVerifyReport,
+) -> dict[str, Any] | None:
+    """Apply the stored deltas after fold ``start`` (up to ``stop``) to ``state``, comparing
+    each fold's stored hash, accumulator and verdicts (and checkpoints, and fact rows when
+    ``rows`` is given); the first mismatch, or ``None``."""
+    facts = _Tracked(state.get("facts", {}))
+    state["facts"] = facts
+    for number, delta_text, stored_hash, stored_acc, checkpoint in _folds(journal, start):
+        if stop is not None and number > stop:
+            break
+        if rows is not None:
+            report.folds += 1
+        delta = json.loads(delta_text)
+        verdicts = delta.pop("verdicts", [])
+        try:
+            results = reducer.apply_in_place(state, delta)
+        except (reducer.PinViolation, reducer.DeltaInvalid) as exc:
+            return _mismatch(number, "replay", str(exc))
+        removed, added = facts.changes()
+        acc = reducer.acc_update(acc, removed, added)
+        if reducer.acc_hex(acc) != stored_acc:
+            changed = sorted({k for k, _ in removed} | {k for k, _ in added})
+            return _mismatch(
+                number,
+                name,
+                f"stored state differs from {name}",
+                changed[0] if changed else None,
+            )
+        if reducer.hash_of(acc, state) != stored_hash:
+            return _mismatch(number, "state_hash", "state_hash does not match the stored state")
+        if rows is not None and _verdicts(reducer.Reduction(state, results)) != verdicts:
+            return _mismatch(number, "verdicts", "stored op verdicts differ from the reducer's")
+        if checkpoint is not None:
+            plain = {**state, "facts": dict.copy(facts)}
+            if reducer.state_bytes(plain).decode("utf-8") != checkpoint:
+                stored = json.loads(checkpoint)
+                return _mismatch(
+                    number,
+                    "checkpoint",
+                    f"stored checkpoint differs from {name}",
+                    first_difference(stored, plain),
+                )
+            if rows is not None:
+                report.checkpoints += 1
+        if rows is not None:
+            born, ended = rows
+            want_born = {k: reducer.state_bytes(v).decode("utf-8") for k, v in added}
+            want_ended = {k for k, _ in removed}
+            if born.get(number, {}) != want_born or ended.get(number, set()) != want_ended:
+                diff = sorted(
+                    (set(born.get(number, {})) ^ set(want_born))
+                    | (ended.get(number, set()) ^ want_ended)
+                    | {k for k in want_born if born.get(number, {}).get(k) != want_born[k]}
+                )
+                return _mismatch(
+                    number,
+                    "fact rows",
+                    "the fact rows differ from the facts this fold changed",
+                    diff[0] if diff else None,
+                )
+    return None
+
+
+def ledger_verify(*, journal: Journal) -> LedgerVerifyReport:
+    """Replay every delta and compare with what is stored (DESIGN.md 5.2, issue 18).
+
+    1. **From scratch**: every delta applied in order to the empty state by the reducer; at
+       each fold N its stored ``state_hash`` and accumulator must equal the replay's, its op
+       verdicts the reducer's, a stored checkpoint the replayed state byte for byte, and its
+       :class:`LedgerFact` rows (versions born and ended at N) the facts the delta changed.
+    2. **From every checkpoint**: the stored state of each checkpoint, parsed, must hash to
+       its stored ``state_hash``; the deltas after it, applied to it, must give every later
+       stored hash up to the next checkpoint (what a page rebuilding a state relies on).
 
     Returns:
-        :class:`LedgerVerifyReport` with the first mismatch (fold, fact id, which comparison).
+        :class:`LedgerVerifyReport` with the first mismatch (fold, fact id, which check),
+        ``folds`` and ``checkpoints`` counted.
     """
     report = LedgerVerifyReport()
-    replay: dict[str, Any] = dict(reducer.EMPTY_STATE)
-    stored_prev: dict[str, Any] = dict(reducer.EMPTY_STATE)
-    for fold in Fold.objects.filter(journal=journal).order_by("number"):
-        report.folds += 1
-        delta = json.loads(fold.delta)
-        verdicts = delta.pop("verdicts", [])
-        stored = json.loads(fold.state)
-        try:
-            replayed = reducer.apply_delta(replay, delta)
-            from_checkpoint = reducer.apply_delta(stored_prev, delta).state
-        except (reducer.PinViolation, reducer.DeltaInvalid) as exc:
-            report.mismatch = {
-                "fold": fold.number,
-                "fact": None,
-                "check": "replay",
-                "detail": str(exc),
-            }
+    rows = _rows(journal)
+    state = reducer.reduce(None, [])
+    report.mismatch = _replay(
+        journal, state, reducer.ACC_EMPTY, 0, None, "replay from scratch", rows, report
+    )
+    if report.mismatch is not None:
+        return report
+    if any(born for born in rows[0].values()) or report.folds:
+        current = dict(
+            LedgerFact.objects.filter(journal=journal, until__isnull=True).values_list(
+                "fact_id", "data"
+            )
+        )
+        replayed = {k: reducer.state_bytes(v).decode("utf-8") for k, v in state["facts"].items()}
+        if current != replayed:
+            diff = sorted(
+                (current.keys() ^ replayed.keys())
+                | {k for k in current if replayed.get(k) != current[k]}
+            )
+            report.mismatch = _mismatch(
+                report.folds, "fact rows", "current fact rows differ from the replay", diff[0]
+            )
             return report
-        replay = replayed.state
-        for name, candidate in (
-            ("replay from scratch", replay),
-            ("checkpoint plus delta", from_checkpoint),
-        ):
-            if reducer.state_bytes(candidate) != fold.state.encode("utf-8"):
-                report.mismatch = {
-                    "fold": fold.number,
-                    "fact": first_difference(stored, candidate),
-                    "check": name,
-                    "detail": f"stored state differs from {name}",
-                }
-                return report
-        if reducer.state_hash(stored) != fold.state_hash:
-            report.mismatch = {
-                "fold": fold.number,
-                "fact": None,
-                "check": "state_hash",
-                "detail": "state_hash does not match the stored state",
-            }
+    checkpoints = list(
+        Fold.objects.filter(journal=journal, state__isnull=False)
+        .order_by("number")
+        .values_list("number", "state", "state_hash", "state_acc")
+    )
+    for i, (number, text, stored_hash, stored_acc) in enumerate(checkpoints):
+        base = json.loads(text)
+        acc = reducer.acc_of(base.get("facts", {}))
+        if reducer.acc_hex(acc) != stored_acc or reducer.hash_of(acc, base) != stored_hash:
+            report.mismatch = _mismatch(
+                number, "checkpoint", "stored checkpoint does not hash to its state_hash"
+            )
             return report
-        if _verdicts(replayed) != verdicts:
-            report.mismatch = {
-                "fold": fold.number,
-                "fact": None,
-                "check": "verdicts",
-                "detail": "stored op verdicts differ from the reducer's",
-            }
+        stop = checkpoints[i + 1][0] - 1 if i + 1 < len(checkpoints) else None
+        report.mismatch = _replay(
+            journal, base, acc, number, stop, "checkpoint plus delta", None, report
+        )
+        if report.mismatch is not None:
             return report
-        stored_prev = stored
-    report.checks = ["replay from scratch", "checkpoint plus delta", "state_hash", "verdicts"]
+    report.checks = list(CHECKS)
     return report

@@ -135,6 +135,7 @@ def validate_request(
     view: str = "model",
     scan: Scanner | None = None,
     check_reasoning: bool | None = None,
+    tools: Any = None,
 ) -> ValidationReport:
     """Check a request for the next model call against every invariant (DESIGN.md section 6).
 
@@ -154,6 +155,8 @@ def validate_request(
         check_reasoning: also run ``no_hidden_reasoning`` (``<think>``/``<thinking>``/
             ``<reasoning>`` blocks in a text). ``None``: with ``check_secrets``, in every
             view but ``"model"`` (the model may receive its own reasoning; a client may not).
+        tools: the ``tools`` (schema) input sent with the request; its tokens count against
+            the budgets (issue 15). ``None``: none.
         scan: the secret scanner (default :func:`journal_app.privacy.secret_spans`; a builder passes its
             memoized one so a text it already scanned is not scanned twice).
 
@@ -171,7 +174,7 @@ def validate_request(
         problems += anthropic_structure(messages, system, names)
     else:
         problems += openai_structure(messages, names)
-    tokens = meter.request(messages, system)
+    tokens = meter.request(messages, system, tools)
     if working_budget is not None:
         checks.append("within_working_budget")
     if hard_limit is not None:

@@ -2,7 +2,8 @@
 
 Pure module (no Django). Token figures are counted by a :class:`Meter` (tiktoken
 ``o200k_base`` by default, via :func:`journal_app.tokens.count_tokens`): the text of every
-part, tool names and arguments, a fixed cost per message and per request, and a flat cost per
+part, tool names, arguments and call ids (about a tenth of a Codex request, issue 15), the
+``tools`` schema sent with it, a fixed cost per message and per request, and a flat cost per
 image (an image's base64 data is never counted as text: case 16). These are estimates of what
 the provider will bill, labelled ``tiktoken:<encoding>`` wherever they are reported.
 """
@@ -61,9 +62,13 @@ class Meter:
         if kind == "refusal":
             return self.text(part.get("refusal"))
         if kind == "tool_use":
-            return self.text(part.get("name")) + self.text(compact_json(part.get("input")))
+            return (
+                self.text(part.get("id"))
+                + self.text(part.get("name"))
+                + self.text(compact_json(part.get("input")))
+            )
         if kind == "tool_result":
-            return self._content(part.get("content"))
+            return self.text(part.get("tool_use_id")) + self._content(part.get("content"))
         if kind == "thinking":
             return self.text(part.get("thinking"))
         if kind == "redacted_thinking":
@@ -84,9 +89,15 @@ class Meter:
         for call in calls if isinstance(calls, list) else []:
             if isinstance(call, dict):
                 fn = call.get("function") if isinstance(call.get("function"), dict) else {}
-                total += self.text(fn.get("name")) + self.text(fn.get("arguments"))
+                total += (
+                    self.text(call.get("id"))
+                    + self.text(fn.get("name"))
+                    + self.text(fn.get("arguments"))
+                )
         if isinstance(message.get("name"), str):
             total += self.text(message["name"])
+        if isinstance(message.get("tool_call_id"), str):
+            total += self.text(message["tool_call_id"])
         return total
 
     def system(self, system: Any) -> int:
@@ -95,9 +106,23 @@ class Meter:
             return 0
         return self.per_message + self._content(system)
 
-    def request(self, messages: Sequence[Any], system: Any = None) -> int:
-        """Tokens of a whole request: every message, the system parameter, the primer."""
-        return self.per_request + self.system(system) + sum(self.message(m) for m in messages)
+    def tools(self, tools: Any) -> int:
+        """Tokens of a ``tools`` (schema) input sent with the request: its compact JSON
+        (0 for none). The provider bills it with the request, so it counts against the budget
+        (issue 15)."""
+        if tools in (None, [], {}):
+            return 0
+        return self.text(compact_json(tools))
+
+    def request(self, messages: Sequence[Any], system: Any = None, tools: Any = None) -> int:
+        """Tokens of a whole request: every message (tool call ids included), the system
+        parameter, the ``tools`` schema, the primer."""
+        return (
+            self.per_request
+            + self.system(system)
+            + self.tools(tools)
+            + sum(self.message(m) for m in messages)
+        )
 
 
 def compact_json(value: Any) -> str:

@@ -9,6 +9,7 @@ reduces its messages to :class:`Calls` and calls :func:`pairing_problems`.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -70,16 +71,25 @@ def pairing_problems(calls: Calls, names: EntryNames, words: Wording) -> list[Pr
     (``malformed_message`` when it names no call, else ``orphan_tool_result``)."""
     problems: list[Problem] = []
     claimed: set[tuple[int, str | None]] = set()
+    # one pass: results are in message order, so each call message's block is found by
+    # bisection and a misplaced result by its id (linear in the request, issue 13)
+    positions = [k for k, _ in calls.results]
+    where: dict[str | None, list[int]] = {}
+    for k, cid in calls.results:
+        where.setdefault(cid, []).append(k)
     for i, ids in calls.issued.items():
         end = calls.block_end(i)
-        near = [(k, cid) for k, cid in calls.results if i < k < end]
+        lo, hi = bisect.bisect_right(positions, i), bisect.bisect_left(positions, end)
+        near = calls.results[lo:hi]
         answered = {cid for _, cid in near}
         claimed.update((k, cid) for k, cid in near if cid in ids)
         group = f"one of {len(ids)} parallel calls" if len(ids) > 1 else "a single call"
         for cid in ids:
             if cid in answered:
                 continue
-            later = next((k for k, c in calls.results if k >= end and c == cid), None)
+            ks = where.get(cid, [])
+            j = bisect.bisect_left(ks, end)
+            later = ks[j] if j < len(ks) else None
             if later is not None:
                 claimed.add((later, cid))
                 check = "split_parallel_calls" if len(ids) > 1 else "tool_result_out_of_place"

@@ -8,7 +8,7 @@ from django.http import Http404, HttpRequest
 from django.urls import reverse
 
 from journal_app.models import Journal
-from journal_app.views import scope_kwargs
+from journal_app.views import is_fragment_request, scope_kwargs
 from ledger_app.model_writer import FALLBACK_NOTE
 
 FALLBACK_NOTICE = "mechanical facts only: " + FALLBACK_NOTE
@@ -20,9 +20,9 @@ def partial(request: HttpRequest, template: str, region: str) -> str:
 
 
 def is_htmx(request: HttpRequest) -> bool:
-    """True for an htmx request that swaps a fragment (not a boosted page load)."""
-    htmx = getattr(request, "htmx", None)
-    return bool(htmx) and not htmx.boosted
+    """True for an htmx request that swaps a fragment (not a boosted page load, not a
+    Back/Forward history restore, which needs the whole page)."""
+    return is_fragment_request(request)
 
 
 def fold_number(request: HttpRequest) -> int | None:

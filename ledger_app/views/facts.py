@@ -11,10 +11,11 @@ from django.shortcuts import render
 from django.urls import reverse
 
 from journal_app import selectors as journal_selectors
-from journal_app.views import HtmxHttpRequest, scope_kwargs
+from journal_app.views import HtmxHttpRequest, is_panel, render_panel, scope_kwargs
 from ledger_app import selectors
 from ledger_app.filters import FACT_FIELDS, describe, error_parts
 from ledger_app.selectors import presenters
+from ledger_app.services.integrity import ledger_warnings
 from ledger_app.views.common import FALLBACK_NOTICE, fold_number, partial, scope_context
 
 FACTS_PER_PAGE = 100
@@ -40,8 +41,9 @@ def facts(
         selected = next((f for f in folds if f.number == number), None)
         if selected is None:
             raise Http404("no such fold")
-    selection = presenters.facts_select(
-        selectors.state_at(selected),
+    selection = selectors.facts_at(
+        journal,
+        selected,
         chosen={name: request.GET.get(name, "") for name in presenters.FACT_FILTERS},
         q=request.GET.get("q", ""),
     )
@@ -64,6 +66,7 @@ def facts(
     }
     context = {
         **scope_context(journal),
+        "verify_problems": ledger_warnings(journal=journal),
         "folds": folds,
         "selected": selected,
         "latest": folds[-1] if folds else None,
@@ -95,7 +98,8 @@ def fact_detail(
     request: HttpRequest, tenant: str, session: str, lane: str, branch: str, fact_id: str
 ) -> HttpResponse:
     """One fact: its version after ``?fold=N`` (default latest), support, history (every op
-    of every delta about it, with verdicts), retirement requests, and comments."""
+    of every delta about it, with verdicts), retirement requests, and comments. An htmx
+    request targeting ``#side-panel`` gets the ``#panel`` region."""
     journal = journal_selectors.get_journal_for_user(request.user, tenant, session, lane, branch)
     folds = selectors.fold_choices(journal)
     number = fold_number(request)
@@ -104,7 +108,7 @@ def fact_detail(
         selected = next((f for f in folds if f.number == number), None)
     if selected is None:
         raise Http404("no such fold")
-    fact = selectors.state_at(selected).get("facts", {}).get(fact_id)
+    fact = selectors.fact_at(journal, selected, fact_id)
     history = presenters.fact_events(selectors.fact_deltas(journal, fact_id), fact_id)
     if fact is None and not history:
         raise Http404("no such fact in this ledger")
@@ -128,6 +132,9 @@ def fact_detail(
         "dom_id": presenters.fact_dom_id(fact_id),
         "here": here,
         "open": True,
+        "full_url": here,
         "permalink": request.build_absolute_uri(here),
     }
+    if is_panel(request):
+        return render_panel(request, "ledger_app/fact.html", context)
     return render(request, "ledger_app/fact.html", context)

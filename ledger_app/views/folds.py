@@ -13,11 +13,12 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 
 from journal_app import selectors as journal_selectors
-from journal_app.views import HtmxHttpRequest, scope_kwargs
+from journal_app.views import HtmxHttpRequest, is_panel, render_panel, scope_kwargs
 from ledger_app import selectors
 from ledger_app.context_service import ContextError, fold_invariants
 from ledger_app.diff import state_diff
-from ledger_app.selectors import presenters
+from ledger_app.selectors import presenters, ui
+from ledger_app.services.integrity import ledger_warnings
 from ledger_app.views.common import FALLBACK_NOTICE, partial, scope_context
 
 FOLDS_PER_PAGE = 50
@@ -32,27 +33,38 @@ def _writer_label(manifest: dict[str, Any]) -> str:
 
 @login_required
 def fold_list(
-    request: HttpRequest, tenant: str, session: str, lane: str, branch: str
+    request: HtmxHttpRequest, tenant: str, session: str, lane: str, branch: str
 ) -> HttpResponse:
     """Every fold of the scope, 50 per page: range, outcome, writer, verifier, counts
-    (``ops_rejected`` counts the verifier's rejections too), tokens; the latest failed
-    attempts; and a form comparing any two folds. Same rows as ``GET .../folds``."""
+    (``ops_rejected`` counts the reducer's rejections and the verifier's rejections of the
+    proposal and repair), tokens; the failed attempts (no fold stored) with their reason; and
+    a form comparing any two folds. Same rows as ``GET .../folds``.
+
+    ``?show=rejections|fallbacks|failures`` (:data:`ledger_app.selectors.ui.FOLD_SHOWS`)
+    narrows the list; an htmx request gets ``#fold-list``.
+    """
     journal = journal_selectors.get_journal_for_user(request.user, tenant, session, lane, branch)
-    folds = list(selectors.fold_rows(journal))  # one query: the rows are light (no JSON)
-    page = Paginator(folds, FOLDS_PER_PAGE).get_page(request.GET.get("page") or "1")
+    show = request.GET.get("show", "")
+    if show not in ui.FOLD_SHOWS:
+        show = ""
+    numbers = list(selectors.fold_numbers(journal))
+    rows = ui.folds_shown(selectors.fold_rows(journal), show)
+    page = Paginator(rows, FOLDS_PER_PAGE).get_page(request.GET.get("page") or "1")
+    failed = selectors.failed_attempts(
+        journal, limit=None if show == "failures" else FAILED_ATTEMPTS_SHOWN
+    )
     context = {
         **scope_context(journal),
         "folds": [presenters.fold_out(f) for f in page.object_list],
         "page": page,
-        "numbers": [f.number for f in folds],
-        "failed": [
-            presenters.attempt_out(a)
-            for a in selectors.failed_attempts(journal, limit=FAILED_ATTEMPTS_SHOWN)
-        ],
+        "numbers": numbers,
+        "show": show,
+        "shows": ui.FOLD_SHOWS,
+        "failed": [presenters.attempt_out(a) for a in failed],
         "compare_url": reverse("ledger:fold_compare", kwargs=scope_kwargs(journal)),
         "permalink": request.build_absolute_uri(request.get_full_path()),
     }
-    return render(request, "ledger_app/folds.html", context)
+    return render(request, partial(request, "ledger_app/folds.html", "fold-list"), context)
 
 
 @login_required
@@ -60,7 +72,8 @@ def fold_detail(
     request: HttpRequest, tenant: str, session: str, lane: str, branch: str, number: int
 ) -> HttpResponse:
     """One fold: its manifest, its loss report and every op of its delta with verdict and
-    reason (rejections first in the summary)."""
+    reason (rejections first in the summary). An htmx request targeting ``#side-panel`` gets
+    the ``#panel`` region."""
     journal = journal_selectors.get_journal_for_user(request.user, tenant, session, lane, branch)
     fold = selectors.fold_get(journal, number)
     delta = fold.delta_dict
@@ -72,6 +85,7 @@ def fold_detail(
     covered = fold.manifest.get("covered")
     context = {
         **scope_context(journal),
+        "verify_problems": ledger_warnings(journal=journal),
         "fold": fold,
         "summary": presenters.fold_out(fold),
         "manifest": selectors.manifest_for_display(fold.manifest),
@@ -89,10 +103,13 @@ def fold_detail(
         "invariants_url": reverse(
             "ledger:fold_invariants", kwargs={**kwargs, "number": fold.number}
         ),
+        "full_url": reverse("ledger:fold", kwargs={**kwargs, "number": fold.number}),
         "permalink": request.build_absolute_uri(
             reverse("ledger:fold", kwargs={**kwargs, "number": fold.number})
         ),
     }
+    if is_panel(request):
+        return render_panel(request, "ledger_app/fold.html", context)
     return render(request, "ledger_app/fold.html", context)
 
 
@@ -112,29 +129,38 @@ def fold_compare(
 
 @login_required
 def fold_diff(
-    request: HttpRequest, tenant: str, session: str, lane: str, branch: str, a: int, b: int
+    request: HtmxHttpRequest, tenant: str, session: str, lane: str, branch: str, a: int, b: int
 ) -> HttpResponse:
     """The ledger's difference from the state after fold ``a`` to the state after fold ``b``:
-    facts added, removed (evicted) and changed (field by field), 100 per page. Fold 0 is
-    the empty ledger before the first fold."""
+    facts added, removed (evicted) and changed (a word diff of the text, support hashes added
+    and removed, other fields before and after), 100 per page, with the fold each fact was born
+    in (``origin_fold``). Fold 0 is the empty ledger before the first fold. ``?status=added``,
+    ``changed`` or ``removed`` narrows it; an htmx request gets ``#diff-view``."""
     journal = journal_selectors.get_journal_for_user(request.user, tenant, session, lane, branch)
     folds = {f.number: f for f in selectors.fold_choices(journal)}
     for n in (a, b):
         if n != 0 and n not in folds:
             raise Http404(f"no fold {n}")
+    status = request.GET.get("status", "")
+    if status not in ui.DIFF_STATUSES:
+        status = ""
     diff = state_diff(selectors.state_at(folds.get(a)), selectors.state_at(folds.get(b)))
-    page = Paginator(diff.changes, DIFF_PER_PAGE).get_page(request.GET.get("page") or "1")
+    shown = [c for c in diff.changes if not status or c.status == status]
+    page = Paginator(shown, DIFF_PER_PAGE).get_page(request.GET.get("page") or "1")
     changes = list(page.object_list)
+    fields = {id(c): ui.field_rows(c.changes) for c in changes}
     known = selectors.entries_known(journal, presenters.support_hashes(c.fact for c in changes))
     rows = [
         {
             "change": c,
+            "fields": fields[id(c)],
             "support": presenters.support_links(c.fact, known),
             "dom_id": presenters.fact_dom_id(c.fact_id),
         }
         for c in changes
     ]
     kwargs = scope_kwargs(journal)
+    here = reverse("ledger:fold_diff", kwargs={**kwargs, "a": a, "b": b})
     context = {
         **scope_context(journal),
         "a": a,
@@ -143,14 +169,17 @@ def fold_diff(
         "fold_b": folds.get(b),
         "diff": diff,
         "counts": diff.counts,
+        "status": status,
+        "statuses": ui.DIFF_STATUSES,
         "rows": rows,
         "page": page,
         "numbers": sorted(folds),
+        "diff_url": here,
         "compare_url": reverse("ledger:fold_compare", kwargs=kwargs),
         "swap_url": reverse("ledger:fold_diff", kwargs={**kwargs, "a": b, "b": a}),
         "permalink": request.build_absolute_uri(request.get_full_path()),
     }
-    return render(request, "ledger_app/diff.html", context)
+    return render(request, partial(request, "ledger_app/diff.html", "diff-view"), context)
 
 
 @login_required

@@ -66,3 +66,37 @@ def test_the_embedded_default_keeps_development_settings(settings):
     assert settings.SESSION_COOKIE_SECURE is False
     assert settings.SECURE_HSTS_SECONDS == 0
     assert settings.LOG_FORMAT == "console"
+
+
+def test_debug_off_without_a_secret_key_is_a_startup_error_naming_the_variable(tmp_path):
+    env = _production_env(tmp_path)
+    del env["DJANGO_SECRET_KEY"]
+
+    r = _manage(env, "check")
+
+    assert r.returncode != 0
+    assert "DJANGO_SECRET_KEY is not set" in r.stderr
+
+
+def test_debug_off_with_the_public_development_key_is_refused_too(tmp_path):
+    from config.settings import DEVELOPMENT_SECRET_KEY
+
+    env = _production_env(tmp_path)
+    env["DJANGO_SECRET_KEY"] = DEVELOPMENT_SECRET_KEY
+
+    r = _manage(env, "check")
+
+    assert r.returncode != 0
+    assert "DJANGO_SECRET_KEY" in r.stderr
+
+
+def test_https_off_serves_plain_http_without_secure_cookies(tmp_path):
+    code = (
+        "from django.conf import settings as s; "
+        "print(s.SECURE_SSL_REDIRECT, s.SECURE_HSTS_SECONDS, s.SESSION_COOKIE_SECURE, "
+        "s.CSRF_COOKIE_SECURE)"
+    )
+    r = _manage(_production_env(tmp_path, DJANGO_HTTPS="false"), "shell", "-v", "0", "-c", code)
+
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "0", "False", "False"]

@@ -49,8 +49,6 @@ def _events() -> list[tuple]:
     return [(*r[:-1], {k: v for k, v in r[-1].items() if k != "key"}) for r in rows]
 
 
-
-
 @pytest.fixture
 def setup(tenant):
     journal, req, pin = pending_retirement(tenant)

@@ -24,10 +24,10 @@ pytestmark = pytest.mark.django_db
 
 #: page -> the most queries it may run (session, user, then the page's own reads)
 BOUNDS = {
-    "sessions": 7,
-    "overview": 9,
+    "sessions": 10,  # issue 17: + source times, totals over every match (2)
+    "overview": 14,  # issue 17: + failures (2), audit link only for admins (up to 3)
     "timeline": 9,
-    "timeline_filtered": 8,
+    "timeline_filtered": 9,  # issue 17: + the journal's first source time
     "facts": 7,
     "facts_filtered": 7,
     "folds": 6,
@@ -100,7 +100,9 @@ def test_list_pages_run_a_fixed_number_of_queries(client, acme, admin, perm_jour
     small_counts = {name: _count(client, url) for name, url in _pages(small).items()}
     big_counts = {name: _count(client, url) for name, url in _pages(big).items()}
     for name, bound in BOUNDS.items():
-        assert big_counts[name] <= bound, f"{name}: {big_counts[name]} queries (bound {bound})"
+        assert big_counts[name] <= bound, (
+            f"{name}: {big_counts[name]} queries (bound {bound}) {big_counts}"
+        )
         assert big_counts[name] <= small_counts[name], (
             f"{name}: {big_counts[name]} queries on 1,001 entries, {small_counts[name]} on 11"
         )

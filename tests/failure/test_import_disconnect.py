@@ -2,7 +2,8 @@
 
 The import's own progress callback, called after its first batch of rows is written inside
 the import's transaction, has another connection end the import's backend
-(``pg_terminate_backend``). The import fails with a database error; nothing of it is left
+(``pg_terminate_backend``). The import fails with the clear error (``DatabaseUnavailable``: 503 on the API, a
+``CommandError`` naming the file on the command line, never a traceback); nothing of it is left
 (tenant, session, journal, entries, chunks, artifacts); the same import run again succeeds
 and stores exactly what a clean import stores, hash for hash.
 """
@@ -13,7 +14,7 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 
 from journal_app.models import Artifact, Chunk, Entry, Journal, Session, Tenant
-from journal_app.services import journal_import
+from journal_app.services import DatabaseUnavailable, journal_import
 from tests.conftest import CORPUS
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
@@ -84,13 +85,47 @@ def test_an_import_whose_connection_drops_leaves_nothing_and_runs_again_hash_for
             pid = connection.connection.info.backend_pid
             side.execute("SELECT pg_terminate_backend(%s)", [pid])
 
-    with pytest.raises(DatabaseError):
+    with pytest.raises(DatabaseUnavailable) as caught:
         journal_import(path=path, tenant="acme", session="s1", progress=drop_connection)
+    assert caught.value.status == 503 and caught.value.code == "database_unavailable"
+    assert str(caught.value).startswith(
+        f"the database connection was lost during the import of {path.name}; nothing was written"
+    )
+    assert isinstance(caught.value.__cause__, DatabaseError)
     assert len(calls) == 1  # nothing was written after the drop
-    connection.close()  # the dropped connection is gone; the next query opens a new one
+    # the dropped connection was closed by the failed rollback: the next query reconnects
     assert _counts() == before
     assert side.execute("SELECT count(*) FROM journal_app_entry").fetchone() == (before["Entry"],)
 
     result = journal_import(path=path, tenant="acme", session="s1")
     assert result.append.appended == len(clean)
     assert _stored("acme") == clean
+
+
+def test_the_import_command_reports_a_dropped_connection_without_a_traceback(
+    settings, tmp_path, side, monkeypatch
+):
+    from django.core.management import CommandError, call_command
+
+    from ledger_app.management.commands import import_journal as command
+
+    settings.LEDGER_FOLD_THRESHOLD_TOKENS = 10**9
+    settings.MEDIA_ROOT = tmp_path / "media"
+    real = command.journal_import
+    path = SOURCES[0]
+
+    def dropping_import(**kwargs):
+        def progress(done: int, total: int) -> None:
+            side.execute(
+                "SELECT pg_terminate_backend(%s)", [connection.connection.info.backend_pid]
+            )
+
+        return real(**{**kwargs, "progress": progress})
+
+    monkeypatch.setattr(command, "journal_import", dropping_import)
+    with pytest.raises(CommandError) as caught:
+        call_command("import_journal", str(path), "--tenant", "acme", "--session", "s1")
+
+    assert str(caught.value).startswith("import failed, nothing written: the database connection")
+    assert path.name in str(caught.value)
+    assert Entry.objects.count() == 0  # and the connection works again

@@ -9,11 +9,10 @@ one bit of an integer, a boolean flipped, a byte of an artifact's stored file. T
 Runs on SQLite and PostgreSQL alike: no service is needed to tamper with a row.
 
 ``tool_name`` is in the entry header and ``is_error`` is checked against the body; an
-artifact's byte size, media type and preview are recomputed from its bytes. Derived figures
-outside the hash chain (token counts, the token source label, ``source_ref``, which repeats
-the metadata) are listed with ``xfail(strict=True)``: a change there goes unnoticed by
-design (recounting every entry's tokens would make verify as slow as an import); when
-verification covers them the marker must go.
+artifact's byte size, media type and preview are recomputed from its bytes. The figures
+derived at append (token counts, the token source label, ``source_ref``, the artifact's
+token count) are outside the entry header; the entry's ``figures_hash`` binds them
+(issue 16, item 5), so a change there is reported at the entry too, without recounting.
 """
 
 from __future__ import annotations
@@ -32,8 +31,6 @@ pytestmark = pytest.mark.django_db
 TARGET = 4  # the tool result in the middle: several chunks, an artifact, metadata
 HEAD = 7
 POSITIONS = ("first", "middle", "last")
-
-NOT_COVERED = "stored outside the hash chain: verify_journal does not notice a change (reported)"
 
 
 def _items():
@@ -116,12 +113,6 @@ def _failure(journal: Journal) -> dict:
     return report.first_failure
 
 
-def _xfail(*names: str):
-    return [
-        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=NOT_COVERED)) for n in names
-    ]
-
-
 ENTRY_COLUMNS = [
     "body",
     "meta",
@@ -136,7 +127,10 @@ ENTRY_COLUMNS = [
     "derived",
     "tool_name",
     "is_error",
-    *_xfail("token_count", "token_source", "source_ref"),
+    "token_count",
+    "token_source",
+    "source_ref",
+    "figures_hash",
 ]
 
 
@@ -175,7 +169,7 @@ def test_a_changed_byte_in_an_artifacts_stored_file_is_reported(journal, setting
 
 @pytest.mark.parametrize("position", POSITIONS)
 @pytest.mark.parametrize(
-    "column", ["content_hash", "byte_size", "preview", "media_type", *_xfail("token_count")]
+    "column", ["content_hash", "byte_size", "preview", "media_type", "token_count", "token_source"]
 )
 def test_a_changed_byte_in_an_artifact_row_is_reported(journal, column, position):
     artifact = Entry.objects.get(journal=journal, seq=TARGET).artifact

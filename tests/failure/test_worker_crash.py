@@ -12,7 +12,8 @@ from its own connection, at one of two places:
 Then the worker's process group is killed with SIGKILL, the lock released, and a new worker
 started. The message was acknowledged late (``acks_late``), so Redis hands it to the new
 worker once the visibility timeout has passed; the new worker folds. Nothing of the killed
-transaction is ever visible, and exactly one fold exists at the end.
+transaction is ever visible, and exactly one fold exists at the end. The killed worker's
+run, left ``running``, is marked ``lost`` by the new worker as it starts (issue 16).
 """
 
 from __future__ import annotations
@@ -103,11 +104,18 @@ def test_a_fold_killed_mid_transaction_leaves_nothing_and_the_redelivery_complet
         "the redelivered task to succeed on the new worker",
     )
     assert second.poll() is None, workers.logs()
-    assert done.result == {"fold": 1, "created": True, "reason": ""}
+    assert (done.result["fold"], done.result["created"], done.result["folds"]) == (1, True, [1])
     folds = list(Fold.objects.filter(journal=journal))
     assert len(folds) == 1
     fold = folds[0]
-    assert (fold.number, fold.seq_start, fold.seq_end, fold.writer) == (1, 1, 7, "mechanical")
-    # the killed execution's record stays "running": it never finished
-    runs = TaskRun.objects.filter(task_id=task_id).order_by("pk")
-    assert [r.status for r in runs] == [TaskRun.Status.RUNNING, TaskRun.Status.SUCCEEDED]
+    assert (fold.number, fold.seq_start, fold.seq_end, fold.writer) == (1, 1, 7, "offline")
+    # the killed execution's record was marked "lost" by the next worker as it started
+    runs = list(TaskRun.objects.filter(task_id=task_id).order_by("pk"))
+    assert [r.status for r in runs] == [TaskRun.Status.LOST, TaskRun.Status.SUCCEEDED]
+    lost, redone = runs
+    assert lost.worker.startswith("w0-") and redone.worker.startswith("w1-")
+    assert lost.finished_at is not None
+    assert (
+        lost.error
+        == f"WorkerLost: worker {lost.worker} no longer answers; the broker delivers the task again"
+    )

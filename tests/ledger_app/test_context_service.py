@@ -147,7 +147,7 @@ def test_a_receipt_whose_artifact_is_gone_falls_back_to_the_journal_text(tenant)
     assert artifact.reference not in json.dumps(result.model_view)
 
 
-def test_an_impossible_budget_writes_a_checkpoint_and_returns_the_failure_state(tenant):
+def test_an_impossible_budget_returns_the_failure_state_and_evicts_nothing(tenant):
     items = [message("user", "x" * 280_000)]
     for n in range(4):
         items += [
@@ -157,17 +157,39 @@ def test_an_impossible_budget_writes_a_checkpoint_and_returns_the_failure_state(
     items.append(message("assistant", "All steps ran."))
     journal = journal_build(tenant=tenant, items=items)
     fold_build(journal)
+    before = Fold.objects.filter(journal=journal).order_by("-number").first()
+    facts_before = len(before.state_dict["facts"])
     result = context_build(journal=journal, working_budget=20_000, hard_limit=20_000)
     assert result.status == "failed" and result.model_view is None
     assert result.debug_trace["request"] is None
     checkpoint = result.failure["checkpoint"]
-    assert checkpoint["consolidated"] and checkpoint["kind"] == "consolidation"
+    # issue 15, "a read destroys state": a failed read never consolidates
+    assert not checkpoint["consolidated"] and checkpoint["kind"] == "fold"
+    assert not Fold.objects.filter(journal=journal, kind=Fold.Kind.CONSOLIDATION).exists()
     stored = Fold.objects.get(journal=journal, number=checkpoint["fold"])
-    assert stored.kind == Fold.Kind.CONSOLIDATION
+    assert len(stored.state_dict["facts"]) == facts_before
     pin = next(f for f in stored.state_dict["facts"].values() if f.get("pin"))
-    assert pin["text"] == "x" * 280_000  # the instruction is kept, never evicted
+    assert pin["text"] == "x" * 280_000
     again = context_build(journal=journal, working_budget=20_000, hard_limit=20_000)
     assert again.status == "failed" and again.failure["checkpoint"]["fold"] == checkpoint["fold"]
+
+
+def test_a_failed_read_at_a_small_budget_leaves_later_contexts_as_rich(tenant):
+    items = [message("user", "Run the steps.")]
+    for n in range(12):
+        items += [
+            tool_call(f"c{n}", "exec", {"command": f"make step{n}"}),
+            tool_result(f"c{n}", f"step {n} ok " + "detail " * 40),
+        ]
+    items.append(message("assistant", "All steps ran."))
+    journal = journal_build(tenant=tenant, items=items)
+    fold_build(journal)
+    large = context_build(journal=journal, working_budget=50_000, hard_limit=50_000)
+    small = context_build(journal=journal, working_budget=40, hard_limit=40)
+    assert small.status == "failed"
+    after = context_build(journal=journal, working_budget=50_000, hard_limit=50_000)
+    assert after.model_view == large.model_view
+    assert not Fold.objects.filter(journal=journal, kind=Fold.Kind.CONSOLIDATION).exists()
 
 
 def test_the_frontend_view_is_user_safe(tenant):
@@ -395,3 +417,56 @@ def test_revision_zero_has_nothing_to_send_and_says_so(tenant):
     result = context_build(journal=journal, revision=0, working_budget=100, hard_limit=100)
     assert result.status == "failed" and result.model_view is None
     assert [p["check"] for p in result.failure["problems"]] == ["empty_message"]
+
+
+def test_validate_with_a_session_requires_every_pin_verbatim(client, tenant):
+    journal_build(tenant=tenant)
+    built = client.post(
+        "/sessions/s1/context", json={"working_budget": 10_000, "hard_limit": 10_000}
+    ).json()
+    messages = built["model_view"]["messages"]
+    body = {"messages": messages, "session": "s1"}
+    answer = client.post("/validate", json=body).json()
+    assert answer["ok"], answer["problems"]
+    assert "pin_verbatim" in answer["checks"]
+    first_user = next(i for i, m in enumerate(messages) if m["role"] == "user")
+    altered = [dict(m) for m in messages]
+    altered[first_user]["content"] = altered[first_user]["content"][:-1] + "\u2026"
+    answer = client.post("/validate", json={**body, "messages": altered}).json()
+    assert not answer["ok"]
+    assert [p["check"] for p in answer["problems"]] == ["pin_verbatim"]
+    # without a session the same list breaks nothing this check can see
+    assert client.post("/validate", json={"messages": altered}).json()["ok"]
+    assert client.post("/validate", json={**body, "session": "nope"}).status_code == 404
+
+
+def test_an_output_reserve_over_the_window_is_a_422_naming_the_field(client, tenant):
+    journal_build(tenant=tenant)
+    response = client.post(
+        "/validate", json={"messages": [], "hard_limit": 1_000, "output_reserve": 1_000}
+    )
+    assert response.status_code == 422
+    assert response.json()["field"] == "output_reserve"
+    response = client.post(
+        "/sessions/s1/context",
+        json={"working_budget": 1_000, "hard_limit": 1_000, "output_reserve": 4_000},
+    )
+    assert response.status_code == 422
+    assert response.json()["field"] == "output_reserve"
+
+
+def test_the_tools_schema_of_a_context_request_counts_against_its_budget(client, tenant):
+    journal_build(tenant=tenant)
+    tools = [{"type": "function", "function": {"name": "exec", "description": "run " * 200}}]
+    plain = client.post(
+        "/sessions/s1/context", json={"working_budget": 10_000, "hard_limit": 10_000}
+    ).json()
+    with_tools = client.post(
+        "/sessions/s1/context",
+        json={"working_budget": 10_000, "hard_limit": 10_000, "tools": tools},
+    ).json()
+    schema = with_tools["debug_trace"]["tokens"]["tools"]
+    assert schema > 200
+    assert with_tools["validation"]["model"]["tokens"] == (
+        plain["validation"]["model"]["tokens"] + schema
+    )

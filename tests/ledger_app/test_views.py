@@ -137,10 +137,12 @@ def test_it_shows_facts_with_pins_verbatim_and_support_links(client, member, fol
         in body
     )
     system = _entry(folded, 1)
-    assert 'href="' + reverse("journal:entry", args=[display(system.entry_hash)]) + '"' in body
+    # a support item naming no chunk or quote opens the entry marked as cited whole
+    entry_url = reverse("journal:entry", args=[display(system.entry_hash)])
+    assert 'href="' + entry_url + '?cited=entry"' in body
     assert "FAILED:" in body  # the failed pytest run is a blocker
     assert "did not complete" not in body  # the trailing interrupted round is not folded yet
-    assert '<th scope="col">Confidence</th>' in body
+    assert "Category · priority · lifecycle · confidence</th>" in body
     assert "Permalink" in body and "?fold=1" in body
 
 
@@ -203,7 +205,7 @@ def test_it_links_quoted_support_to_the_highlighted_entry(client, member, folded
     link = reverse("journal:entry", args=[display(goal.entry_hash)]) + "?quote=refund+rounding"
     assert f'href="{link}#quote"' in body
     entry_page = client.get(link).content.decode()
-    assert '<mark id="quote">refund rounding</mark>' in entry_page
+    assert '<mark id="quote" class="cited">refund rounding</mark>' in entry_page
     assert "hash verified" in entry_page
 
 
@@ -220,7 +222,8 @@ def test_it_renders_the_facts_page_with_bounded_queries(
 ):
     _writer_fold(folded, _ops(folded))
     client.force_login(member)
-    with django_assert_max_num_queries(7):
+    # fact rows (issue 18): one COUNT and one page of rows instead of one parsed state
+    with django_assert_max_num_queries(8):
         response = client.get(FACTS_URL)
     assert response.status_code == 200
 

@@ -407,3 +407,20 @@ def test_a_bad_budget_header_is_422(live_server, key, upstream):
     assert r.status_code == 422
     assert r.json()["field"] == "X-Ledgerkeep-Working-Budget"
     assert upstream.requests == []
+
+
+def test_a_session_name_the_journal_refuses_writes_nothing(live_server, key, upstream):
+    r = post(live_server, GOOD, {"X-Ledgerkeep-Key": key, "X-Ledgerkeep-Session": "no spaces!"})
+    assert r.status_code == 422
+    assert "session" in r.json()["message"]
+    assert upstream.requests == []
+    assert Session.objects.count() == 0
+
+
+def test_only_post_is_served(live_server, key):
+    r = httpx.get(
+        f"{live_server.url}/proxy/openai/v1/chat/completions", headers={"X-Ledgerkeep-Key": key}
+    )
+    assert r.status_code == 405
+    assert r.headers["Allow"] == "POST"
+    assert r.json()["code"] == "method_not_allowed"

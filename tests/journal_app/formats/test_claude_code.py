@@ -6,6 +6,7 @@ the importer.
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -193,10 +194,14 @@ def write_jsonl(path: Path, records: list) -> Path:
     return path
 
 
+_UUIDS = itertools.count(1)
+
+
 def envelope(**kw) -> dict:
+    """A record envelope; each gets its own uuid (a repeated uuid is a repeated record)."""
     base = {
         "sessionId": "s1",
-        "uuid": "u1",
+        "uuid": f"u{next(_UUIDS)}",
         "parentUuid": None,
         "timestamp": "2025-01-01T00:00:00Z",
     }

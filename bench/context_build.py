@@ -1,0 +1,196 @@
+"""Context build time at 2k, 20k (and 100k) generated entries, and its scaling exponent (issue 13).
+
+Each size is a session from :func:`bench.generator.session` (corpus-shaped), prepared with
+the journal's own hashing (:func:`journal_app.chain.prepare_entries`), with the mechanical
+ledger of :func:`tests.support.offline_fold.offline_fold` folded once outside the timing (the
+service stores folds; a build does not redo them) and the artifact receipts results over
+2,000 tokens would get. One build is :func:`ledger_app.context.build_context` at the default
+budgets (working 32,000, window 270,000), followed by the JSON encoding of what
+``POST /sessions/{s}/context`` returns for the model view and the debug trace (the frontend
+view is built by the service from the entries alone and is not timed here).
+
+Figures per size: seconds of one build (median of ``REPEAT``), the response size in bytes,
+and the number of distinct token counts the build asked for (a shape figure: it grows
+linearly when each part is counted once). The exponent is the least-squares slope of
+log(time) over log(entries). Goals (issue 13): exponent <= 1.1, 20k entries <= 2 s.
+
+Run: ``python -m bench.context_build [--small]`` (``--small``: 2k and 20k only, which is also
+the default; ``BENCH_CONTEXT_100K=1`` adds 100k).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import time
+from typing import Any
+
+SIZES = (2_000, 20_000)
+LARGE = 100_000
+REPEAT = 3
+WORKING = 32_000
+WINDOW = 270_000
+
+
+def views_of(n_entries: int, seed: int = 0) -> tuple[list[Any], dict[str, int]]:
+    """A generated session of about ``n_entries`` entries as entry views, and the stored
+    token count of each (entry hash -> tokens)."""
+    from bench.generator import iter_session
+    from journal_app.chain import prepare_entries
+    from ledger_app.mechanical import EntryView
+
+    scope = {"tenant": "bench", "session": f"ctx{n_entries}", "lane": "main", "branch": "main"}
+    prepared = prepare_entries(
+        scope=scope,
+        start_seq=1,
+        parent_hash="",
+        items=list(iter_session(n_entries, seed=seed)),
+        chunk_bytes=4096,
+    )
+    counts = {p.entry_hash: p.token_count for p in prepared}
+    views = [
+        EntryView(
+            seq=p.seq,
+            entry_hash=p.entry_hash,
+            kind=p.kind,
+            role=p.role,
+            text=p.text,
+            content=json.loads(p.body),
+            tool_call_id=p.tool_call_id,
+            tool_name=p.tool_name,
+            derived=p.derived,
+            is_error=p.is_error,
+            meta=json.loads(p.meta),
+        )
+        for p in prepared
+    ]
+    return views, counts
+
+
+class _Counting:
+    """A token counter that records how many texts it was asked to count."""
+
+    def __init__(self) -> None:
+        from journal_app.tokens import count_tokens
+
+        self.count_tokens = count_tokens
+        self.calls = 0
+
+    def __call__(self, text: str) -> int:
+        self.calls += 1
+        return self.count_tokens(text)
+
+
+def measure(n_entries: int) -> dict[str, Any]:
+    """One size: ``{"entries", "seconds", "response_bytes", "token_counts", "status"}``."""
+    from bench.context_vs_trim import _receipts
+    from journal_app.tokens import count_tokens
+    from ledger_app.context import build_context
+    from ledger_app.validation import Meter
+    from tests.support.offline_fold import offline_fold
+
+    views, counts = views_of(n_entries)
+    receipts = _receipts(views, count_tokens)
+    folded: dict[int, Any] = {}
+
+    def fold(upto: int) -> Any:
+        if upto not in folded:
+            folded[upto] = offline_fold(views, upto=upto)
+        return folded[upto]
+
+    def once() -> tuple[Any, int, int]:
+        counter = _Counting()
+        build = build_context(
+            entries=views,
+            working_budget=WORKING,
+            hard_limit=WINDOW,
+            receipts=receipts,
+            fold=fold,
+            meter=Meter(count=counter),
+            token_counts=counts,
+        )
+        body = json.dumps(
+            {
+                "status": build.status,
+                "model_view": build.model_view,
+                "debug_trace": build.debug_trace,
+                "failure": build.failure,
+                "validation": {"model": build.report.to_dict()},
+            },
+            ensure_ascii=False,
+        )
+        return build, len(body.encode("utf-8")), counter.calls
+
+    once()  # warm-up: the fold happens here, once
+    times: list[float] = []
+    size = calls = 0
+    build = None
+    for _ in range(REPEAT):
+        start = time.perf_counter()
+        build, size, calls = once()
+        times.append(time.perf_counter() - start)
+    assert build is not None
+    return {
+        "entries": len(views),
+        "seconds": round(statistics.median(times), 4),
+        "response_bytes": size,
+        "token_counts": calls,
+        "status": build.status,
+        "request_tokens": build.report.tokens,
+    }
+
+
+def exponent(rows: list[dict[str, Any]]) -> float | None:
+    """Least-squares slope of log(seconds) over log(entries)."""
+    pts = [(math.log(r["entries"]), math.log(r["seconds"])) for r in rows if r["seconds"] > 0]
+    if len(pts) < 2:
+        return None
+    mx = sum(x for x, _ in pts) / len(pts)
+    my = sum(y for _, y in pts) / len(pts)
+    den = sum((x - mx) ** 2 for x, _ in pts)
+    return round(sum((x - mx) * (y - my) for x, y in pts) / den, 3) if den else None
+
+
+def run(small: bool = False) -> dict[str, Any]:
+    """Measure every size, print them, return ``{"rows", "exponent", "summary"}``."""
+    sizes = list(SIZES)
+    if not small and os.environ.get("BENCH_CONTEXT_100K") == "1":
+        sizes.append(LARGE)
+    rows = [measure(n) for n in sizes]
+    exp = exponent(rows)
+    for r in rows:
+        print(
+            f"context build {r['entries']:>7,} entries: {r['seconds']:.3f} s, "
+            f"{r['response_bytes']:,} bytes, {r['token_counts']:,} token counts, {r['status']}"
+        )
+    print(f"scaling exponent: {exp}")
+    at20k = next((r for r in rows if r["entries"] >= 20_000), None)
+    summary = [
+        {
+            "metric": f"context build {r['entries']:,} entries",
+            "value": r["seconds"],
+            "unit": "s",
+            "target": "<= 2" if r is at20k else None,
+            "met": r["seconds"] <= 2 if r is at20k else None,
+        }
+        for r in rows
+    ]
+    summary.append(
+        {
+            "metric": "context build scaling exponent",
+            "value": exp,
+            "target": "<= 1.1",
+            "met": exp is not None and exp <= 1.1,
+        }
+    )
+    return {"rows": rows, "exponent": exp, "summary": summary}
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    import django
+
+    django.setup()
+    run()

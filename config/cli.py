@@ -1,0 +1,35 @@
+"""``ledgerkeep``: the project's management commands without ``manage.py``.
+
+The console entry point of the installed package (``[project.scripts]`` in
+``pyproject.toml``): ``ledgerkeep import_journal PATH --tenant T``, ``ledgerkeep compact``,
+``ledgerkeep verify_journal``, ``ledgerkeep runserver``, ... take the same arguments as
+``manage.py`` and read the same environment variables (README "Configuration").
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run one management command: ``argv`` (default ``sys.argv``) as ``manage.py`` takes it.
+
+    A setting that cannot be used (config/env.py ``SettingError``, e.g. DEBUG off without
+    ``DJANGO_SECRET_KEY``) ends the process with status 2 and the message, no traceback.
+    """
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    from django.core.management import execute_from_command_line
+
+    from config.env import SettingError
+
+    args = list(sys.argv if argv is None else argv)
+    try:
+        execute_from_command_line(["ledgerkeep", *args[1:]])
+    except SettingError as exc:  # a start-up error: the message names the variable
+        sys.stderr.write(f"ledgerkeep: configuration error: {exc}\n")
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""``manage.py follow PATH...``: journal growing Claude Code and Codex logs as they are written.
+
+Each ``.jsonl`` file (folders are searched) becomes a session named from the file; new
+complete records are appended as they arrive, a half-written last line waits, a restart
+resumes where it stopped, a rewritten file becomes a new branch (reported). See
+:mod:`proxy_app.follow`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from journal_app.formats import FORMATS
+from proxy_app.follow import follow_paths
+
+
+class Command(BaseCommand):
+    help = "Follow growing Claude Code / Codex JSONL files (or folders of them) into the journal."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("paths", nargs="+", help="JSONL files or folders of them")
+        parser.add_argument(
+            "--tenant", default="default", help="tenant slug (default: %(default)s)"
+        )
+        parser.add_argument(
+            "--format", dest="fmt", choices=sorted(FORMATS), help="source format (default: detect)"
+        )
+        parser.add_argument("--once", action="store_true", help="one pass, then exit")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        self.stdout.write(f"following {', '.join(options['paths'])} (Ctrl-C to stop)")
+        try:
+            follow_paths(
+                paths=options["paths"],
+                tenant=options["tenant"],
+                fmt=options["fmt"],
+                report=self.stdout.write,
+                once=options["once"],
+            )
+        except KeyboardInterrupt:
+            self.stdout.write("stopped")

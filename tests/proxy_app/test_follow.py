@@ -1,0 +1,136 @@
+"""``follow``: a Claude Code log written line by line, a torn last line, restarts, a rewrite."""
+
+from __future__ import annotations
+
+import threading
+import time
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from journal_app.models import Journal
+from journal_app.services import journal_import
+from proxy_app.follow import follow_file, follow_paths
+from tests.proxy_app.conftest import entries, shape
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def lines(corpus) -> list[bytes]:
+    path = corpus / "claude-code-jsonl" / "claude-code-session-frontend-refactor.jsonl"
+    return path.read_bytes().splitlines(keepends=True)
+
+
+def conversational(rows):
+    return [s for s, e in zip(shape(rows), rows, strict=True) if e.kind != "event"]
+
+
+def test_a_file_written_line_by_line_journals_each_record_once(tmp_path, lines, corpus):
+    log = tmp_path / "agent-run.jsonl"
+    # 30 complete lines and half of the next one
+    torn = lines[30][: len(lines[30]) // 2]
+    log.write_bytes(b"".join(lines[:30]) + torn)
+    first = follow_file(path=log, tenant="acme")
+    assert first.session == "agent-run"
+    assert first.waiting == len(torn)
+    assert first.appended > 0
+    head = len(entries("agent-run"))
+    # a restart with nothing new appends nothing (no state of its own needed)
+    again = follow_file(path=log, tenant="acme")
+    assert again.appended == 0 and again.waiting == len(torn)
+    assert len(entries("agent-run")) == head
+    # the torn line completes, more lines arrive, one at a time
+    with log.open("ab") as fh:
+        fh.write(lines[30][len(torn) :])
+    for line in lines[31:]:
+        with log.open("ab") as fh:
+            fh.write(line)
+        follow_file(path=log, tenant="acme")
+    assert follow_file(path=log, tenant="acme").appended == 0
+    # the same conversation a batch import of the finished file gives, message for message
+    batch = journal_import(path=log, tenant="acme", session="batch")
+    followed = entries("agent-run")
+    imported = entries("batch")
+    assert conversational(followed) == conversational(imported)
+    assert [e.body_hash for e in followed if e.kind != "event"] == [
+        e.body_hash for e in imported if e.kind != "event"
+    ]
+    assert batch.append.appended == len(imported)
+    assert Journal.objects.filter(session__key="agent-run").count() == 1
+
+
+def test_a_rewritten_file_becomes_a_branch_and_is_reported(tmp_path, lines):
+    log = tmp_path / "rewritten.jsonl"
+    log.write_bytes(b"".join(lines[:40]))
+    follow_file(path=log, tenant="acme")
+    main = [e.entry_hash for e in entries("rewritten")]
+    # the runtime rewrote its log: the user's first request edited, the rest dropped
+    user = 5  # line 6: "Can you add the first two ..."
+    changed = lines[user].replace(b'"content":"Can you', b'"content":"EDITED Can you', 1)
+    assert changed != lines[user]
+    log.write_bytes(b"".join(lines[:user]) + changed)
+    out = StringIO()
+    call_command("follow", str(log), "--tenant", "acme", "--once", stdout=out)
+    report = out.getvalue()
+    assert "the file was rewritten: new branch from main@" in report
+    assert [e.entry_hash for e in entries("rewritten")] == main  # never rewritten
+    branch = entries("rewritten", "b2")
+    assert any(e.text.startswith("EDITED ") for e in branch)
+    assert any("branched_from" in e.meta_dict for e in branch)
+
+
+def test_the_watch_follows_a_folder_as_files_grow(tmp_path, lines, transactional_db):
+    folder = tmp_path / "projects" / "-work-repo"
+    folder.mkdir(parents=True)
+    log = folder / "live.jsonl"
+    log.write_bytes(b"".join(lines[:10]))
+    stop = threading.Event()
+    reports: list[str] = []
+    thread = threading.Thread(
+        target=follow_paths,
+        kwargs={
+            "paths": [tmp_path / "projects"],
+            "tenant": "acme",
+            "report": reports.append,
+            "stop": stop,
+        },
+        daemon=True,
+    )
+    thread.start()
+    # the watcher's reports are the signal: the test reads the database only once the
+    # watcher has stopped (SQLite's shared in-memory test database locks whole tables)
+    try:
+        wait_for(lambda: sum("live.jsonl" in r for r in reports) >= 1)
+        with log.open("ab") as fh:
+            fh.write(b"".join(lines[10:40]))
+        wait_for(lambda: sum("live.jsonl" in r for r in reports) >= 2)
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    assert not thread.is_alive()
+    first = int(reports[0].split(": +")[1].split()[0])
+    second = int(reports[1].split(": +")[1].split()[0])
+    assert first > 0 and second > 0
+    assert len(entries("live")) == first + second
+
+
+def wait_for(condition, seconds: float = 15.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError("timed out")
+
+
+def test_a_bad_complete_line_is_reported_and_nothing_is_written(tmp_path, lines):
+    log = tmp_path / "broken.jsonl"
+    log.write_bytes(b"".join(lines[:5]) + b"{not json\n")
+    out = StringIO()
+    call_command("follow", str(log), "--once", stdout=out)
+    assert "line 6" in out.getvalue() and "not valid JSON" in out.getvalue()
+    assert not Journal.objects.filter(session__key="broken").exists()
+    assert Path(log).exists()
