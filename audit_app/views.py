@@ -32,9 +32,10 @@ EVENTS_PER_PAGE = 50
 
 
 def is_htmx(request: HttpRequest) -> bool:
-    """Whether to answer with a fragment: an htmx request that is not a boosted page load."""
+    """Whether to answer with a fragment: an htmx request that is neither a boosted page load
+    nor a Back/Forward history restore (which needs the whole page)."""
     htmx = getattr(request, "htmx", None)
-    return bool(htmx) and not htmx.boosted
+    return bool(htmx) and not htmx.boosted and not htmx.history_restore_request
 
 
 def back_url(request: HttpRequest, fallback: str) -> str:
@@ -88,7 +89,8 @@ def annotate(request: HttpRequest, tenant: str, session: str) -> HttpResponse:
 
 @login_required
 def audit_log(request: HttpRequest, tenant: str) -> HttpResponse:
-    """The tenant's audit log, newest first, 50 per page (``?action=`` narrows it).
+    """The tenant's audit log, newest first, 50 per page (``?action=`` narrows it; an htmx
+    request gets ``#audit-events``).
 
     Admins of the tenant only (``audit_app.view_audit_log`` and an admin membership);
     another tenant answers 404, a member of another role 403.
@@ -121,4 +123,5 @@ def audit_log(request: HttpRequest, tenant: str) -> HttpResponse:
         "actions": actions,
         "permalink": request.build_absolute_uri(request.get_full_path()),
     }
-    return render(request, "audit_app/audit_log.html", context)
+    template = "audit_app/audit_log.html"
+    return render(request, f"{template}#audit-events" if is_htmx(request) else template, context)

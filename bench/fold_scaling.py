@@ -15,8 +15,8 @@ On generated sessions (:mod:`bench.generator`), with the offline writer and no r
   fold (count, first page of 100 facts, one fact), and of a full rebuild (info);
 * ``verify_ledger`` on the large session: clean, and its time.
 
-Sizes: ``BENCH_FOLD_ENTRIES`` (default 20,000; 2,000 with ``--small``) and a tenth of it
-for the small compact. The issue asks for 100k entries; 20k keeps ``make bench`` within
+Sizes: ``BENCH_FOLD_ENTRIES`` (default 10,000; 2,000 with ``--small``) and a tenth of it
+for the small compact. The issue asks for 100k entries; 10k keeps ``make bench`` within
 its 10 minutes on a 2-core machine (set the variable to measure 100k).
 """
 
@@ -135,7 +135,7 @@ def _reads(journal: Any, samples: int = 60) -> tuple[list[float], list[float]]:
 
 def run(small: bool = False) -> dict[str, Any]:
     """Measure and print; return the figures with their summary rows."""
-    big = int(os.environ.get("BENCH_FOLD_ENTRIES") or (2_000 if small else 20_000))
+    big = int(os.environ.get("BENCH_FOLD_ENTRIES") or (2_000 if small else 10_000))
     little = max(1_000, big // 10)
     with (
         tempfile.TemporaryDirectory(prefix="bench-media-") as media,

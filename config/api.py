@@ -33,6 +33,9 @@ gap                      409     an append that would leave a gap in seq
 fold_refused             409     a pin no longer matches its entry; no fold stored
 review_conflict          409     the retirement was already decided
 payload_too_large        413     the body is over ``API_MAX_BODY_BYTES``
+uri_too_long             414     path and query over ``API_MAX_URL_BYTES`` (default 4,000: below
+                                 gunicorn's 4,094-byte request line, which answers longer
+                                 lines itself, in plain text)
 rate_limited             429     the key is over ``API_RATE_LIMIT``; ``Retry-After`` in seconds
 validation_error         422     wrong types, unknown fields, missing fields, bad values
 invalid_entry            422     an entry that cannot be stored (kind/role/content rules)
@@ -63,6 +66,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
 from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
@@ -172,6 +176,24 @@ class ApiParser(Parser):
         return data
 
 
+#: Longest path plus query string the API reads (bytes); ``API_MAX_URL_BYTES`` overrides.
+MAX_URL_BYTES = 4000
+
+
+def _url_too_long(request: HttpRequest) -> HttpResponse | None:
+    """A 414 in the error shape when the URL is over ``API_MAX_URL_BYTES``, else ``None``."""
+    limit = int(getattr(settings, "API_MAX_URL_BYTES", MAX_URL_BYTES))
+    size = len(request.get_full_path().encode("utf-8"))
+    if size <= limit:
+        return None
+    return error_response(
+        request,
+        414,
+        "uri_too_long",
+        f"the URL (path and query) is {size:,} bytes; the API reads at most {limit:,}",
+    )
+
+
 def _json_not_allowed(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     """``view`` answering a wrong method with the JSON error shape instead of plain text.
 
@@ -181,6 +203,9 @@ def _json_not_allowed(view: Callable[..., HttpResponse]) -> Callable[..., HttpRe
 
     @functools.wraps(view)  # keeps csrf_exempt and the other view attributes
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        too_long = _url_too_long(request)
+        if too_long is not None:
+            return too_long
         response = view(request, *args, **kwargs)
         if not isinstance(response, HttpResponseNotAllowed):
             return response
@@ -260,6 +285,7 @@ _STATUS_CODES = {
     405: "method_not_allowed",
     409: "conflict",
     413: "payload_too_large",
+    414: "uri_too_long",
     422: "validation_error",
     503: "unavailable",
 }
@@ -443,7 +469,10 @@ def _unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
 
 
 def api_not_found(request: HttpRequest, rest: str = "") -> HttpResponse:
-    """JSON 404 for any path under ``/api/v1/`` that no operation serves."""
+    """JSON 404 for any path under ``/api/v1/`` that no operation serves (414 if too long)."""
+    too_long = _url_too_long(request)
+    if too_long is not None:
+        return too_long
     return error_response(request, 404, "not_found", f"no API operation at {request.path}")
 
 

@@ -195,6 +195,8 @@ UPSTREAM_ANTHROPIC_API_KEY = env_str("UPSTREAM_ANTHROPIC_API_KEY", "")
 UPSTREAM_TIMEOUT_SECONDS = env_float("UPSTREAM_TIMEOUT_SECONDS", 600.0)
 MODEL_WINDOWS = env_json("MODEL_WINDOWS", {})
 MODEL_WINDOW_DEFAULT = env_int("MODEL_WINDOW_DEFAULT", 270_000)
+# Optional price table for the UI's cost column: {"model": [input per 1M tokens, output per 1M tokens]}.
+LEDGER_MODEL_PRICES = env_json("LEDGER_MODEL_PRICES", {})
 
 # REST API (issue 7): bodies over this many bytes are refused with HTTP 413 before they are read.
 API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 16 * 1024 * 1024)

@@ -108,6 +108,12 @@ def _validate(index: int, item: ParsedEntry) -> None:
             raise EntryInvalid(index, name, "contains a NUL character", ref)
     if item.kind in ("tool_call", "tool_result") and not item.tool_call_id:
         raise EntryInvalid(index, "tool_call_id", f"a {item.kind} needs a tool_call_id", ref)
+    if item.token_figure is not None:
+        tokens, source = item.token_figure
+        if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
+            raise EntryInvalid(index, "token_figure", "tokens must be an integer >= 0", ref)
+        if not isinstance(source, str) or not 0 < len(source) <= 40:
+            raise EntryInvalid(index, "token_figure", "source must be 1-40 characters", ref)
     if item.kind == "tool_result" and not isinstance(item.content.get("output"), str):
         raise EntryInvalid(index, "content.output", "a tool result needs its output text", ref)
     allowed = ROLES_OF_KIND.get(item.kind)
@@ -161,7 +167,8 @@ def prepare_entries(
         parent_hash: the head's ``entry_hash`` (``""`` for an empty journal).
         items: parsed entries in order.
         chunk_bytes: chunk size in bytes (DESIGN.md section 4: 4 KiB by default).
-        encoding: tiktoken encoding for ``token_count``.
+        encoding: tiktoken encoding for ``token_count`` (an item's ``token_figure``, a
+            provider-reported figure, is stored instead when it has one).
 
     Returns:
         Prepared rows, seq ``start_seq, start_seq+1, ...``, each chained to the previous.
@@ -226,8 +233,10 @@ def prepare_entries(
                 meta_hash=m_hash,
                 parent_hash=parent,
                 entry_hash=e_hash,
-                token_count=count_tokens(text, encoding),
-                token_source=source_label(encoding),
+                token_count=item.token_figure[0]
+                if item.token_figure
+                else count_tokens(text, encoding),
+                token_source=item.token_figure[1] if item.token_figure else source_label(encoding),
                 source_ref=item.source_ref[:100],
                 text=text,
                 chunks=chunk(body_bytes, chunk_bytes),

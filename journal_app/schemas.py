@@ -3,15 +3,23 @@
 DESIGN.md sections 3, 4 and 9. Input schemas are strict (no type coercion: ``"1"`` is not
 an integer, ``"yes"`` is not a boolean) and forbid unknown fields, so a typo in a field
 name is an error, not a silently ignored value. Hashes are written ``sha256:<hex>``.
+
+The server accepts exactly what the OpenAPI document says (issue 16, item 10). The document
+is JSON Schema 2020-12, where a number with a zero fractional part *is* an integer
+(``5668.0`` validates against ``{"type": "integer"}``; no keyword can tell it from ``5668``),
+so an integer field takes ``5668.0`` as ``5668`` and refuses ``5668.5``, ``"5668"`` and
+``true``, as the schema does.
 """
 
 from __future__ import annotations
 
+import types
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from ninja import Path, Schema
-from pydantic import ConfigDict, Field
+from ninja.schema import DjangoGetter
+from pydantic import ConfigDict, Field, model_validator
 
 from journal_app.formats.base import KINDS, ROLES
 
@@ -53,17 +61,46 @@ class ErrorOut(Schema):
 
 
 #: Error responses every operation documents (and the only non-2xx statuses it returns):
-#: the statuses of ``config/api.py``'s table. 405 is a wrong method on an existing path; 503
-#: is a fold whose model could not be reached (``model_unavailable``). No operation is
-#: rate-limited, so 429 is not among them.
-ERROR_STATUSES = frozenset({400, 401, 403, 404, 405, 409, 413, 422, 503})
+#: the statuses of ``config/api.py``'s table. 405 is a wrong method on an existing path; 414
+#: a URL over ``API_MAX_URL_BYTES``; 429 a key over ``API_RATE_LIMIT``; 503 a fold whose
+#: model could not be reached (``model_unavailable``) or a dropped database connection.
+ERROR_STATUSES = frozenset({400, 401, 403, 404, 405, 409, 413, 414, 422, 429, 503})
 ERRORS: dict[Any, Any] = {ERROR_STATUSES: ErrorOut}
 
 
+def _is_int(annotation: Any) -> bool:
+    if annotation is int:
+        return True
+    return get_origin(annotation) in (Union, types.UnionType) and int in get_args(annotation)
+
+
 class StrictIn(Schema):
-    """Base of request bodies: unknown fields and type coercion are refused."""
+    """Base of request bodies: unknown fields and type coercion are refused.
+
+    One exception, so that the server refuses only what the schema refuses: an integer field
+    given an integral JSON number (``5668.0``, ``1e3``) takes its integer value (see the
+    module docstring); ``5668.5``, ``"5668"`` and ``true`` stay refused.
+    """
 
     model_config = ConfigDict(extra="forbid", strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _integral_numbers(cls, data: Any) -> Any:
+        # ninja's Schema hands the fields over wrapped in a DjangoGetter (its own wrap
+        # validator runs first): convert the dict inside it
+        raw = data._obj if isinstance(data, DjangoGetter) else data
+        if not isinstance(raw, dict):
+            return data
+        ints = {f.alias or name for name, f in cls.model_fields.items() if _is_int(f.annotation)}
+        converted = {
+            k: int(v) if k in ints and type(v) is float and v.is_integer() else v
+            for k, v in raw.items()
+        }
+        if isinstance(data, DjangoGetter):
+            data._obj = converted
+            return data
+        return converted
 
 
 class EntryIn(StrictIn):

@@ -172,6 +172,7 @@ def ledger_verify_read(
         "folds": report.folds,
         "mismatch": report.mismatch or (problems[0].to_dict() if problems else None),
         "checks": [*report.checks, *CHECKS],
+        "problems": [p.to_dict() for p in problems],
     }
 
 

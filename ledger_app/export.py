@@ -7,7 +7,9 @@ One JSON object per line, in this order:
 2. per journal (lane/branch order): a ``journal`` record, its ``entry`` records in seq
    order (canonical body and metadata text verbatim, every hash, the chunks, the artifact
    receipt), its ``fold`` records (manifest, canonical delta with the verdicts, the delta's
-   sha256, the state hash) and its ``retirement`` records (P0 review queue decisions).
+   sha256, the state hash), its ``attempt`` records (every writer run: the proposals and
+   repairs verbatim with each judge's verdicts, failed runs included) and its
+   ``retirement`` records (P0 review queue decisions).
 3. the audit app's comments and annotations (:func:`audit_app.services.export_records`),
    then records of registered providers (:func:`export_provider_register`): recovery
    receipts once recovery_app registers its provider.
@@ -18,9 +20,11 @@ Bodies are the stored bytes, never filtered (filtering would change every hash),
 role allowed to read unfiltered entries may export (:func:`session_export`).
 
 ``journal_app.formats.ledgerkeep_export`` reads it back: importing the export into the same
-scope reproduces every entry hash (the scope is part of the hash header, DESIGN.md 4).
-The ledger is not imported: it is secondary, and ``manage.py fold`` derives it again;
-the exported deltas let ``verify_ledger``-style replays compare states by hash.
+scope reproduces every entry hash (the scope is part of the hash header, DESIGN.md 4); into
+any other scope the entries are re-hashed for it. ``manage.py import_journal`` then
+re-creates the rest with :func:`ledger_app.services.reimport.ledger_reimport` (folds,
+attempts, retirements and decisions, comments, receipts; hashes mapped old -> new and every
+record re-verified), so ``verify_journal`` and ``verify_ledger`` are clean on the copy.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from django.utils import timezone
 from audit_app.reads import raw_export_allow
 from audit_app.services import export_records
 from journal_app.models import Entry, Journal, Session
-from ledger_app.models import Fold, RetirementRequest
+from ledger_app.models import Fold, FoldAttempt, Proposal, RetirementRequest
 
 EXPORT_FORMAT = "ledgerkeep-export"
 EXPORT_VERSION = 1
@@ -125,6 +129,66 @@ def _fold_record(f: Fold, journal: Journal, numbers: dict[int, int]) -> dict[str
         "ops_rejected": f.ops_rejected,
         "created_at": f.created_at,
     }
+
+
+_VERDICT_FIELDS = (
+    "key",
+    "op",
+    "claim",
+    "support",
+    "judge",
+    "entailment",
+    "entailment_reason",
+    "temporal",
+    "temporal_reason",
+    "accepted",
+    "item_accepted",
+)
+_PROPOSAL_FIELDS = (
+    "round",
+    "kind",
+    "raw",
+    "parsed",
+    "error",
+    "verifier_raw",
+    "verifier_error",
+    "ops",
+)
+
+
+def _attempt_records(journal: Journal, numbers: dict[int, int]) -> Iterator[dict[str, Any]]:
+    """One ``attempt`` record per writer run of ``journal``, proposals and verdicts nested."""
+    for a in FoldAttempt.objects.filter(journal=journal).order_by("pk"):
+        proposals = []
+        for p in Proposal.objects.filter(attempt=a).prefetch_related("verdicts").order_by("round"):
+            proposals.append(
+                {
+                    **{name: getattr(p, name) for name in _PROPOSAL_FIELDS},
+                    "verdicts": [
+                        {name: getattr(v, name) for name in _VERDICT_FIELDS}
+                        for v in sorted(p.verdicts.all(), key=lambda v: v.pk)
+                    ],
+                }
+            )
+        yield {
+            "type": "attempt",
+            "lane": journal.lane,
+            "branch": journal.branch,
+            "fold": numbers.get(a.fold_id) if a.fold_id else None,
+            "number": a.number,
+            "seq_start": a.seq_start,
+            "seq_end": a.seq_end,
+            "revision": a.revision,
+            "range_hash": a.range_hash,
+            "writer": a.writer,
+            "writer_label": a.writer_label,
+            "verifier": a.verifier,
+            "outcome": a.outcome,
+            "error": a.error,
+            "record": a.record,
+            "proposals": proposals,
+            "created_at": a.created_at,
+        }
 
 
 def _retirement_record(r: RetirementRequest, journal: Journal) -> dict[str, Any]:
@@ -273,6 +337,8 @@ def session_export(
         for fold in folds:
             emit(_fold_record(fold, journal, numbers))
             counts["folds"] += 1
+        for record in _attempt_records(journal, numbers):
+            emit(record)
         for r in (
             RetirementRequest.objects.filter(journal=journal)
             .select_related("requested_in", "decided_in", "reviewer")

@@ -205,6 +205,7 @@ class LedgerFact(models.Model):
     pin = models.BooleanField(default=False)
     pin_entry = models.CharField(max_length=64, blank=True, help_text="the pin's entry (hex)")
     origin_fold = models.PositiveIntegerField(null=True, blank=True)
+    command_key = models.TextField(blank=True, help_text="the offline writer's command key")
     text = models.TextField()
     data = models.TextField(help_text="canonical JSON of the fact")
     tokens = models.PositiveIntegerField(default=0, help_text="tokens of the fact's text")

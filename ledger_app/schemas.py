@@ -115,10 +115,14 @@ class FoldDetailOut(FoldOut):
 
 
 class LedgerVerifyOut(Schema):
+    """``verify_ledger`` over the API: the replay's first mismatch (else the first integrity
+    problem) in ``mismatch``, and every integrity problem found in ``problems``."""
+
     ok: bool
     folds: int
     mismatch: dict[str, Any] | None
     checks: list[str]
+    problems: list[dict[str, Any]] = []
 
 
 class JudgeVerdictOut(Schema):

@@ -20,13 +20,6 @@ class Unauthenticated(ProxyError):
     code = "unauthenticated"
 
 
-class SessionNotFound(ProxyError):
-    """The session header names a session that is not the key's tenant's (HTTP 404)."""
-
-    status = 404
-    code = "not_found"
-
-
 class ProxyRequestInvalid(ProxyError):
     """A body that is not a Chat Completions / Messages request, or a bad header (HTTP 422)."""
 

@@ -7,7 +7,11 @@ matching: only entries not yet journaled are appended, so running it again, or a
 restart, appends nothing twice and needs no state of its own. A file that was rewritten (an
 earlier record changed or removed, not appended to) diverges from the journal: it is imported
 as a new branch at the divergence point and reported, never a rewrite. Folds follow the same
-threshold as every append (the automatic fold scheduled by ``ledger_app.receivers``).
+threshold as every append (the automatic fold scheduled by ``ledger_app.receivers``). A
+malformed complete line (not JSON, or a record the importer refuses) does not block the file:
+it is reported once (file, line number, why), recorded in the journal as a derived
+``unreadable_record`` event at its place so a restart does not report it again, and the later
+lines carry on.
 
 :func:`follow_paths` watches files and folders (a Claude Code projects folder, a Codex
 sessions folder) with ``watchfiles`` and calls :func:`follow_file` for each ``.jsonl`` file
@@ -16,18 +20,54 @@ that appears or grows.
 
 from __future__ import annotations
 
+import hashlib
+import re
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from journal_app.formats import FORMATS, FormatError, detect_format
-from journal_app.formats.base import check_pairing
-from journal_app.formats.source import Source, parse_jsonl
+from journal_app.formats.base import ParsedEntry, ParsedSession, check_pairing
+from journal_app.formats.source import Source, loads
 from journal_app.services import default_session_key, tenant_ensure
 from proxy_app.services import ProxyScope, conversation_record
 
 SUFFIX = ".jsonl"
+
+
+#: the ``content["type"]`` of the event that records a complete line ``follow`` could not read
+SKIPPED_TYPE = "unreadable_record"
+_LINE = re.compile(r"^line (\d+)")
+
+
+@dataclass
+class SkippedLine:
+    """A complete line that was not journaled: its 1-based number and why (one sentence)."""
+
+    line: int
+    reason: str
+
+    def event(self, text: str) -> ParsedEntry:
+        """The journal's record of the skip: a derived ``event`` at the line's place.
+
+        Its content (line number, reason, sha256 of the line) is the same on every pass, so
+        matching finds it already journaled and a restart neither re-appends nor re-reports
+        it; the line itself is never journaled.
+        """
+        return ParsedEntry(
+            kind="event",
+            role="runtime",
+            content={
+                "type": SKIPPED_TYPE,
+                "line": self.line,
+                "reason": self.reason,
+                "line_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+            },
+            derived=True,
+            source_ref=f"line {self.line}",
+        )
 
 
 @dataclass
@@ -41,6 +81,8 @@ class FollowResult:
         waiting: bytes of a half-written last line left for the next pass.
         branched_from: ``"<branch>@<seq>"`` when the file was rewritten.
         skipped: why nothing was read (no complete record yet, no messages yet), or ``""``.
+        bad_lines: malformed complete lines first recorded by this pass (reported once;
+            lines recorded by an earlier pass are not repeated).
     """
 
     path: Path
@@ -50,6 +92,7 @@ class FollowResult:
     waiting: int = 0
     branched_from: str | None = None
     skipped: str = ""
+    bad_lines: list[SkippedLine] = field(default_factory=list)
 
     def line(self) -> str:
         """One line for the operator."""
@@ -63,6 +106,72 @@ class FollowResult:
             text += f", {self.waiting} bytes of an unfinished line waiting"
         return text
 
+    def warnings(self) -> list[str]:
+        """One loud line per malformed line skipped by this pass: file, line number, why."""
+        return [
+            f"WARNING {self.path}, line {b.line}: skipped, not journaled: {b.reason} "
+            f"(recorded as an {SKIPPED_TYPE!r} event; later lines carry on)"
+            for b in self.bad_lines
+        ]
+
+
+def _rows(path: Path, text: str) -> tuple[list[tuple[int, Any]], list[SkippedLine], list[str]]:
+    """``(rows, skipped, lines)``: the JSON records of the complete lines, numbered as
+    :func:`journal_app.formats.source.parse_jsonl` numbers them, and the lines that are not
+    JSON (instead of refusing the whole file at the first)."""
+    rows: list[tuple[int, Any]] = []
+    skipped: list[SkippedLine] = []
+    lines = text.splitlines()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append((number, loads(line)))
+        except ValueError as exc:
+            skipped.append(SkippedLine(number, f"not valid JSON ({exc})"))
+    return rows, skipped, lines
+
+
+def _parse(
+    path: Path, fmt: str | None, rows: list[tuple[int, Any]], skipped: list[SkippedLine]
+) -> ParsedSession | None:
+    """The importer's reading of ``rows``; a record it refuses by line number is left out
+    and added to ``skipped`` (at most once per record), anything else is raised.
+    ``None`` when no record is left."""
+    while rows:
+        source = Source(path=path, kind="jsonl", data=rows)
+        name = fmt or detect_format(source)
+        if name not in FORMATS:
+            raise FormatError(path, "", "format", f"unknown format {name!r}")
+        try:
+            return FORMATS[name].parse(source)
+        except FormatError as exc:
+            m = _LINE.match(exc.location)
+            number = int(m.group(1)) if m else None
+            if number is None or all(n != number for n, _ in rows):
+                raise
+            field_part = f"field {exc.field!r}: " if exc.field else ""
+            skipped.append(SkippedLine(number, f"{name} importer: {field_part}{exc.reason}"))
+            rows = [r for r in rows if r[0] != number]
+    return None
+
+
+def _with_skips(
+    entries: list[ParsedEntry], skipped: list[SkippedLine], lines: list[str]
+) -> list[ParsedEntry]:
+    """``entries`` with each skip's event at its line's place (after the entries of earlier
+    lines): the same order on every pass, so a restart matches what is journaled."""
+    pending = sorted(skipped, key=lambda b: b.line)
+    out: list[ParsedEntry] = []
+    for entry in entries:
+        m = _LINE.match(entry.source_ref)
+        while m and pending and pending[0].line < int(m.group(1)):
+            b = pending.pop(0)
+            out.append(b.event(lines[b.line - 1]))
+        out.append(entry)
+    out.extend(b.event(lines[b.line - 1]) for b in pending)
+    return out
+
 
 def follow_file(
     *,
@@ -74,10 +183,18 @@ def follow_file(
 ) -> FollowResult:
     """Journal the complete records of ``path`` that are not journaled yet.
 
+    A complete line that is not JSON, or a record the importer refuses naming its line, is
+    skipped and recorded in the journal as a derived ``unreadable_record`` event at its
+    place (line number, reason, sha256 of the line); later lines carry on. The pass that
+    first records it lists it in :attr:`FollowResult.bad_lines`; later passes and restarts
+    find the event journaled and do not report it again. A half-written last line (no
+    newline yet) is not a malformed line: it waits for its end.
+
     Args:
         path: a Claude Code session or Codex rollout JSONL file (any JSONL importer's format).
         tenant: the tenant slug (created on first use).
-        session: the session key (default: from the file name, as ``import_journal``).
+        session: the session key (default: the file name without ``.jsonl``, as
+            ``import_journal`` names it).
         lane: the lane.
         fmt: a format name, or ``None`` to detect it.
 
@@ -85,8 +202,9 @@ def follow_file(
         :class:`FollowResult`. Idempotent: a second pass over an unchanged file appends 0.
 
     Raises:
-        FormatError: a complete line that is not JSON, or a record the importer refuses
-            (names the file, line and field); nothing of this pass is written.
+        FormatError: a file whose records no importer can read (unknown format, or a
+            refusal that names no line, such as a tool result without its call); nothing of
+            this pass is written.
     """
     path = Path(path)
     key = session or default_session_key(path)
@@ -97,22 +215,28 @@ def follow_file(
     if not text.strip():
         result.skipped = "no complete record yet"
         return result
-    source = Source(path=path, kind="jsonl", data=parse_jsonl(path, text))
-    name = fmt or detect_format(source)
-    if name not in FORMATS:
-        raise FormatError(path, "", "format", f"unknown format {name!r}")
-    parsed = FORMATS[name].parse(source)
-    if not any(e.kind in ("message", "tool_call") for e in parsed.entries):
+    rows, skipped, lines = _rows(path, text)
+    parsed = _parse(path, fmt, rows, skipped)
+    entries = parsed.entries if parsed is not None else []
+    if not skipped and not any(e.kind in ("message", "tool_call") for e in entries):
         result.skipped = "no messages yet"
         return result
-    check_pairing(path, parsed.entries)
+    check_pairing(path, entries)
+    items = _with_skips(entries, skipped, lines)
     scope = ProxyScope(tenant_ensure(slug=tenant), key, lane, None)
     recorded = conversation_record(
-        scope=scope, items=parsed.entries, title=parsed.title, source_format=parsed.format
+        scope=scope,
+        items=items,
+        title=parsed.title if parsed is not None else "",
+        source_format=parsed.format if parsed is not None else "",
+        every=True,
     )
     result.branch = recorded.journal.branch
     result.appended = recorded.appended
     result.branched_from = recorded.branched_from
+    fresh = items[len(items) - recorded.appended :] if recorded.appended else []
+    lines_new = {e.content["line"] for e in fresh if e.content.get("type") == SKIPPED_TYPE}
+    result.bad_lines = sorted((b for b in skipped if b.line in lines_new), key=lambda b: b.line)
     return result
 
 
@@ -138,8 +262,10 @@ def follow_paths(
 ) -> None:
     """Follow every ``.jsonl`` file under ``paths``: one pass now, then on each change.
 
-    Each file is its own session (named from the file). A file that fails to parse is
-    reported and retried on its next change; the others carry on.
+    Each file is its own session, named after the file (``agent-run.jsonl`` -> session
+    ``agent-run``). A malformed complete line is reported once (file, line number, why) and
+    skipped (:func:`follow_file`); a file that cannot be read at all is reported and retried
+    on its next change; the others carry on.
 
     Args:
         once: one pass, no watching (a cron job, a test).
@@ -154,6 +280,8 @@ def follow_paths(
             except (FormatError, UnicodeDecodeError, OSError) as exc:
                 report(f"{f}: not followed this time: {exc}")
                 continue
+            for warning in result.warnings():
+                report(warning)
             if result.appended or result.branched_from:
                 report(result.line())
 

@@ -69,21 +69,32 @@ def normalised_content(kind: str, content: dict[str, Any]) -> dict[str, Any]:
 
 
 def match_key(
-    *, kind: str, role: str, tool_call_id: str, content: dict[str, Any], metadata: dict[str, Any]
+    *,
+    kind: str,
+    role: str,
+    tool_call_id: str,
+    content: dict[str, Any],
+    metadata: dict[str, Any],
+    every: bool = False,
 ) -> MatchKey | None:
     """The key two sends of one message share, or ``None`` for an item that is not matched.
 
+    Args:
+        every: key events and reasoning too (a followed log file holds every record, unlike
+            a runtime's resent history, which drops them).
+
     Returns:
         ``(kind, role, tool_call_id, sha256 hex of the normalised canonical content)``;
-        ``None`` for events, reasoning and answers marked ``metadata["interrupted"]``.
+        ``None`` for answers marked ``metadata["interrupted"]`` and, unless ``every``, for
+        events and reasoning.
     """
-    if kind in UNMATCHED_KINDS or metadata.get("interrupted"):
+    if metadata.get("interrupted") or (kind in UNMATCHED_KINDS and not every):
         return None
     digest = hashlib.sha256(canonical_body(normalised_content(kind, content))).hexdigest()
     return (kind, role, tool_call_id, digest)
 
 
-def parsed_key(item: ParsedEntry) -> MatchKey | None:
+def parsed_key(item: ParsedEntry, *, every: bool = False) -> MatchKey | None:
     """:func:`match_key` of a parsed item."""
     return match_key(
         kind=item.kind,
@@ -91,6 +102,7 @@ def parsed_key(item: ParsedEntry) -> MatchKey | None:
         tool_call_id=item.tool_call_id,
         content=item.content,
         metadata=item.metadata,
+        every=every,
     )
 
 

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -25,9 +26,11 @@ from django.conf import settings
 from django.db import transaction
 
 from journal_app.auth import api_key_authenticate
+from journal_app.content import content_text
 from journal_app.formats.base import ParsedEntry
 from journal_app.hashing import canonical_body
 from journal_app.models import ApiKey, Entry, Journal, Session, Tenant
+from journal_app.schemas import SCOPE_PART
 from journal_app.services import (
     ConflictError,
     GapError,
@@ -42,7 +45,6 @@ from ledger_app.validation import Meter
 from proxy_app.errors import (
     ContextFailed,
     ProxyRequestInvalid,
-    SessionNotFound,
     Unauthenticated,
 )
 from proxy_app.matching import (
@@ -104,24 +106,43 @@ class ProxyScope:
     session: Session | None = None
 
 
+def _scope_header(headers: Mapping[str, str], name: str, part: str) -> str | None:
+    """The value of a scope header, checked against the journal's scope rule; ``None`` if unset.
+
+    Raises:
+        ProxyRequestInvalid: a value the journal refuses as a session, lane or branch name
+            (HTTP 422, ``field`` names the header); nothing is journaled or forwarded.
+    """
+    value = (headers.get(name) or "").strip()
+    if not value:
+        return None
+    if not re.fullmatch(SCOPE_PART, value):
+        raise ProxyRequestInvalid(
+            f"{name}: {part} {value!r} is not valid: use 1-100 letters, digits, '.', '_' or '-'",
+            field=name,
+        )
+    return value
+
+
 def proxy_scope(
     *, key: ApiKey, headers: Mapping[str, str], items: Sequence[ParsedEntry]
 ) -> ProxyScope:
     """Resolve the scope from the key and the ``X-Ledgerkeep-*`` headers (issue 14).
 
+    Sessions are per tenant (as in the REST API): the session header is looked up in the
+    key's tenant only, and a name the tenant does not have yet is created there on the first
+    journaled call (:func:`conversation_record`), whatever other tenants call theirs.
+
     Raises:
-        SessionNotFound: the session header names another tenant's session (HTTP 404).
-        (A session, lane or branch name that is not a valid scope part is refused by
-        :func:`conversation_record`, through the journal's own rule, before anything is kept.)
+        ProxyRequestInvalid: a session, lane or branch header that is not a valid scope part
+            (:data:`journal_app.schemas.SCOPE_PART`), HTTP 422 naming the header.
     """
     tenant = key.tenant
-    raw = (headers.get(HEADER_SESSION) or "").strip()
+    raw = _scope_header(headers, HEADER_SESSION, "session")
     session_key = raw or derived_session_key(items)
-    lane = (headers.get(HEADER_LANE) or "main").strip()
-    branch = (headers.get(HEADER_BRANCH) or "").strip() or None
+    lane = _scope_header(headers, HEADER_LANE, "lane") or "main"
+    branch = _scope_header(headers, HEADER_BRANCH, "branch")
     session = Session.objects.filter(tenant=tenant, key=session_key).first()
-    if session is None and raw and Session.objects.filter(key=session_key).exists():
-        raise SessionNotFound(f"no session {session_key!r}", field=HEADER_SESSION)
     return ProxyScope(tenant, session_key, lane, branch, session)
 
 
@@ -132,7 +153,7 @@ def _stored(journal: Journal) -> list[Entry]:
     return list(Entry.objects.filter(journal=journal).order_by("seq"))
 
 
-def _stored_keys(rows: Sequence[Entry]) -> list[MatchKey | None]:
+def _stored_keys(rows: Sequence[Entry], every: bool) -> list[MatchKey | None]:
     return [
         match_key(
             kind=e.kind,
@@ -140,6 +161,7 @@ def _stored_keys(rows: Sequence[Entry]) -> list[MatchKey | None]:
             tool_call_id=e.tool_call_id,
             content=e.content,
             metadata=e.meta_dict,
+            every=every,
         )
         for e in rows
     ]
@@ -160,6 +182,9 @@ def _as_item(e: Entry) -> ParsedEntry:
         metadata=meta,
         usage=usage if isinstance(usage, dict) else None,
         source_ref=source_ref,
+        token_figure=(e.token_count, e.token_source)
+        if e.token_source.startswith("provider:")
+        else None,
     )
 
 
@@ -188,12 +213,14 @@ class Recorded:
     branched_from: str | None = None
 
 
-def _place(candidates: Sequence[Journal], items: Sequence[ParsedEntry]) -> Recorded:
-    item_keys = [parsed_key(i) for i in items]
+def _place(
+    candidates: Sequence[Journal], items: Sequence[ParsedEntry], every: bool = False
+) -> Recorded:
+    item_keys = [parsed_key(i, every=every) for i in items]
     best: tuple[int, Journal, list[Entry], Any] | None = None
     for journal in candidates:
         rows = _stored(journal)
-        plan = plan_placement(_stored_keys(rows), item_keys)
+        plan = plan_placement(_stored_keys(rows, every), item_keys)
         if best is None or plan.matched > best[0]:
             best = (plan.matched, journal, rows, plan)
     assert best is not None
@@ -232,6 +259,7 @@ def conversation_record(
     journal: Journal | None = None,
     title: str = "",
     source_format: str = "",
+    every: bool = False,
 ) -> Recorded:
     """Journal a resent history: the new suffix only, or a new branch where it diverges.
 
@@ -243,6 +271,8 @@ def conversation_record(
         journal: place in this branch only (answers go where their request went); default:
             the branch the header names, else the branch of the lane sharing the longest
             prefix with ``items`` (``main`` for a new session).
+        every: match events and reasoning too (:func:`proxy_app.matching.match_key`): a
+            followed file holds every record, a runtime's resent history does not.
 
     Returns:
         :class:`Recorded`. Idempotent: the same history again appends nothing. One
@@ -274,7 +304,7 @@ def conversation_record(
                         candidates = list(
                             Journal.objects.filter(session=session, lane=scope.lane).order_by("pk")
                         ) or [journal_ensure(session=session, lane=scope.lane)]
-                recorded = _place(candidates, items)
+                recorded = _place(candidates, items, every)
             if scope is not None:
                 scope.session = recorded.journal.session
             return recorded
@@ -407,6 +437,40 @@ def request_read(surface: str, body: Any) -> tuple[int, list[ParsedEntry]]:
         raise ProxyRequestInvalid(exc.reason, field=exc.field) from None
 
 
+#: the usage field that counts an answer's tokens, per surface
+OUTPUT_USAGE = {"openai": "completion_tokens", "anthropic": "output_tokens"}
+
+
+def provider_figures(
+    surface: str, usage: Mapping[str, Any] | None, items: Sequence[ParsedEntry]
+) -> list[tuple[int, str]] | None:
+    """The provider-reported token figures of an answer's entries (DESIGN.md section 4).
+
+    The provider reports one output figure for the whole answer (``usage.completion_tokens``
+    for OpenAI, ``usage.output_tokens`` for Anthropic). An answer of one entry carries it
+    whole, source ``provider:<field>``; an answer of several entries (text and tool calls)
+    shares it out in proportion to each entry's tiktoken count (the journal's own counter),
+    the shares summing to the provider's figure, source ``provider:<field>/share``.
+
+    Returns:
+        One ``(tokens, source)`` per item (:attr:`ParsedEntry.token_figure`, honoured by
+        ``journal_append``), or ``None`` when the usage has no such figure (then the journal
+        counts with tiktoken, as for any entry without one).
+    """
+    name = OUTPUT_USAGE[surface]
+    total = (usage or {}).get(name)
+    if not isinstance(total, int) or isinstance(total, bool) or total < 0 or not items:
+        return None
+    if len(items) == 1:
+        return [(total, f"provider:{name}")]
+    encoding = settings.TOKEN_ENCODING
+    weights = [max(1, count_tokens(content_text(i.kind, i.content), encoding)) for i in items]
+    whole = sum(weights)
+    shares = [total * w // whole for w in weights]
+    shares[0] += total - sum(shares)
+    return [(n, f"provider:{name}/share") for n in shares]
+
+
 def answer_record(
     *,
     surface: str,
@@ -422,7 +486,8 @@ def answer_record(
 
     Args:
         answer: the assistant message in the surface's request shape.
-        usage: the provider-reported usage, recorded as the answer's token figure.
+        usage: the provider-reported usage: kept in the first item's ``usage`` and, through
+            :func:`provider_figures`, stored as the answer entries' token figures.
         meta: the response's own fields (model, id, finish or stop reason).
         interrupted: the stream ended before the answer did (the client left, the upstream
             broke off): every item is marked ``metadata["interrupted"]``, so a resend that
@@ -435,6 +500,10 @@ def answer_record(
     new = answer_items(surface, body, answer, items)
     if not new:
         return recorded
+    figures = provider_figures(surface, usage, new)
+    if figures is not None:
+        for item, figure in zip(new, figures, strict=True):
+            item.token_figure = figure
     new[0].usage = usage or None
     new[0].metadata = {**new[0].metadata, **meta}
     if interrupted:

@@ -4,8 +4,10 @@ A client changes only its base URL (``http://HOST/proxy/openai/v1``,
 ``http://HOST/proxy/anthropic``) and adds ``X-Ledgerkeep-Key``. Each call, in order:
 
 1. the key is checked (401 before anything else); the body must be a request of the surface
-   (422 naming the field); a session header naming another tenant's session is 404. Nothing
-   is journaled for a refused request;
+   (422 naming the field), a body that is not JSON 400 ``malformed_json``; a session, lane
+   or branch header the journal refuses is 422 naming the header. Sessions are per tenant:
+   the session header is looked up in the key's tenant only. Nothing is journaled for a
+   refused request;
 2. the history is journaled (:func:`proxy_app.services.conversation_record`): only its new
    suffix, or a new branch where it diverges;
 3. over the working budget, the request is replaced by the context the builder makes

@@ -19,7 +19,7 @@ from django.urls import reverse
 from journal_app import selectors
 from journal_app.hashing import display
 from journal_app.models import Journal
-from journal_app.views import scope_kwargs
+from journal_app.views import is_fragment_request, scope_kwargs
 from recovery_app import selectors as recovery_selectors
 from recovery_app.models import Receipt
 
@@ -52,6 +52,7 @@ def receipt_list(
     sources, tokens, seconds, outcome. A fixed number of queries whatever the count (the
     claims and recovered ops are not read here). The same rows as
     ``GET /api/v1/.../recovery/receipts`` (:func:`recovery_app.selectors.receipts_for_journal`).
+    An htmx request (the filter, the pages) gets ``#receipt-list``.
     """
     journal = selectors.get_journal_for_user(request.user, tenant, session, lane, branch)
     outcome = request.GET.get("outcome", "")
@@ -70,7 +71,10 @@ def receipt_list(
             + ("?" + urlencode({"outcome": outcome}) if outcome else "")
         ),
     }
-    return render(request, "recovery_app/receipts.html", context)
+    template = "recovery_app/receipts.html"
+    if is_fragment_request(request):
+        template += "#receipt-list"
+    return render(request, template, context)
 
 
 @login_required

@@ -375,3 +375,25 @@ def test_a_secret_straddling_a_chunk_boundary_never_shows_in_any_chunk(db, setti
         html = client.get(f"/e/sha256:{e.entry_hash}/?chunk={n}").content.decode()
         assert all(piece not in html for piece in (AWS[:12], AWS[12:24], AWS[-12:])), n
         assert html.count("[filtered: aws-secret-key]") == 2  # the text and the body
+
+
+def test_the_model_view_and_debug_trace_hold_no_planted_secret_or_hidden_reasoning(planted, keys):
+    """What leaves for the model (and what operators see of it) gets the same verdict: every
+    row filtered, hidden reasoning in assistant text left out; pins stay verbatim."""
+    journal_append(
+        journal=planted,
+        items=[message("assistant", "<thinking>private plan: skip the review</thinking>Done.")],
+    )
+    r = Client().post(
+        "/api/v1/sessions/secrets/context",
+        json.dumps({"working_budget": 200_000, "hard_limit": 270_000, "views": ["model", "debug"]}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {keys['client']}",
+    )
+    assert r.status_code == 200, r.content
+    body = r.json()
+    assert not body.get("frontend_view"), "only the views asked for"
+    sent = json.dumps(body.get("model_view")) + json.dumps(body.get("debug_trace"))
+    assert [p.name for p in SECRETS if p.hidden in sent] == []
+    assert "private plan" not in sent and "[filtered: reasoning]" in sent
+    assert "Check the deployment configuration." in sent  # the pin, verbatim

@@ -94,6 +94,11 @@ class ParsedEntry:
     #: the lane this entry belongs to when one source holds several lines of work (an
     #: OpenCode export of several sessions); ``""`` = the lane the import names
     lane: str = ""
+    #: a provider-reported token figure of this entry, ``(tokens, source label)`` such as
+    #: ``(42, "provider:completion_tokens")``: ``journal_append`` stores it as the entry's
+    #: ``token_count`` / ``token_source`` instead of counting with tiktoken (DESIGN.md
+    #: section 4, "Token figures": provider figures first, record which); ``None`` = count
+    token_figure: tuple[int, str] | None = None
 
 
 @dataclass

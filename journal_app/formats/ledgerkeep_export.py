@@ -22,8 +22,10 @@ faithful copy on a fresh one. Into another scope the hashes differ, as they must
 is part of the hash header, DESIGN.md section 4). Lanes come from the export; an export
 holding several branches is refused (an import writes one branch).
 
-Folds, retirements and comments are not imported: the ledger is secondary and is derived
-again by folding; they stay in the file for audit.
+Into any other scope the entries are re-hashed for that scope (body hashes unchanged).
+Folds, retirements, comments and receipts are read by :func:`export_records` (the same
+file checks) and re-created by ``ledger_app.services.reimport`` once the journal is in
+(``manage.py import_journal`` does both in one transaction).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from typing import Any
 
 from journal_app.chunking import chunk
 from journal_app.formats.base import FormatError, ParsedEntry, ParsedSession
-from journal_app.formats.source import Source
+from journal_app.formats.source import Source, read_source
 from journal_app.hashing import (
     CanonicalisationError,
     body_hash,
@@ -302,3 +304,27 @@ def parse(source: Source) -> ParsedSession:
             }
         },
     )
+
+
+def export_records(path: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The header and the records between it and the ``end`` record of the export at ``path``.
+
+    The file's digest and record count are checked again (the file is read afresh), so the
+    records are the ones the sha256 of the ``end`` record covers. Entry, fold, retirement,
+    comment, annotation and receipt records are returned as they are, in file order; each
+    service that uses them checks its own fields (``ledger_app.services.reimport``).
+
+    Raises:
+        FormatError: not an export, a truncated or changed file, a record not an object.
+    """
+    source = read_source(path)
+    if not detect(source):
+        raise FormatError(source.path, "", "format", f"not a {NAME} file")
+    rows: list[tuple[int, Any]] = source.data
+    _check_file_digest(source, rows)
+    records = []
+    for line, record in rows[1:-1]:
+        if not isinstance(record, dict):
+            raise FormatError(source.path, f"line {line}", "", "each record must be a JSON object")
+        records.append(record)
+    return rows[0][1], records

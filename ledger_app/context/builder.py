@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from journal_app.privacy import REASONING_MARK, reasoning_spans
 from journal_app.rounds import Round, group_rounds
 from ledger_app.context.assembly import (
     CONTINUED,
@@ -335,11 +336,17 @@ class Builder:
     # ---------------------------------------------------------------- assembly
 
     def _redact(self, text: str) -> str:
+        """``text`` as the model receives it: secrets redacted and hidden reasoning
+        (``<thinking>`` blocks in message text) left out, the same verdict as every other
+        surface (journal_app.privacy). Pins never come here (they stay verbatim)."""
         out = self._redacted.get(text)
         if out is None:
             out, kinds = redact(text, self.scan)
+            spans = reasoning_spans(out)
+            for a, b in reversed(spans):
+                out = out[:a] + REASONING_MARK + out[b:]
             self._redacted[text] = out
-            self.redactions += len(kinds)
+            self.redactions += len(kinds) + len(spans)
         return out
 
     def final_parts(self, fill: int | None) -> tuple[list[Part], list[str]]:

@@ -69,6 +69,10 @@ class Migration(migrations.Migration):
                     models.CharField(blank=True, help_text="the pin's entry (hex)", max_length=64),
                 ),
                 ("origin_fold", models.PositiveIntegerField(blank=True, null=True)),
+                (
+                    "command_key",
+                    models.TextField(blank=True, help_text="the offline writer's command key"),
+                ),
                 ("text", models.TextField()),
                 ("data", models.TextField(help_text="canonical JSON of the fact")),
                 (

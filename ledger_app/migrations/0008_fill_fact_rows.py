@@ -54,6 +54,7 @@ def _row(LedgerFact, journal_id, number, fact_id, fact):
         pin=bool(fact.get("pin")),
         pin_entry=str(support[0].get("entry", ""))[:64] if fact.get("pin") else "",
         origin_fold=fact.get("origin_fold"),
+        command_key=str(fact.get("command_key") or ""),
         text=str(fact.get("text", "")),
         data=reducer.state_bytes(fact).decode("utf-8"),
         tokens=count_tokens(str(fact.get("text", "")), settings.TOKEN_ENCODING),

@@ -14,8 +14,7 @@ from typing import Any
 
 import rfc8785
 from django.conf import settings
-from django.db.models import Count, Q, Sum
-from django.db.models.functions import Length
+from django.db.models import Q, Sum
 
 from journal_app.errors import DomainError
 from journal_app.identifiers import RULES_VERSION, Identifier, identifiers_load
@@ -27,6 +26,7 @@ from ledger_app.budget import render_fact
 from ledger_app.facts import Fact
 from ledger_app.loss import ledger_terms
 from ledger_app.mechanical import EntryView
+from ledger_app.model_writer.messages import STATE_FACT_LIMIT
 from ledger_app.models import Fold, FoldAttempt, LedgerFact, LedgerTerm
 
 
@@ -168,14 +168,26 @@ def current_facts(
     return {fact_id: json.loads(data) for fact_id, data in qs.values_list("fact_id", "data")}
 
 
-def writer_state(journal: Journal, head: Fold | None) -> dict[str, Any]:
-    """The state a writer reads before a fold: the active facts and the plan items
-    (``todo:`` facts, whatever their lifecycle), without the rest of the history.
+def writer_state(journal: Journal, head: Fold | None, *, models: bool = False) -> dict[str, Any]:
+    """The part of the state a writer reads before a fold, from the rows (issue 18).
 
-    What every writer looks at (open obligations to close, repeated commands to supersede,
-    the active facts a model is shown); read from the rows, not a state blob (issue 18).
+    The offline and mechanical writers look up the active facts of repeated commands (to
+    supersede them) and the plan items (``todo:`` facts, any lifecycle, to close them);
+    a model writer is also shown the first ``STATE_FACT_LIMIT`` active facts by priority
+    and fold (:func:`ledger_app.model_writer.messages.state_json`), so ``models`` adds
+    those. Never the whole ledger.
     """
-    facts = current_facts(journal, where=Q(lifecycle="active") | Q(fact_id__startswith="todo:"))
+    facts = current_facts(
+        journal,
+        where=Q(lifecycle="active", command_key__gt="") | Q(fact_id__startswith="todo:"),
+    )
+    if models:
+        shown = (
+            LedgerFact.objects.filter(journal=journal, until__isnull=True, lifecycle="active")
+            .order_by("priority", "origin_fold", "pk")
+            .values_list("fact_id", "data")[:STATE_FACT_LIMIT]
+        )
+        facts.update({k: json.loads(d) for k, d in shown})
     return {"facts": facts, "folds": head.number if head else 0}
 
 
@@ -308,18 +320,34 @@ def terms_indexed(journal: Journal, keys: Iterable[str], applied: Applied) -> se
     return {k for k, n in counts.items() if n > 0}
 
 
-def active_tokens(journal: Journal, applied: Applied | None = None) -> int:
+def _carried(previous: Fold | None, *path: str) -> int | None:
+    """A figure the previous fold recorded with this storage (``manifest["storage"]`` set),
+    so that the next fold adds its changes instead of counting the ledger again."""
+    manifest = getattr(previous, "manifest", None) or {}
+    if "storage" not in manifest:
+        return None
+    value: Any = manifest
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value if isinstance(value, int) else None
+
+
+def active_tokens(
+    journal: Journal, applied: Applied | None = None, previous: Fold | None = None
+) -> int:
     """Tokens of the active facts' texts (each counted alone, summed): the ledger's size.
 
-    From the current rows' stored counts, plus ``applied``'s changes when it is not stored
-    yet. One aggregate query.
+    The previous fold's figure (when it recorded one) or the current rows' stored counts
+    (one aggregate query), plus ``applied``'s changes when it is not stored yet.
     """
-    total = (
-        LedgerFact.objects.filter(journal=journal, until__isnull=True, lifecycle="active")
-        .aggregate(n=Sum("tokens"))
-        .get("n")
-        or 0
-    )
+    total = _carried(previous, "tokens", "ledger_active")
+    if total is None:
+        total = (
+            LedgerFact.objects.filter(journal=journal, until__isnull=True, lifecycle="active")
+            .aggregate(n=Sum("tokens"))
+            .get("n")
+            or 0
+        )
     if applied is not None:
         for sign, changed in ((-1, applied.removed), (1, applied.added)):
             for _, fact in changed:
@@ -332,23 +360,23 @@ def _tokens(fact: Fact) -> int:
     return count_tokens(str(fact.get("text", "")), settings.TOKEN_ENCODING)
 
 
-def _checkpoint_due(journal: Journal, delta_bytes: int) -> bool:
-    last = (
-        Fold.objects.filter(journal=journal, state__isnull=False)
-        .order_by("-number")
-        .annotate(size=Length("state"))
-        .values_list("number", "size")
-        .first()
-    )
-    if last is None:
+def _since_checkpoint(previous: Fold | None) -> dict[str, int] | None:
+    """What the previous fold recorded of the checkpoint before it (``None``: start over)."""
+    if previous is None:
+        return None
+    storage = (previous.manifest or {}).get("storage")
+    if not isinstance(storage, dict) or "state_bytes" not in storage:
+        return None  # a fold from before this record: take a checkpoint now
+    return storage
+
+
+def _checkpoint_due(since: dict[str, int] | None, delta_bytes: int) -> bool:
+    if since is None:
         return True
-    since = Fold.objects.filter(journal=journal, number__gt=last[0]).aggregate(
-        n=Sum(Length("delta")), folds=Count("pk")
-    )
     return reducer.checkpoint_due(
-        folds_since=int(since["folds"] or 0) + 1,
-        delta_bytes_since=int(since["n"] or 0) + delta_bytes,
-        state_bytes_at_last=int(last[1] or 0),
+        folds_since=int(since["folds"]) + 1,
+        delta_bytes_since=int(since["delta_bytes"]) + delta_bytes,
+        state_bytes_at_last=int(since["state_bytes"]),
         every=int(getattr(settings, "LEDGER_CHECKPOINT_EVERY_FOLDS", CHECKPOINT_EVERY_FOLDS)),
         ratio=float(getattr(settings, "LEDGER_CHECKPOINT_DELTA_RATIO", CHECKPOINT_DELTA_RATIO)),
     )
@@ -395,6 +423,7 @@ def _row(journal: Journal, number: int, fact_id: str, fact: Fact, change: str) -
         pin=bool(fact.get("pin")),
         pin_entry=str(support[0].get("entry", ""))[:64] if fact.get("pin") else "",
         origin_fold=fact.get("origin_fold"),
+        command_key=str(fact.get("command_key") or ""),
         text=str(fact.get("text", "")),
         data=rfc8785.dumps(fact).decode("utf-8"),
         tokens=_tokens(fact),
@@ -458,13 +487,26 @@ def fold_store(
     delta_text = rfc8785.dumps({**applied.delta, "verdicts": _verdicts(applied.reduction)}).decode(
         "utf-8"
     )
+    since = _since_checkpoint(fields.get("previous"))
     if checkpoint is None:
-        checkpoint = _checkpoint_due(journal, len(delta_text))
+        checkpoint = _checkpoint_due(since, len(delta_text))
+    state = _checkpoint_text(journal, applied) if checkpoint else None
+    # the checkpoint policy's running figures, carried from fold to fold (O(1) per fold)
+    last = since or {"state_bytes": 0, "folds": 0, "delta_bytes": 0}
+    fields["manifest"] = {
+        **(fields.get("manifest") or {}),
+        "storage": {
+            "checkpoint": checkpoint,
+            "state_bytes": len(state) if state is not None else int(last["state_bytes"]),
+            "folds": 0 if checkpoint else int(last["folds"]) + 1,
+            "delta_bytes": 0 if checkpoint else int(last["delta_bytes"]) + len(delta_text),
+        },
+    }
     fold = Fold.objects.create(
         journal=journal,
         number=applied.number,
         delta=delta_text,
-        state=_checkpoint_text(journal, applied) if checkpoint else None,
+        state=state,
         state_hash=applied.state_hash,
         state_acc=reducer.acc_hex(applied.acc),
         **fields,
@@ -606,7 +648,7 @@ def instructions_check(
 PINS_RECHECKED = 4
 
 
-def pins_to_check(journal: Journal, applied: Applied) -> dict[str, Fact]:
+def pins_to_check(journal: Journal, applied: Applied, total: int | None = None) -> dict[str, Fact]:
     """The pins a fold re-hashes against their entries (:func:`instructions_check`): the
     active pins it wrote or changed, plus a rotating window of :data:`PINS_RECHECKED`
     earlier active pins chosen by the fold's number. Bounded, whatever the ledger's size."""
@@ -614,7 +656,8 @@ def pins_to_check(journal: Journal, applied: Applied) -> dict[str, Fact]:
     earlier = LedgerFact.objects.filter(
         journal=journal, until__isnull=True, pin=True, lifecycle="active"
     ).order_by("pk")
-    total = earlier.count()
+    if total is None:
+        total = earlier.count()
     if total:
         start = (applied.number * PINS_RECHECKED) % total
         rows = list(earlier[start : start + PINS_RECHECKED].values_list("fact_id", "data"))
@@ -628,11 +671,16 @@ def pins_to_check(journal: Journal, applied: Applied) -> dict[str, Fact]:
     return pins
 
 
-def pins_count(journal: Journal, applied: Applied | None = None) -> int:
-    """Pins in the ledger (active ones), once ``applied`` is stored."""
-    n = LedgerFact.objects.filter(
-        journal=journal, until__isnull=True, pin=True, lifecycle="active"
-    ).count()
+def pins_count(
+    journal: Journal, applied: Applied | None = None, previous: Fold | None = None
+) -> int:
+    """Pins in the ledger (active ones), once ``applied`` is stored: the previous fold's
+    figure when it recorded one, else one ``COUNT``."""
+    n = _carried(previous, "instructions", "pins")
+    if n is None:
+        n = LedgerFact.objects.filter(
+            journal=journal, until__isnull=True, pin=True, lifecycle="active"
+        ).count()
     if applied is not None:
         n -= sum(1 for _, f in applied.removed if f.get("pin") and f.get("lifecycle") == "active")
         n += sum(1 for _, f in applied.added if f.get("pin") and f.get("lifecycle") == "active")

@@ -71,7 +71,7 @@ class _Plan:
     revision: int
 
 
-def _plan(journal: Journal, upto: int | None) -> _Plan | FoldResult:
+def _plan(journal: Journal, upto: int | None, models: bool = False) -> _Plan | FoldResult:
     previous = latest_fold(journal)
     last_range = latest_fold(journal, Fold.Kind.FOLD)
     start = (last_range.seq_end or 0) + 1 if last_range else 1
@@ -105,7 +105,7 @@ def _plan(journal: Journal, upto: int | None) -> _Plan | FoldResult:
         previous=previous,
         number=(previous.number + 1) if previous else 1,
         views=[entry_view(e) for e in covered],
-        prev_state=writer_state(journal, previous),
+        prev_state=writer_state(journal, previous, models=models),
         rounds=rounds,
         revision=journal.head_seq,
     )
@@ -316,7 +316,7 @@ def ledger_fold(
     first: _Plan | None = None
     if getattr(w, "calls_models", False):
         journal = Journal.objects.select_related("session__tenant").get(pk=journal.pk)
-        planned = _plan(journal, upto)
+        planned = _plan(journal, upto, True)
         if isinstance(planned, FoldResult):
             return _with_receipt(planned, recovery)
         first = planned
@@ -343,7 +343,11 @@ def ledger_fold(
         journal = (
             Journal.objects.select_for_update().select_related("session__tenant").get(pk=journal.pk)
         )
-        planned = _plan(journal, first.end if first is not None else upto)
+        planned = _plan(
+            journal,
+            first.end if first is not None else upto,
+            bool(getattr(w, "calls_models", False)),
+        )
         if isinstance(planned, FoldResult):
             return _with_receipt(planned, recovery)
         plan = planned
@@ -377,10 +381,11 @@ def ledger_fold(
         except (reducer.PinViolation, reducer.DeltaInvalid) as exc:
             raise FoldRefused(str(exc)) from exc
         reduction = applied.reduction
+        pins_total = pins_count(journal, applied, previous)
         instructions = instructions_check(
             journal,
-            {"facts": pins_to_check(journal, applied)},
-            pins_total=pins_count(journal, applied),
+            {"facts": pins_to_check(journal, applied, pins_total)},
+            pins_total=pins_total,
         )
         outcome = composed.outcome
         interrupted = [c for r in plan.rounds if r.last_seq <= end for c in r.interrupted_call_ids]
@@ -405,7 +410,7 @@ def ledger_fold(
             "verifier": composed.verifier,
             "tokens": {
                 "covered": sum(e.token_count for e in covered),
-                "ledger_active": active_tokens(journal, applied),
+                "ledger_active": active_tokens(journal, applied, previous),
                 "source": source_label(settings.TOKEN_ENCODING),
                 "provider": {
                     **_provider_usage(covered),

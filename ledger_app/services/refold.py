@@ -103,7 +103,7 @@ def ledger_refold_apply(*, journal: Journal, fold: Fold, writer: Any = None) -> 
             raise RefoldRefused(f"fold {fold.number}: entry seq {bad.seq} fails its hash check")
         previous = latest_fold(journal)
         assert previous is not None
-        state = writer_state(journal, previous)
+        state = writer_state(journal, previous, models=bool(getattr(w, "calls_models", False)))
         number = previous.number + 1
         views = [entry_view(e) for e in covered]
         ctx = fold_context(

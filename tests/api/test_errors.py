@@ -294,7 +294,7 @@ def test_the_domain_errors_share_one_root():
 
 def test_openapi_lists_every_error_status_with_the_error_shape():
     schema = json.loads(json.dumps(ninja_api.get_openapi_schema()))  # as served: str keys
-    expected = {str(s) for s in (400, 401, 403, 404, 405, 409, 413, 422, 503)}
+    expected = {str(s) for s in (400, 401, 403, 404, 405, 409, 413, 414, 422, 429, 503)}
     assert {str(s) for s in ERROR_STATUSES} == expected
     operations = [(p, m, op) for p, ops in schema["paths"].items() for m, op in ops.items()]
     assert len(operations) > 20

@@ -172,7 +172,7 @@ def test_a_reviewer_follows_evidence_and_decides_an_operator_is_refused(
     # Filter the facts through the expression box (an htmx swap of #fact-table).
     page.click("nav.tabs >> text=Ledger facts")
     expect(page.locator("#fact-table")).to_contain_text("facts after fold 2")
-    page.fill("#fact-q", "category:decision")
+    page.fill("#fact-q", "category:decision text:quickest")
     page.press("#fact-q", "Enter")
     expect(page.locator("#fact-table .summary")).to_contain_text("matching")
     expect(page.locator("#fact-table tbody tr")).to_have_count(1)
@@ -184,12 +184,15 @@ def test_a_reviewer_follows_evidence_and_decides_an_operator_is_refused(
     page.select_option("#filter-priority", "P0")
     expect(page.locator("#fact-table .summary")).to_contain_text("priority = P0")
     page.select_option("#filter-priority", "")
-    page.fill("#fact-q", "category:decision")
+    page.fill("#fact-q", "category:decision text:quickest")
     page.press("#fact-q", "Enter")
     expect(page.locator("#fact-table tbody tr")).to_have_count(1)
 
-    # Follow the support hash: the raw entry, the quote highlighted, the hash recomputed.
+    # Follow the support hash: the side panel, then its full page: the raw entry, the quote
+    # highlighted, the hash recomputed.
     page.click("#fact-table ul.support a.hash")
+    expect(page.locator("#side-panel mark#quote-p")).to_have_text(QUOTE)
+    page.click("#side-panel a:text('Full page')")
     expect(page.locator("h1")).to_contain_text(f"Entry {session_data['goal'].seq}")
     expect(page.locator("mark#quote")).to_have_text(QUOTE)
     expect(page.locator(".verify-ok")).to_contain_text("hash verified")
@@ -199,7 +202,9 @@ def test_a_reviewer_follows_evidence_and_decides_an_operator_is_refused(
     # A verifier rejection: fold 2's delta, the rejected op with its reason.
     page.click("nav.tabs >> text=Folds")
     _shot(page, "07-folds")
-    page.click("table.folds a[href$='/folds/2/']")
+    page.click("table.folds a[href$='/folds/2/']")  # the side panel first
+    expect(page.locator("#side-panel")).to_contain_text("Rejected on the way")
+    page.click("#side-panel a:text('Full page')")
     expect(page.locator("#rejected-h")).to_contain_text("Rejected: 1 op")
     expect(page.locator("tr.verdict-rejected")).to_contain_text("needs a tool result")
     _shot(page, "08-fold-rejection")

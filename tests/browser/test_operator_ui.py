@@ -131,7 +131,9 @@ def largest(corpus):
         assert ledger_fold(journal=journal).fold is not None
     journal_append(
         journal=journal,
-        items=[message("user", "Update: the earlier instructions about the sheet no longer apply.")],
+        items=[
+            message("user", "Update: the earlier instructions about the sheet no longer apply.")
+        ],
     )
     journal.refresh_from_db()
     later = Entry.objects.get(journal=journal, seq=journal.head_seq)
@@ -203,7 +205,9 @@ def _add(fact_id, category, text, entry, *, quote="", chunk=None):
 def _scope_url(base, journal, page=""):
     s = journal.session
     prefix = "/ledger" if page in ("facts", "folds", "context") else "/t"
-    rest = {"facts": "", "folds": "folds/", "context": "context/", "timeline": ""}[page or "timeline"]
+    rest = {"facts": "", "folds": "folds/", "context": "context/", "timeline": ""}[
+        page or "timeline"
+    ]
     return f"{base}{prefix}/{s.tenant.slug}/{s.key}/{journal.lane}/{journal.branch}/{rest}"
 
 
@@ -310,7 +314,7 @@ def test_operator_journeys_on_the_largest_corpus_session(
     _shot(page, f"facts-filtered-back-forward-{tag}")
 
     # evidence: the quoted support opens in the side panel, highlighted and in view
-    row = page.locator(f"#fact-table tr:has(code:text-is('goal-1'))")
+    row = page.locator("#fact-table tr:has(code:text-is('goal-1'))")
     row.locator("ul.support a.hash").first.click()
     panel = page.locator("#side-panel")
     expect(panel.locator("mark.cited")).to_have_text(largest["quote"])
@@ -430,9 +434,12 @@ def test_operator_journeys_on_the_largest_corpus_session(
         overflow = page.evaluate("document.documentElement.scrollWidth - innerWidth")
         assert overflow <= 1, f"{name} is {overflow}px wider than the phone"
         if name == "facts":
-            assert page.evaluate(
-                "getComputedStyle(document.querySelector('#fact-table tbody tr')).display"
-            ) == "block"
+            assert (
+                page.evaluate(
+                    "getComputedStyle(document.querySelector('#fact-table tbody tr')).display"
+                )
+                == "block"
+            )
             page.locator("#fact-table tbody tr").first.scroll_into_view_if_needed()
             _shot(page, f"phone-facts-{tag}")
         _axe(page, f"phone {name}")
@@ -459,7 +466,8 @@ def _generated_items(n: int):
             message("assistant", f"Step {i}: running check {i}."),
             tool_call(f"c{i}", "exec", {"command": f"pytest -k t{i}"}),
             tool_result(
-                f"c{i}", f"check {i}: {'FAILED' if failed else 'ok'} " + "x" * 120,
+                f"c{i}",
+                f"check {i}: {'FAILED' if failed else 'ok'} " + "x" * 120,
                 exit_code=1 if failed else 0,
             ),
         ]
@@ -494,7 +502,7 @@ def test_a_20k_entry_session_with_debug_on_and_off(live_server, browser, setting
         page.wait_for_url(re.compile(r"page=200#seq-19999$"))
         expect(page.locator("#seq-19999")).to_be_in_viewport()
         _axe(page, "20k timeline, last page")
-        page.goto(scope + "?q=error:true")
+        page.goto(scope + "?q=kind:tool_result+text:FAILED")
         expect(page.locator("#entry-list .summary")).to_contain_text("match")
         facts = _scope_url(base, journal, "facts")
         page.goto(facts)
@@ -503,7 +511,7 @@ def test_a_20k_entry_session_with_debug_on_and_off(live_server, browser, setting
         page.select_option("#filter-priority", "P1")
         page.wait_for_url(re.compile(r"priority=P1"))
         page.go_back()
-        page.wait_for_url(lambda url: "priority" not in url)
+        page.wait_for_url(lambda url: "priority=P1" not in url)
         assert page.locator("#filter-category").input_value() == "blocker"
         assert page.locator("#filter-priority").input_value() == ""
         query = parse_qs(urlsplit(page.locator("#permalink").get_attribute("href")).query)

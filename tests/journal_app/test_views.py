@@ -248,7 +248,7 @@ def test_it_shows_the_session_overview_with_lanes_and_a_token_chart(client, acme
     assert response.status_code == 200
     assert "main/main" in body and "alpha/main" in body
     assert "/t/acme/refunds/alpha/main/" in body
-    assert '<svg viewBox="0 0 760 260" role="img"' in body
+    assert '<svg viewBox="0 0 760 260" role="group"' in body
     assert 'class="series-journal"' in body and 'class="fold-point fold-accepted"' in body
     assert reverse("ledger:fold", args=["acme", "refunds", "main", "main", 1]) in body
     assert "Tokens over the journal of main/main" in body

@@ -133,7 +133,7 @@ def test_it_shows_facts_with_pins_verbatim_and_support_links(client, member, fol
     assert response.status_code == 200
     assert "pin, verbatim" in body
     assert (
-        '<pre class="pin">Never modify the payments tables without asking the user first.</pre>'
+        '<pre class="pin" tabindex="0">Never modify the payments tables without asking the user first.</pre>'
         in body
     )
     system = _entry(folded, 1)

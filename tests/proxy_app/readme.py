@@ -40,3 +40,15 @@ def mcp_commands(key: str) -> dict[str, list[str]]:
         return [a.replace(PLACEHOLDER, str(ROOT)).replace("lk_...", key) for a in argv]
 
     return {"claude": fill(claude), "codex": fill(codex)}
+
+
+def mcp_database_urls() -> dict[str, str | None]:
+    """``{"claude": url, "codex": url}``: the ``DATABASE_URL`` each README MCP line passes."""
+    line = next(b for b in blocks("sh") if "claude mcp add" in b).strip()
+    argv = shlex.split(line)
+    argv = argv[: argv.index("--")]
+    claude = next(
+        (v.split("=", 1)[1] for k, v in zip(argv, argv[1:], strict=False) if k == "-e"), None
+    )
+    config = tomllib.loads(blocks("toml")[0])["mcp_servers"]["ledgerkeep"]
+    return {"claude": claude, "codex": config.get("env", {}).get("DATABASE_URL")}

@@ -149,3 +149,12 @@ def test_bad_input_is_refused_before_anything(live_server, key, upstream):
     assert info.value.response.json()["field"] == "messages[0].role"
     assert upstream.requests == []
     assert Entry.objects.count() == 0
+
+
+def test_the_answer_carries_the_provider_output_tokens_as_its_figure(live_server, key, upstream):
+    upstream.push(text="Fine.", usage=(40, 321))
+    c = client(live_server, key, **{"X-Ledgerkeep-Session": "afig"})
+    c.messages.create(model="m", max_tokens=100, messages=[{"role": "user", "content": "hi"}])
+    answer = entries("afig")[1]
+    assert (answer.role, answer.token_count) == ("assistant", 321)
+    assert answer.token_source == "provider:output_tokens"

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from io import StringIO
-from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -126,11 +126,50 @@ def wait_for(condition, seconds: float = 15.0) -> None:
     raise AssertionError("timed out")
 
 
-def test_a_bad_complete_line_is_reported_and_nothing_is_written(tmp_path, lines):
+def test_a_bad_complete_line_is_reported_once_and_later_lines_carry_on(tmp_path, lines):
     log = tmp_path / "broken.jsonl"
     log.write_bytes(b"".join(lines[:5]) + b"{not json\n")
     out = StringIO()
     call_command("follow", str(log), "--once", stdout=out)
-    assert "line 6" in out.getvalue() and "not valid JSON" in out.getvalue()
-    assert not Journal.objects.filter(session__key="broken").exists()
-    assert Path(log).exists()
+    assert f"{log}, line 6: skipped" in out.getvalue()
+    assert "not valid JSON" in out.getvalue()
+    head = len(entries("broken"))
+    # later valid lines are journaled (they were refused for good before), and a torn last
+    # line still waits for its end
+    torn = lines[6][: len(lines[6]) // 2]
+    log.write_bytes(b"".join(lines[:5]) + b"{not json\n" + lines[5] + torn)
+    out = StringIO()
+    call_command("follow", str(log), "--once", stdout=out)
+    assert "line 6" not in out.getvalue()  # recorded: not reported again
+    grown = entries("broken")
+    assert len(grown) > head
+    assert follow_file(path=log, tenant="default").waiting == len(torn)
+    # the skip is in the journal once, at its place, and the line itself is not
+    skips = [e for e in grown if e.content.get("type") == "unreadable_record"]
+    assert [(s.content["line"], s.derived) for s in skips] == [(6, True)]
+    assert "not json" not in "".join(e.text for e in grown)
+    # a restart (a new pass over the whole file) appends and reports nothing
+    with log.open("ab") as fh:
+        fh.write(lines[6][len(torn) :])
+    result = follow_file(path=log, tenant="default")
+    assert result.bad_lines == [] and result.appended > 0
+    again = follow_file(path=log, tenant="default")
+    assert again.appended == 0 and again.warnings() == []
+    assert Journal.objects.filter(session__key="broken").count() == 1
+    # the journal's conversation is the file's without the bad line
+    batch_log = tmp_path / "clean.jsonl"
+    batch_log.write_bytes(b"".join(lines[:7]))
+    journal_import(path=batch_log, tenant="default", session="clean")
+    assert conversational(entries("broken")) == conversational(entries("clean"))
+
+
+def test_a_record_the_importer_refuses_is_skipped_naming_its_line(tmp_path, lines):
+    log = tmp_path / "odd.jsonl"
+    record = next(r for r in map(json.loads, lines[:5]) if r.get("type") == "user")
+    bad = {**record, "uuid": "bad-record", "message": {"role": "user", "content": None}}
+    log.write_bytes(b"".join(lines[:5]) + json.dumps(bad).encode() + b"\n" + lines[5])
+    result = follow_file(path=log, tenant="default")
+    assert [b.line for b in result.bad_lines] == [6]
+    assert "line 6" in result.warnings()[0] and "content is null" in result.warnings()[0]
+    assert result.appended > 0
+    assert follow_file(path=log, tenant="default").appended == 0

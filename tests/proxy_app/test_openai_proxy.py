@@ -390,16 +390,51 @@ def test_a_body_that_is_not_a_chat_request_is_422_naming_the_field(
     assert Session.objects.count() == 0
 
 
-def test_another_tenants_session_is_404(live_server, key, other_key, upstream):
+def test_sessions_are_per_tenant_and_a_name_in_use_elsewhere_is_created_here(
+    live_server, key, other_key, upstream, tenant
+):
     upstream.push(text="theirs")
+    upstream.push(text="ours")
     r = post(live_server, GOOD, {"X-Ledgerkeep-Key": other_key, "X-Ledgerkeep-Session": "secret"})
     assert r.status_code == 200
-    count = Entry.objects.count()
+    theirs = [e.entry_hash for e in Entry.objects.filter(journal__session__tenant__slug="globex")]
     r = post(live_server, GOOD, {"X-Ledgerkeep-Key": key, "X-Ledgerkeep-Session": "secret"})
-    assert r.status_code == 404
-    assert r.json()["code"] == "not_found"
-    assert Entry.objects.count() == count
-    assert len(upstream.requests) == 1
+    # neither refused nor told that another tenant has a session of that name
+    assert r.status_code == 200, r.text
+    assert r.headers["X-Ledgerkeep-Session"] == "secret"
+    ours = Session.objects.get(tenant=tenant, key="secret")
+    assert [
+        (e.role, e.text) for e in Entry.objects.filter(journal__session=ours).order_by("seq")
+    ] == [("user", "hi"), ("assistant", "ours")]
+    # the other tenant's session is untouched
+    assert [
+        e.entry_hash for e in Entry.objects.filter(journal__session__tenant__slug="globex")
+    ] == theirs
+    assert Session.objects.filter(key="secret").count() == 2
+
+
+@pytest.mark.parametrize(
+    "header", ["X-Ledgerkeep-Session", "X-Ledgerkeep-Lane", "X-Ledgerkeep-Branch"]
+)
+def test_a_bad_scope_header_is_422_naming_the_header(live_server, key, upstream, header):
+    r = post(live_server, GOOD, {"X-Ledgerkeep-Key": key, header: "no spaces!"})
+    assert r.status_code == 422
+    assert r.json()["field"] == header
+    assert r.json()["code"] == "validation_error"
+    assert upstream.requests == []
+    assert Session.objects.count() == 0
+    assert Entry.objects.count() == 0
+
+
+def test_a_body_that_is_not_json_is_400_malformed_json(live_server, key, upstream):
+    r = httpx.post(
+        f"{live_server.url}/proxy/openai/v1/chat/completions",
+        content=b"{not json",
+        headers={"X-Ledgerkeep-Key": key, "Content-Type": "application/json"},
+    )
+    assert r.status_code == 400
+    assert r.json()["code"] == "malformed_json"
+    assert upstream.requests == []
 
 
 def test_a_bad_budget_header_is_422(live_server, key, upstream):
@@ -409,14 +444,6 @@ def test_a_bad_budget_header_is_422(live_server, key, upstream):
     assert upstream.requests == []
 
 
-def test_a_session_name_the_journal_refuses_writes_nothing(live_server, key, upstream):
-    r = post(live_server, GOOD, {"X-Ledgerkeep-Key": key, "X-Ledgerkeep-Session": "no spaces!"})
-    assert r.status_code == 422
-    assert "session" in r.json()["message"]
-    assert upstream.requests == []
-    assert Session.objects.count() == 0
-
-
 def test_only_post_is_served(live_server, key):
     r = httpx.get(
         f"{live_server.url}/proxy/openai/v1/chat/completions", headers={"X-Ledgerkeep-Key": key}
@@ -424,3 +451,49 @@ def test_only_post_is_served(live_server, key):
     assert r.status_code == 405
     assert r.headers["Allow"] == "POST"
     assert r.json()["code"] == "method_not_allowed"
+
+
+# ---------------------------------------------------------------- provider token figures
+
+
+def test_the_answer_carries_the_provider_output_tokens_as_its_figure(live_server, key, upstream):
+    upstream.push(text="A long enough answer in several words.", usage=(120, 777))
+    upstream.push(
+        text="Reading both.",
+        calls=[("call_a", "read", {"path": "a.py"}), ("call_b", "ls", {"dir": "."})],
+        usage=(150, 91),
+    )
+    c = client(live_server, key, **{"X-Ledgerkeep-Session": "figures"})
+    messages: list = [{"role": "user", "content": "hi"}]
+    c.chat.completions.create(model="m", messages=messages)
+    rows = entries("figures")
+    answer = rows[1]
+    assert (answer.role, answer.token_count) == ("assistant", 777)
+    assert answer.token_source == "provider:completion_tokens"
+    assert rows[0].token_source.startswith("tiktoken")  # the user's message is counted
+    # an answer of several entries shares the one figure out; the shares sum to it
+    messages += [
+        {"role": "assistant", "content": "A long enough answer in several words."},
+        {"role": "user", "content": "read a.py and list"},
+    ]
+    c.chat.completions.create(model="m", messages=messages)
+    rows = entries("figures")[3:]
+    assert [e.kind for e in rows] == ["message", "tool_call", "tool_call"]
+    assert sum(e.token_count for e in rows) == 91
+    assert {e.token_source for e in rows} == {"provider:completion_tokens/share"}
+    assert all(e.token_count > 0 for e in rows)
+
+
+def test_a_streamed_answer_carries_the_provider_figure(live_server, key, upstream):
+    upstream.push(text="one two three", usage=(10, 55))
+    c = client(live_server, key, **{"X-Ledgerkeep-Session": "sfig"})
+    list(
+        c.chat.completions.create(
+            model="m",
+            messages=[{"role": "user", "content": "count"}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    answer = entries("sfig")[1]
+    assert (answer.token_count, answer.token_source) == (55, "provider:completion_tokens")

@@ -187,6 +187,10 @@ class ScriptedUpstream:
             )
             out.append(chunk({"tool_calls": [{"index": n, "function": {"arguments": raw[5:]}}]}))
         out.append(chunk({}, "tool_calls" if r["calls"] else "stop"))
+        if (body.get("stream_options") or {}).get("include_usage"):
+            p, c = r["usage"]
+            usage = {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
+            out.append(f"data: {json.dumps({**base, 'choices': [], 'usage': usage})}\n\n")
         out.append("data: [DONE]\n\n")
         return out
 

@@ -6,21 +6,26 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
 from django.db.models import Sum
 from django.utils import timezone
 from tqdm import tqdm
 
-from journal_app.formats import FORMATS, FormatError, ParsedSession
+from journal_app.formats import FORMATS, FormatError, ParsedSession, ledgerkeep_export
 from journal_app.hashing import display
 from journal_app.services import ConflictError, JournalError, journal_import
 from ledger_app.models import Fold, TaskRun
+from ledger_app.services.common import LedgerError
+from ledger_app.services.reimport import ReimportResult, ledger_reimport, reimport_mapping
 
 
 class Command(BaseCommand):
     help = (
         "Import an agent transcript into the journal (one transaction: all or nothing). "
         "Formats: " + ", ".join(FORMATS) + ". The format is detected unless --format is given. "
-        "Importing the same file into the same scope again changes nothing."
+        "Importing the same file into the same scope again changes nothing. A ledgerkeep "
+        "export brings back its ledger too (folds, retirements and decisions, comments, "
+        "receipts), re-verified, into any tenant and session."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -61,17 +66,31 @@ class Command(BaseCommand):
                 bar.n = done
                 bar.refresh()
 
+        reimported: dict[int, ReimportResult] = {}
         try:
-            result = journal_import(
-                path=opts["path"],
-                fmt=opts["fmt"],
-                tenant=opts["tenant"],
-                session=opts["session"],
-                lane=opts["lane"],
-                branch=opts["branch"],
-                progress=progress,
-                on_parsed=on_parsed,
-            )
+            with transaction.atomic():
+                result = journal_import(
+                    path=opts["path"],
+                    fmt=opts["fmt"],
+                    tenant=opts["tenant"],
+                    session=opts["session"],
+                    lane=opts["lane"],
+                    branch=opts["branch"],
+                    progress=progress,
+                    on_parsed=on_parsed,
+                )
+                if result.parsed.format == ledgerkeep_export.NAME:
+                    _, records = ledgerkeep_export.export_records(opts["path"])
+                    for j in result.journals:
+                        reimported[j.pk] = ledger_reimport(
+                            journal=j,
+                            records=records,
+                            mapping=reimport_mapping(journal=j, records=records),
+                        )
+        except LedgerError as exc:
+            raise CommandError(
+                f"import of {opts['path']} refused, nothing written: {exc}"
+            ) from None
         except FormatError as exc:
             raise CommandError(f"import failed, nothing written: {exc}") from None
         except ConflictError as exc:
@@ -90,17 +109,37 @@ class Command(BaseCommand):
         ]
         lines += [
             f"format     {result.parsed.format}",
-            f"entries    {result.append.appended} appended, {result.append.unchanged} already present",
+            f"entries    {result.append.appended} appended, {result.append.unchanged} already present"
+            + (
+                f", {c['duplicates']} repeated source record(s) read once"
+                if c.get("duplicates")
+                else ""
+            ),
             f"contents   messages {c.get('message', 0)}, tool calls {c.get('tool_call', 0)}, "
             f"tool results {c.get('tool_result', 0)} ({c.get('failed_tool_results', 0)} failed), "
             f"reasoning {c.get('reasoning', 0)}, events {c.get('event', 0)}, derived {c.get('derived', 0)}",
             f"artifacts  {len({e.artifact_id for e in result.append.entries if e.artifact_id})} "
             "oversized tool results referenced as artifacts by the new entries",
         ]
-        lines += [_folded(j, started) for j in result.journals]
+        lines += [
+            _reimported(j, reimported[j.pk]) if j.pk in reimported else _folded(j, started)
+            for j in result.journals
+        ]
         scope = f"{result.journal.session.tenant.slug}/{result.journal.session.key}"
         lines.append(f"next       manage.py verify_journal {scope}   |   manage.py compact {scope}")
         self.stdout.write("\n".join(lines))
+
+
+def _reimported(journal: Any, r: ReimportResult) -> str:
+    """The ledger line for a journal re-imported from a ledgerkeep export."""
+    if r.unchanged:
+        return f"ledger     {journal.scope_label}: the exported ledger is already here"
+    text = (
+        f"ledger     {journal.scope_label}: {r.folds} fold(s), {r.retirements} retirement "
+        f"request(s) ({r.decisions} decided), {r.comments} comment(s), {r.annotations} "
+        f"annotation(s), {r.receipts} receipt(s) re-imported and verified"
+    )
+    return text + "".join(f"\n           skipped: {s}" for s in r.skipped)
 
 
 def _folded(journal: Any, started: Any) -> str:

@@ -1,0 +1,307 @@
+"""Issue 17 on the journal's pages: errors keep the page, the side panel and its URL state,
+evidence ranges, history restores, time and cost, the sessions list's sort, totals and
+fact-text search, the audit link, the log-scale chart."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from django.urls import reverse
+
+from journal_app.charts import FoldPoint, token_chart
+from journal_app.formats.base import message
+from journal_app.hashing import display
+from journal_app.models import Entry, Membership
+from journal_app.selectors import entry_time, usage_cost
+from journal_app.views import provider_usage, source_model, span_text
+from ledger_app.services import ledger_fold
+from tests.factories import MembershipFactory, TenantFactory, UserFactory, journal_build
+from tests.support.writers import ScriptedWriter
+
+pytestmark = pytest.mark.django_db
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+@pytest.fixture(autouse=True)
+def _media(settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path / "media"
+
+
+@pytest.fixture
+def acme():
+    return TenantFactory(slug="acme")
+
+
+@pytest.fixture
+def member(acme):
+    return MembershipFactory(tenant=acme, user=UserFactory(username="alice")).user
+
+
+@pytest.fixture
+def journal(acme):
+    return journal_build(tenant=acme, key="refunds", title="Fix refund rounding")
+
+
+def _entry_url(entry, query=""):
+    return reverse("journal:entry", args=[display(entry.entry_hash)]) + query
+
+
+# Errors keep the page -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("debug", [True, False])
+def test_it_never_loads_the_debug_handler_that_replaces_the_page(client, member, settings, debug):
+    settings.DEBUG = debug
+    client.force_login(member)
+    body = client.get("/").content.decode()
+    assert "django-htmx.js" not in body  # its DEBUG handler swapped error replies over the page
+    assert "django_htmx/htmx-2.min.js" in body and "js/app.js" in body
+    assert 'id="toasts"' in body
+
+
+# Side panel -------------------------------------------------------------------------------------
+
+
+def test_an_entry_opens_in_the_side_panel_and_pushes_it_into_the_url(client, member, journal):
+    client.force_login(member)
+    entry = Entry.objects.get(journal=journal, seq=2)
+    host = "http://testserver/ledger/acme/refunds/main/main/?category=decision&panel=/old/"
+    url = _entry_url(entry, "?quote=refund+rounding")
+    response = client.get(
+        url, **HTMX, HTTP_HX_TARGET="side-panel", HTTP_HX_CURRENT_URL=host, HTTP_HX_TRIGGER="x"
+    )
+    body = response.content.decode()
+    assert body.lstrip().startswith('<aside id="side-panel"')  # the region, not the page
+    assert "<html" not in body and '<mark id="quote-p" class="cited">refund rounding</mark>' in body
+    pushed = urlsplit(response["HX-Push-Url"])
+    assert pushed.path == "/ledger/acme/refunds/main/main/"
+    assert parse_qs(pushed.query) == {"category": ["decision"], "panel": [url]}
+    assert f'href="{url}"' in body  # the full page stays one click away
+    # loaded by the page itself (?panel= already in the URL): nothing pushed
+    again = client.get(
+        url,
+        **HTMX,
+        HTTP_HX_TARGET="side-panel",
+        HTTP_HX_CURRENT_URL=host,
+        HTTP_HX_TRIGGER="side-panel",
+    )
+    assert "HX-Push-Url" not in again
+
+
+def test_a_page_with_panel_in_its_url_loads_the_panel(client, member, journal):
+    client.force_login(member)
+    entry = Entry.objects.get(journal=journal, seq=2)
+    panel = _entry_url(entry)
+    body = client.get(reverse("journal:session_list"), {"panel": panel}).content.decode()
+    assert f'hx-get="{panel}" hx-trigger="load"' in body
+    evil = client.get(reverse("journal:session_list"), {"panel": "//evil.example/x"})
+    assert "evil.example" not in evil.content.decode().split('id="side-panel"')[1][:200]
+
+
+def test_closing_the_panel_pushes_the_page_without_it(client, member):
+    client.force_login(member)
+    url = reverse("journal:panel_close") + "?next=/t/acme/refunds/%3Fpage%3D2%26panel%3D/e/x/"
+    response = client.get(url, **HTMX)
+    assert (
+        response.content.decode()
+        == '<aside id="side-panel" class="side-panel" aria-label="Side panel"></aside>'
+    )
+    assert response["HX-Push-Url"] == "/t/acme/refunds/?page=2"
+    plain = client.get(url)
+    assert plain.status_code == 302 and plain["Location"] == "/t/acme/refunds/?page=2"
+    away = client.get(reverse("journal:panel_close") + "?next=https://evil.example/")
+    assert away["Location"] == "/"
+
+
+def test_a_history_restore_gets_the_whole_page_not_the_fragment(client, member, journal):
+    client.force_login(member)
+    url = reverse("journal:timeline", args=["acme", "refunds", "main", "main"])
+    fragment = client.get(url, **HTMX).content.decode()
+    assert "<html" not in fragment and 'id="entry-list"' in fragment
+    restored = client.get(url, **HTMX, HTTP_HX_HISTORY_RESTORE_REQUEST="true").content.decode()
+    assert "<html" in restored and 'id="entry-list"' in restored
+
+
+# Evidence ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def long_entry(acme):
+    j = journal_build(tenant=acme, key="long", items=[message("user", "word " * 5000)])
+    entry = Entry.objects.get(journal=j, seq=1)
+    assert entry.chunks.count() >= 3
+    return entry
+
+
+def test_it_highlights_a_range_of_chunks(client, member, long_entry):
+    client.force_login(member)
+    body = client.get(_entry_url(long_entry, "?chunks=1-2")).content.decode()
+    assert '<mark id="chunk-1" class="cited"' in body and '<mark id="chunk-2" class="cited"' in body
+    assert '<span id="chunk-0"' in body
+    assert "Cited: chunks 1, 2 of the body" in body
+
+
+def test_it_highlights_a_byte_range_exactly(client, member, long_entry):
+    client.force_login(member)
+    raw = long_entry.body.encode()
+    start = raw.index(b"word")
+    body = client.get(_entry_url(long_entry, f"?bytes={start}-{start + 8}")).content.decode()
+    assert '<mark id="bytes" class="cited">word word</mark>' in body
+
+
+def test_it_marks_the_whole_entry_when_the_item_names_nothing_finer(client, member, journal):
+    client.force_login(member)
+    entry = Entry.objects.get(journal=journal, seq=2)
+    body = client.get(_entry_url(entry, "?cited=entry")).content.decode()
+    assert "the whole entry is cited" in body
+    assert '<mark class="cited cited-whole">' in body
+    plain = client.get(_entry_url(entry)).content.decode()
+    assert "cited-whole" not in plain
+
+
+# Timeline: jump, time, provider figures, cost ---------------------------------------------------
+
+
+def test_jump_to_seq_redirects_to_its_page_and_row(client, member, acme):
+    j = journal_build(tenant=acme, key="many", items=[message("user", f"m{i}") for i in range(250)])
+    client.force_login(member)
+    url = reverse("journal:timeline", args=["acme", "many", "main", "main"])
+    response = client.get(url, {"seq": "201"})
+    assert response.status_code == 302 and response["Location"] == url + "?page=3#seq-201"
+    assert client.get(url, {"seq": "99999"})["Location"] == url + f"?page=3#seq-{j.head_seq}"
+    htmx = client.get(url, {"seq": "5"}, **HTMX)
+    assert htmx.status_code == 204 and htmx["HX-Redirect"] == url + "?page=1#seq-5"
+
+
+def test_the_timeline_shows_source_times_gaps_durations_and_provider_figures(
+    client, member, acme, settings
+):
+    settings.LEDGER_MODEL_PRICES = {"m-1": [2, 8]}
+    items = [
+        message("user", "Start."),
+        message("assistant", "Working."),
+    ]
+    items[0].metadata["timestamp"] = "2025-01-01T10:00:00Z"
+    items[1].metadata["timestamp"] = "2025-01-01T10:07:30Z"
+    items[1].metadata["model"] = "m-1"
+    items[1].usage = {"input_tokens": 1000, "output_tokens": 500}
+    journal_build(tenant=acme, key="timed", items=items)
+    client.force_login(member)
+    body = client.get(
+        reverse("journal:timeline", args=["acme", "timed", "main", "main"])
+    ).content.decode()
+    assert '<time class="entry-time" datetime="2025-01-01T10:07:30+00:00"' in body
+    assert "+7 min" in body and "⏸ 7 min gap" in body
+    assert "provider: in 1,000 · out 500" in body
+    assert "$0.0060" in body  # (1000 * 2 + 500 * 8) / 1e6
+    assert "ours, tiktoken" in body
+
+
+def test_time_helpers():
+    assert entry_time({"timestamp": "2025-09-25T01:22:20.083Z"}) == datetime(
+        2025, 9, 25, 1, 22, 20, 83000, tzinfo=UTC
+    )
+    assert entry_time({"ts": 1_700_000_000_000}) == datetime.fromtimestamp(1_700_000_000, UTC)
+    assert entry_time({"timestamp": "not a time"}) is None and entry_time({}) is None
+    assert [span_text(timedelta(seconds=s)) for s in (0.25, 42, 300, 7500, 90000)] == [
+        "250 ms",
+        "42 s",
+        "5 min",
+        "2 h 05 min",
+        "1 d 1 h",
+    ]
+    assert provider_usage({"usage": {"prompt_tokens": 7, "completion_tokens": 3}}) == {
+        "input_tokens": 7,
+        "output_tokens": 3,
+    }
+    assert source_model({"message": {"model": "claude-x"}}) == "claude-x"
+    prices = {"m": (Decimal("1.25"), Decimal("10"))}
+    assert usage_cost(
+        "m", {"input_tokens": 2_000_000, "output_tokens": 100_000}, prices
+    ) == Decimal("3.5")
+    assert usage_cost("other", {"input_tokens": 1}, prices) is None
+
+
+# Sessions list, overview --------------------------------------------------------------------------
+
+
+def _blocker_fold(journal, text):
+    entry = Entry.objects.get(journal=journal, seq=1)
+    op = {
+        "op": "add",
+        "fact": {
+            "id": "b1",
+            "category": "blocker",
+            "priority": "P1",
+            "confidence": "reported",
+            "text": text,
+            "support": [{"entry": entry.entry_hash}],
+            "author": "writer",
+        },
+    }
+    assert ledger_fold(journal=journal, writer=ScriptedWriter([op], "w"), recover=False).fold
+
+
+def test_the_sessions_list_sorts_totals_and_searches_fact_text(client, member, acme):
+    small = journal_build(tenant=acme, key="small", items=[message("user", "one")])
+    big = journal_build(tenant=acme, key="big", items=[message("user", f"m{i}") for i in range(5)])
+    _blocker_fold(big, "The database migration is blocked on credentials.")
+    client.force_login(member)
+    body = client.get("/", {"sort": "entries"}).content.decode()
+    assert body.index('href="/t/acme/big/"') < body.index('href="/t/acme/small/"')
+    keyed = client.get("/", {"sort": "key"}).content.decode()
+    assert keyed.index('href="/t/acme/big/"') < keyed.index('href="/t/acme/small/"')
+    assert "Totals over 2 sessions" in body
+    assert f'<td class="num">{small.head_seq + big.head_seq}</td>' in body
+    assert "1 active blocker" in body
+    found = client.get("/", {"q": "migration is blocked"}).content.decode()
+    assert 'href="/t/acme/big/"' in found and 'href="/t/acme/small/"' not in found
+
+
+def test_the_audit_link_is_shown_only_to_admins(client, acme, journal):
+    operator = MembershipFactory(tenant=acme, user=UserFactory(username="op")).user
+    admin = MembershipFactory(
+        tenant=acme, user=UserFactory(username="boss"), role=Membership.Role.ADMIN
+    ).user
+    url = reverse("journal:session", args=["acme", "refunds"])
+    audit = reverse("journal:audit_log", args=["acme"])
+    client.force_login(operator)
+    assert audit not in client.get(url).content.decode()
+    client.force_login(admin)
+    assert audit in client.get(url).content.decode()
+    assert client.get(audit).status_code == 200  # the link it shows is not refused
+
+
+def test_the_overview_chart_is_logarithmic_by_default(client, member, journal):
+    client.force_login(member)
+    url = reverse("journal:session", args=["acme", "refunds"])
+    assert "(log scale)" in client.get(url).content.decode()
+    assert "(linear scale)" in client.get(url, {"scale": "linear"}).content.decode()
+
+
+def test_a_log_chart_keeps_a_small_ledger_off_the_floor():
+    buckets = [(100, 10_000_000)]
+    folds = [FoldPoint(1, 100, 2_000)]
+    linear = token_chart(buckets, folds, head_seq=100)
+    log = token_chart(buckets, folds, head_seq=100, scale="log")
+    floor = log.plot_bottom
+    assert floor - linear.markers[0].y < 1  # linear: 2k next to 10M sits on the axis
+    assert floor - log.markers[0].y > (log.plot_bottom - log.plot_top) / 3  # log: well above it
+    assert log.scale == "log" and [t for _, t in log.y_ticks][:3] == ["0", "1", "10"]
+
+
+def test_audit_filters_and_receipt_filters_swap_their_region_only(client, acme, journal):
+    admin = MembershipFactory(
+        tenant=acme, user=UserFactory(username="boss"), role=Membership.Role.ADMIN
+    ).user
+    client.force_login(admin)
+    audit = client.get(reverse("journal:audit_log", args=["acme"]), {"action": "x"}, **HTMX)
+    assert audit.content.decode().lstrip().startswith('<section id="audit-events"')
+    receipts = reverse("recovery:receipts", args=["acme", "refunds", "main", "main"])
+    fragment = client.get(receipts, {"outcome": "failed"}, **HTMX).content.decode()
+    assert fragment.lstrip().startswith('<section id="receipt-list"')
+    assert "<html" in client.get(receipts).content.decode()
