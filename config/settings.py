@@ -160,6 +160,10 @@ TOKEN_ENCODING = env_str("TOKEN_ENCODING", "o200k_base")
 LEDGER_WINDOW_TOKENS = env_int("LEDGER_WINDOW_TOKENS", 270_000)
 LEDGER_CONSOLIDATE_AT_TOKENS = env_int("LEDGER_CONSOLIDATE_AT_TOKENS", 67_500)
 LEDGER_CHECKPOINT_TARGET_TOKENS = env_int("LEDGER_CHECKPOINT_TARGET_TOKENS", 20_000)
+# Full ledger state is stored only at checkpoints (issue 18): every this many folds at most,
+# or when the deltas since the last checkpoint pass this ratio of its size.
+LEDGER_CHECKPOINT_EVERY_FOLDS = env_int("LEDGER_CHECKPOINT_EVERY_FOLDS", 1000)
+LEDGER_CHECKPOINT_DELTA_RATIO = env_float("LEDGER_CHECKPOINT_DELTA_RATIO", 2.0)
 LEDGER_FOLD_THRESHOLD_TOKENS = env_int("LEDGER_FOLD_THRESHOLD_TOKENS", 32_000)
 
 # Recovery budget and tools (DESIGN.md section 7).

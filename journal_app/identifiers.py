@@ -18,11 +18,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from journal_app.privacy import filter_text
+
 KINDS = ("path", "url", "hash", "flag", "command", "number", "id", "migration")
 #: Longest ``command`` identifier kept (characters).
 COMMAND_LIMIT = 200
 #: Version of the extraction rules stored with each entry's identifiers.
-RULES_VERSION = 1
+RULES_VERSION = 2  # 2: read from the privacy-filtered text
 
 
 @dataclass(frozen=True)
@@ -251,6 +253,7 @@ def identifiers_of(
       identifiers of every string argument (so a ``path`` argument counts, and JSON quoting
       does not);
     * messages, tool results, events: the identifiers of ``text``;
+    * secrets and hidden reasoning are filtered first (:mod:`journal_app.privacy`);
     * reasoning (hidden, never shown to clients) and derived entries (summaries are not
       sources, DESIGN.md 5.1): none.
 
@@ -259,14 +262,17 @@ def identifiers_of(
     if derived or kind == "reasoning":
         return []
     found: list[Identifier] = []
+    # identifiers are read from the filtered text (journal_app.privacy): the loss report and
+    # the term index never hold a secret value as a "path" or a "command"
     if kind == "tool_call":
-        command = " ".join(shell_command(content).split())[:COMMAND_LIMIT].rstrip()
+        command = filter_text(" ".join(shell_command(content).split())).text
+        command = command[:COMMAND_LIMIT].rstrip()
         if command:
             found.append(Identifier("command", command))
         for value in _strings(content.get("arguments")):
-            found.extend(extract_identifiers(value))
+            found.extend(extract_identifiers(filter_text(value).text))
     else:
-        found.extend(extract_identifiers(text))
+        found.extend(extract_identifiers(filter_text(text, kind=kind).text))
     out: list[Identifier] = []
     seen: set[Identifier] = set()
     for ident in found:

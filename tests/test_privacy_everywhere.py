@@ -397,3 +397,19 @@ def test_the_model_view_and_debug_trace_hold_no_planted_secret_or_hidden_reasoni
     assert [p.name for p in SECRETS if p.hidden in sent] == []
     assert "private plan" not in sent and "[filtered: reasoning]" in sent
     assert "Check the deployment configuration." in sent  # the pin, verbatim
+
+
+def test_a_fold_its_loss_report_and_its_receipt_hold_no_planted_secret(planted):
+    """The fold's manifest (loss report: lost paths, commands, numbers), its facts and the
+    recovery receipt written before it quote the journal filtered, like every other surface."""
+    from ledger_app.services import ledger_fold
+    from recovery_app.models import Receipt
+
+    result = ledger_fold(journal=planted, writer="mechanical")
+    stored = json.dumps(result.fold.manifest) + json.dumps(
+        [f for f in result.fold.state_dict["facts"].values() if not f.get("pin")]
+    )
+    stored += json.dumps(
+        [(r.trigger, r.queries, r.claims, r.reads) for r in Receipt.objects.filter(journal=planted)]
+    )
+    assert [p.name for p in SECRETS if p.hidden in stored] == []

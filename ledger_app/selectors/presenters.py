@@ -132,11 +132,19 @@ def support_links(fact: Mapping[str, Any] | None, known: Mapping[str, Entry]) ->
         query: dict[str, Any] = {}
         if chunk is not None:
             query["chunk"] = chunk
+        chunks = item.get("chunks")
+        if isinstance(chunks, list) and len(chunks) == 2 and all(type(c) is int for c in chunks):
+            query["chunks"] = f"{chunks[0]}-{chunks[1]}"
+        span = item.get("range")
+        if isinstance(span, list) and len(span) == 2 and all(type(c) is int for c in span):
+            query["bytes"] = f"{span[0]}-{span[1]}"
         if quote:
             query["quote"] = quote
         url = reverse("journal:entry", args=[display(digest)])
         if query:
             url += "?" + urlencode(query)
+        elif known.get(digest) is not None or digest:
+            url += "?" + urlencode({"cited": "entry"})  # the whole entry marked as cited
         if quote:
             url += "#quote"
         elif chunk is not None:

@@ -83,7 +83,9 @@ class FoldResult:
 
     ``attempt`` is the :class:`~ledger_app.models.FoldAttempt` stored with a new fold;
     ``receipt`` the recovery receipt of the attempt that ran before it (``None`` when
-    recovery did not run); ``recovered`` the ids of recovered facts proposed in the fold.
+    recovery did not run); ``recovered`` the ids of recovered facts proposed in the fold;
+    ``consolidation`` the consolidation fold that followed, when the ledger had passed
+    ``LEDGER_CONSOLIDATE_AT_TOKENS``.
     """
 
     fold: Fold | None
@@ -92,6 +94,7 @@ class FoldResult:
     attempt: FoldAttempt | None = None
     receipt: Any = None
     recovered: list[str] = field(default_factory=list)
+    consolidation: Fold | None = None
 
 
 def entry_view(entry: Entry) -> EntryView:

@@ -198,6 +198,8 @@ def ledger_compact(
                 list(result.recovered),
             )
         )
+        if result.consolidation is not None:
+            report.rows.append(CompactRow(result.consolidation, result.consolidation.outcome))
         journal.refresh_from_db()
     consolidated = ledger_consolidate(journal=journal)
     if consolidated.fold is not None:

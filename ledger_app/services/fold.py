@@ -47,6 +47,7 @@ from ledger_app.services.common import (
     terms_indexed,
     writer_state,
 )
+from ledger_app.services.consolidate import ledger_consolidate
 from ledger_app.services.writers import writer_resolve
 from ledger_app.writers import Writer
 
@@ -489,9 +490,14 @@ def ledger_fold(
                 )
         if recovery is not None and recovery.finish is not None:
             recovery.finish(fold, recovered)
+    # DESIGN.md 5.4: consolidation starts by itself once the ledger passes
+    # LEDGER_CONSOLIDATE_AT_TOKENS (67,500), as a fold of its own (target_unreachable when
+    # P0+P1 alone are over the target); below that figure this is one cheap check
+    consolidated = ledger_consolidate(journal=journal)
     return FoldResult(
         fold,
         True,
+        consolidation=consolidated.fold,
         attempt=attempt,
         receipt=recovery.receipt if recovery else None,
         recovered=recovered,

@@ -584,7 +584,7 @@ def ledger_integrity(*, journal: Journal) -> list[Problem]:
 
 
 #: seconds a page reuses the verification of an unchanged ledger (UI warning only)
-WARNING_TTL = 60
+WARNING_TTL = 3600  # keyed by head and last fold: a new fold or entry is a new key
 
 
 def ledger_warnings(*, journal: Journal) -> list[str]:

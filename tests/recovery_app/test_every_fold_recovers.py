@@ -87,7 +87,7 @@ def test_the_context_builders_fold_recovers_the_flag(settings):
     _, key = api_key_create(tenant=case.journal.session.tenant, name="runtime")
     r = Client().post(
         "/api/v1/sessions/mig/context",
-        json.dumps({"working_budget": 1200, "hard_limit": 2400}),
+        json.dumps({"working_budget": 400, "hard_limit": 800}),
         content_type="application/json",
         HTTP_AUTHORIZATION=f"Bearer {key}",
     )
