@@ -196,7 +196,9 @@ def test_a_transcript_goes_from_http_upload_to_a_cited_ledger(topology):
 
         task = _wait("the fold task", time.monotonic() + TASK_TIMEOUT, finished, processes)
         assert task["status"] == "succeeded", task["error"]
-        assert task["result"] == {"fold": 1, "created": True, "reason": ""}
+        result = task["result"]
+        assert (result["fold"], result["created"], result["folds"]) == (1, True, [1])
+        assert "1 fold(s) by writer offline" in result["reason"]
 
         ledger = http.get(scope + "/ledger").json()
         assert ledger["fold"] == 1 and ledger["total"] > 0

@@ -247,6 +247,17 @@ def parse(source: Source) -> ParsedSession:
             )
         last[key] = (seq, recomputed)
         source_ref = metadata.get("source_ref")
+        # the exported token figure as it was recorded (a provider's figure, or the count the
+        # entry got at append, artifacts' receipts included): counting again could differ
+        tokens, token_source = record.get("token_count"), record.get("token_source")
+        figure = (
+            (tokens, token_source)
+            if type(tokens) is int
+            and tokens >= 0
+            and isinstance(token_source, str)
+            and 0 < len(token_source) <= 40
+            else None
+        )
         entries.append(
             ParsedEntry(
                 kind=kind,
@@ -260,6 +271,7 @@ def parse(source: Source) -> ParsedSession:
                 metadata=metadata,
                 source_ref=source_ref if isinstance(source_ref, str) else "",
                 lane=lane,
+                token_figure=figure,
             )
         )
     for key, (head_seq, head_hash, line) in heads.items():

@@ -143,8 +143,6 @@ def support_links(fact: Mapping[str, Any] | None, known: Mapping[str, Entry]) ->
         url = reverse("journal:entry", args=[display(digest)])
         if query:
             url += "?" + urlencode(query)
-        elif known.get(digest) is not None or digest:
-            url += "?" + urlencode({"cited": "entry"})  # the whole entry marked as cited
         if quote:
             url += "#quote"
         elif chunk is not None:

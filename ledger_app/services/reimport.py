@@ -35,11 +35,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from django.apps import apps
-from django.contrib.auth import get_user_model
 from django.utils.dateparse import parse_datetime
 
 from audit_app.services import annotation_add, audit_record, comment_add
-from journal_app.models import Entry, Journal
+from journal_app.models import Entry, Journal, Membership
 from ledger_app import reducer
 from ledger_app.models import Fold, FoldAttempt, Proposal, RetirementRequest, Verdict
 from ledger_app.services.common import (
@@ -156,10 +155,17 @@ def _verdicts(results: Sequence[reducer.OpResult]) -> list[dict[str, Any]]:
     ]
 
 
-def _user(name: Any) -> Any:
+def _user(name: Any, tenant: Any, roles: Sequence[str] | None = None) -> Any:
+    """The user named in an export, only if here they are an active member of the target
+    tenant (with one of ``roles`` when given): an imported file never lends a decision, a
+    comment or an annotation to anyone else's account."""
     if not isinstance(name, str) or not name:
         return None
-    return get_user_model().objects.filter(username=name).first()
+    members = Membership.objects.filter(tenant=tenant, user__username=name, user__is_active=True)
+    if roles is not None:
+        members = members.filter(role__in=list(roles))
+    member = members.select_related("user").first()
+    return member.user if member is not None else None
 
 
 class _Reimport:
@@ -312,11 +318,15 @@ class _Reimport:
         if request is None or exported is None:
             raise self.bad(rec, "a review fold whose decision the export does not hold", "kind")
         decision = "approve" if exported.get("status") == "approved" else "refuse"
-        reviewer = _user(exported.get("reviewer"))
+        reviewer = _user(
+            exported.get("reviewer"),
+            self.journal.session.tenant,
+            (Membership.Role.REVIEWER, Membership.Role.ADMIN),
+        )
         if reviewer is None and exported.get("reviewer"):
             self.result.skipped.append(
-                f"reviewer {exported.get('reviewer')!r} of fact {request.fact_id}: no such user "
-                "here; the decision is kept without a reviewer account"
+                f"reviewer {exported.get('reviewer')!r} of fact {request.fact_id}: not an "
+                "active reviewer of this tenant; the decision is kept without a reviewer account"
             )
         request.status = exported.get("status")
         request.reviewer = reviewer
@@ -393,7 +403,7 @@ class _Reimport:
     # -- comments, annotations, receipts ------------------------------------------------------
     def comments(self) -> None:
         for rec in _of(self.records, "comment", self.journal):
-            author = _user(rec.get("author"))
+            author = _user(rec.get("author"), self.journal.session.tenant)
             if author is None:
                 self.result.skipped.append(f"comment by {rec.get('author')!r}: no such user here")
                 continue
@@ -419,7 +429,7 @@ class _Reimport:
         for rec in self.records:
             if rec.get("type") != "annotation":
                 continue
-            author = _user(rec.get("author"))
+            author = _user(rec.get("author"), self.journal.session.tenant)
             if author is None:
                 self.result.skipped.append(
                     f"annotation by {rec.get('author')!r}: no such user here"

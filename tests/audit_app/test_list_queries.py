@@ -28,11 +28,11 @@ BOUNDS = {
     "overview": 14,  # issue 17: + failures (2), audit link only for admins (up to 3)
     "timeline": 9,
     "timeline_filtered": 9,  # issue 17: + the journal's first source time
-    "facts": 7,
-    "facts_filtered": 7,
-    "folds": 6,
-    "fold": 7,
-    "diff": 6,
+    "facts": 9,  # issues 16, 18: the verify warning's cache key (1), fact rows count (1)
+    "facts_filtered": 9,
+    "folds": 7,  # issue 16: the verify warning's cache key
+    "fold": 8,  # issue 16: the verify warning's cache key
+    "diff": 7,
     "reviews": 5,
     "audit_log": 9,
 }

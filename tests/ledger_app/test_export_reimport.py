@@ -108,9 +108,17 @@ def _judgements(journal):
     ]
 
 
+def _member_of_other(username: str, role: str) -> None:
+    from journal_app.services import tenant_ensure
+
+    user = get_user_model().objects.get(username=username)
+    Membership.objects.create(user=user, tenant=tenant_ensure(slug="other"), role=role)
+
+
 def test_it_reimports_the_ledger_into_another_tenant_and_session(corpus, tmp_path):
     original, pins = _original(corpus)
     path = _exported(original, tmp_path)
+    _member_of_other("rita", Membership.Role.REVIEWER)  # the decision keeps its reviewer
     out = io.StringIO()
     call_command("import_journal", str(path), tenant="other", session="copy", stdout=out)
     assert "3 fold(s), 2 retirement request(s) (1 decided), 2 comment(s)" in out.getvalue()
@@ -242,5 +250,42 @@ def test_compacted_and_consolidated_sessions_come_back(corpus, tmp_path, source)
     assert sorted(
         LedgerFact.objects.filter(journal=copy, until=None).values_list("text", "lifecycle")
     ) == sorted(LedgerFact.objects.filter(journal=j, until=None).values_list("text", "lifecycle"))
+    call_command("verify_journal", "other/copy", stdout=io.StringIO())
+    call_command("verify_ledger", "other/copy", stdout=io.StringIO())
+
+
+def test_an_export_never_lends_a_decision_to_someone_who_is_not_a_reviewer_here(corpus, tmp_path):
+    """A crafted or foreign export names a reviewer: on re-import the decision is kept (it
+    is in the verified ledger) but credited to nobody unless that user is an active reviewer
+    of the target tenant; the summary lists the skip."""
+    original, pins = _original(corpus)
+    path = _exported(original, tmp_path)
+    _member_of_other("rita", Membership.Role.OPERATOR)  # a member, but not a reviewer here
+    out = io.StringIO()
+    call_command("import_journal", str(path), tenant="other", session="copy", stdout=out)
+    copy = Journal.objects.get(session__tenant__slug="other", session__key="copy")
+    decided = RetirementRequest.objects.get(journal=copy, status="approved")
+    assert decided.reviewer is None
+    from audit_app.models import AuditEvent
+
+    event = AuditEvent.objects.get(action="review.approve", object_id=str(decided.pk))
+    assert event.actor is None
+    assert "not an active reviewer of this tenant" in out.getvalue()
+
+
+def test_a_session_with_artifacts_comes_back_with_its_token_figures(corpus, tmp_path):
+    j = journal_import(
+        path=corpus / "codex-rollout-jsonl/codex-vscode-long-monorepo-session.jsonl",
+        tenant="acme",
+        session="cx",
+    ).journal
+    assert j.entries.filter(artifact__isnull=False).exists()
+    path = _exported(j, tmp_path)
+    call_command("import_journal", str(path), tenant="other", session="copy", stdout=io.StringIO())
+    copy = Journal.objects.get(session__tenant__slug="other", session__key="copy")
+    figures = ("seq", "token_count", "token_source")
+    assert list(copy.entries.order_by("seq").values_list(*figures)) == list(
+        j.entries.order_by("seq").values_list(*figures)
+    )
     call_command("verify_journal", "other/copy", stdout=io.StringIO())
     call_command("verify_ledger", "other/copy", stdout=io.StringIO())

@@ -116,7 +116,9 @@ def test_a_real_worker_folds_a_journal_once(settings, tmp_path):
         assert run is not None, "no finished run within 60 seconds"
         assert run.status == TaskRun.Status.SUCCEEDED, run.error
         assert Fold.objects.filter(journal=journal).count() == 1
-        assert run.result == {"fold": 1, "created": True, "reason": ""}
+        result = run.result
+        assert (result["fold"], result["created"], result["folds"]) == (1, True, [1])
+        assert result["writer"] == "offline" and "1 fold(s) by writer offline" in result["reason"]
     finally:
         app.conf.task_always_eager = eager
         _stop(worker)
