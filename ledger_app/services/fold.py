@@ -492,12 +492,18 @@ def ledger_fold(
             recovery.finish(fold, recovered)
     # DESIGN.md 5.4: consolidation starts by itself once the ledger passes
     # LEDGER_CONSOLIDATE_AT_TOKENS (67,500), as a fold of its own (target_unreachable when
-    # P0+P1 alone are over the target); below that figure this is one cheap check
-    consolidated = ledger_consolidate(journal=journal)
+    # P0+P1 alone are over the target). The gate reads the fold's own running figure
+    # (manifest tokens.ledger_active, kept incrementally), so a fold below the figure never
+    # rebuilds the whole ledger state (issue 18: fold cost independent of ledger size);
+    # `compact` still runs the full check once at its end.
+    consolidation = None
+    active = int(fold.manifest.get("tokens", {}).get("ledger_active") or 0)
+    if active >= settings.LEDGER_CONSOLIDATE_AT_TOKENS:
+        consolidation = ledger_consolidate(journal=journal).fold
     return FoldResult(
         fold,
         True,
-        consolidation=consolidated.fold,
+        consolidation=consolidation,
         attempt=attempt,
         receipt=recovery.receipt if recovery else None,
         recovered=recovered,
