@@ -1,0 +1,80 @@
+"""The journal's domain errors and the write transaction that maps a lost connection.
+
+Every error is a :class:`~journal_app.errors.DomainError`, mapped to HTTP once in
+``config/api.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.db import InterfaceError, OperationalError, transaction
+
+from journal_app.errors import DomainError
+
+
+class JournalError(DomainError):
+    """Base of the journal's domain errors (mapped to HTTP once, in ``config/api.py``)."""
+
+    status = 422
+    code = "invalid_request"
+
+
+class DatabaseUnavailable(JournalError):
+    """The database connection was lost in the middle of a write; nothing written (HTTP 503).
+
+    The transaction is rolled back by the server; the same request may succeed once the
+    database answers again (issue 16: a dropped connection is a clear error, not a traceback).
+    """
+
+    status = 503
+    code = "database_unavailable"
+
+
+class ArtifactWriteError(JournalError):
+    """An artifact's bytes could not be stored with their hash (HTTP 503); nothing written."""
+
+    status = 503
+    code = "artifact_write_failed"
+
+
+@contextmanager
+def _write_transaction(what: str) -> Iterator[None]:
+    """``transaction.atomic()`` whose lost connection becomes :class:`DatabaseUnavailable`."""
+    try:
+        with transaction.atomic():
+            yield
+    except (OperationalError, InterfaceError) as exc:
+        detail = (str(exc).strip().splitlines() or [""])[0]
+        raise DatabaseUnavailable(
+            f"the database connection was lost during {what}; nothing was written, "
+            f"try again ({type(exc).__name__}: {detail})"
+        ) from exc
+
+
+class ConflictError(JournalError):
+    """A different entry at an existing ``seq`` (HTTP 409). Nothing was written."""
+
+    status = 409
+    code = "conflict"
+
+    def __init__(self, seq: int, stored_hash: str, new_hash: str) -> None:
+        self.seq = seq
+        self.stored_hash = stored_hash
+        self.new_hash = new_hash
+        super().__init__(
+            f"seq {seq} already holds sha256:{stored_hash}; the new entry hashes to "
+            f"sha256:{new_hash}: conflict, nothing written",
+            entry=f"seq {seq}",
+        )
+
+
+class GapError(JournalError):
+    """An append that would leave a gap in ``seq`` (seq is gapless per branch); HTTP 409."""
+
+    status = 409
+    code = "gap"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"{message}; nothing written", field="start_seq")

@@ -1,0 +1,177 @@
+"""Tenants, sessions, journals and artifacts: the scope a journal lives in (DESIGN.md section 4)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.conf import settings
+from django.core.files.storage import default_storage
+
+from journal_app.artifact_storage import ArtifactBytesError, artifact_bytes_put
+from journal_app.artifacts import make_preview, media_type_of
+from journal_app.hashing import canonical_body, chunk_hash
+from journal_app.models import (
+    Artifact,
+    Journal,
+    Session,
+    Tenant,
+)
+from journal_app.services.errors import ArtifactWriteError, JournalError
+from journal_app.tokens import count_tokens, source_label
+
+BATCH = 500
+_SCOPE_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def _check_scope_part(name: str, value: str) -> str:
+    if not _SCOPE_PART.match(value):
+        raise JournalError(
+            f"{name} {value!r} is not valid: use 1-100 letters, digits, '.', '_' or '-'"
+        )
+    return value
+
+
+def tenant_ensure(*, slug: str, name: str = "") -> Tenant:
+    """Return the tenant ``slug``, creating it (name defaults to the slug)."""
+    _check_scope_part("tenant", slug)
+    tenant, _ = Tenant.objects.get_or_create(slug=slug, defaults={"name": name or slug})
+    return tenant
+
+
+def session_ensure(
+    *,
+    tenant: Tenant,
+    key: str,
+    title: str = "",
+    source_format: str = "",
+    source_name: str = "",
+    meta: dict[str, Any] | None = None,
+) -> Session:
+    """Return the session ``key`` of ``tenant``, creating it with the given descriptors."""
+    _check_scope_part("session", key)
+    session, created = Session.objects.get_or_create(
+        tenant=tenant,
+        key=key,
+        defaults={
+            "title": title[:300],
+            "source_format": source_format,
+            "source_name": source_name[:500],
+            "meta": canonical_body(meta or {}).decode("utf-8"),
+        },
+    )
+    return session
+
+
+def journal_ensure(*, session: Session, lane: str = "main", branch: str = "main") -> Journal:
+    """Return the journal of scope (session, lane, branch), creating it empty."""
+    _check_scope_part("lane", lane)
+    _check_scope_part("branch", branch)
+    journal, _ = Journal.objects.get_or_create(
+        session=session,
+        lane=lane,
+        branch=branch,
+        defaults={"chunk_bytes": settings.JOURNAL_CHUNK_BYTES},
+    )
+    return journal
+
+
+def artifact_store(
+    *, tenant: Tenant, content: str, source_tool: str = "", media_type: str | None = None
+) -> tuple[Artifact, bool]:
+    """Store ``content`` once per tenant, content-addressed (DESIGN.md section 4).
+
+    Returns:
+        ``(artifact, created)``. Content whose sha256 already exists for the tenant returns
+        the existing artifact and ``created=False`` (no A -> B -> C reload loop, seed 001).
+
+    The bytes are written atomically and hash-checked (:mod:`journal_app.artifact_storage`):
+    a file already at the content-addressed name counts only when its hash matches, else
+    it is replaced, for a new artifact and an existing one alike.
+
+    Raises:
+        ArtifactWriteError: the bytes could not be stored with their hash.
+    """
+    data = content.encode("utf-8")
+    digest = chunk_hash(data)
+    existing = Artifact.objects.filter(tenant=tenant, content_hash=digest).first()
+    name = existing.storage_name if existing is not None else f"artifacts/{tenant.slug}/{digest}"
+    try:
+        artifact_bytes_put(name=name, data=data, digest=digest)
+    except ArtifactBytesError as exc:
+        raise ArtifactWriteError(f"{exc}; nothing written") from exc
+    if existing is not None:
+        return existing, False
+    mtype = media_type or media_type_of(content)
+    artifact = Artifact(
+        tenant=tenant,
+        content_hash=digest,
+        media_type=mtype,
+        byte_size=len(data),
+        token_count=count_tokens(content, settings.TOKEN_ENCODING),
+        token_source=source_label(settings.TOKEN_ENCODING),
+        preview=make_preview(content, mtype),
+        source_tool=source_tool[:200],
+        storage_name=name,
+    )
+    artifact.save()
+    return artifact, True
+
+
+def artifact_read(*, artifact: Artifact) -> tuple[str, bool]:
+    """Read an artifact's content and recompute its hash: ``(text, hash_matches)``.
+
+    Raises:
+        OSError (``FileNotFoundError``): the stored bytes are gone from the storage.
+    """
+    with default_storage.open(artifact.storage_name, "rb") as fh:
+        data = fh.read()
+    return data.decode("utf-8", errors="replace"), chunk_hash(data) == artifact.content_hash
+
+
+def artifact_check(artifact: Artifact) -> list[str]:
+    """Recompute an artifact from its stored bytes: hash, byte size, media type, preview.
+
+    Returns problems naming each field that does not match (empty when all match); a
+    missing file is a problem too.
+    """
+    try:
+        text, ok = artifact_read(artifact=artifact)
+    except OSError as exc:
+        return [f"artifact {artifact.reference}: stored bytes missing ({exc})"]
+    if not ok:
+        return [f"artifact {artifact.reference}: stored bytes do not match content_hash"]
+    problems = []
+    size = len(text.encode("utf-8"))
+    if size != artifact.byte_size:
+        problems.append(
+            f"artifact {artifact.reference}: byte_size stored {artifact.byte_size}, recomputed {size}"
+        )
+    if media_type_of(text) != artifact.media_type:
+        problems.append(f"artifact {artifact.reference}: media_type stored {artifact.media_type!r}")
+    if make_preview(text, artifact.media_type) != artifact.preview:
+        problems.append(f"artifact {artifact.reference}: preview differs from the content")
+    return problems
+
+
+def journals_for_scope(scope: str | None) -> list[Journal]:
+    """Resolve ``tenant[/session[/lane[/branch]]]`` (or ``None`` for all) to journals.
+
+    Raises:
+        JournalError: the scope names nothing.
+    """
+    qs = Journal.objects.select_related("session__tenant").order_by(
+        "session__tenant__slug", "session__key", "lane", "branch"
+    )
+    if scope:
+        parts = scope.strip("/").split("/")
+        if len(parts) > 4:
+            raise JournalError(
+                f"scope {scope!r} has more than 4 parts (tenant/session/lane/branch)"
+            )
+        names = ["session__tenant__slug", "session__key", "lane", "branch"]
+        qs = qs.filter(**dict(zip(names, parts, strict=False)))
+    journals = list(qs)
+    if scope and not journals:
+        raise JournalError(f"no journal matches scope {scope!r}")
+    return journals
