@@ -25,4 +25,5 @@ WORKDIR /srv/ledgerkeep
 # static files are collected at build time (whitenoise serves them); the check needs a key
 RUN DJANGO_SECRET_KEY=build-only-not-used-at-run-time ledgerkeep collectstatic --noinput -v 0
 EXPOSE 8000
-CMD ["gunicorn", "config.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3"]
+# request limits, bind, workers: config/gunicorn.py (in the package)
+CMD ["gunicorn", "-c", "python:config.gunicorn", "config.wsgi:application"]

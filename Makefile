@@ -38,5 +38,7 @@ test-postgres: install
 
 test: lint test-sqlite test-postgres
 
+# at most 10 minutes on 2 cores; `make bench BENCH_ARGS=--full` adds the long sizes (bench/README.md)
+BENCH_ARGS ?=
 bench: install
-	DATABASE_URL=$(PG_URL) $(BIN)/python -m bench
+	DATABASE_URL=$(PG_URL) $(BIN)/python -m bench $(BENCH_ARGS)

@@ -297,7 +297,44 @@ def run() -> dict[str, Any]:
             "time_ratio": round(ours_t / trim_t, 2) if trim_t else None,
         }
     _print(rows, summary)
-    return {"rows": rows, "summary": summary, "token_source": "tiktoken:o200k_base (both sides)"}
+    return {
+        "rows": rows,
+        "budgets": summary,
+        "summary": summary_rows(summary),
+        "token_source": "tiktoken:o200k_base (both sides)",
+    }
+
+
+#: The goal row of ``make bench`` (issue 13): our build at most twice ``trim_messages``' time
+#: on the same messages and budget, with no orphan call or result and no instruction lost.
+TIME_GOAL = 2.0
+
+
+def summary_rows(budgets: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row of the ``make bench`` table per budget: our seconds over every transcript,
+    the baseline (``trim_messages``' seconds on the same messages, same run), the ratio, and
+    met when the ratio is at most :data:`TIME_GOAL` with 0 orphans and 0 instructions lost
+    (failed builds are counted apart: an explicit failure sends nothing)."""
+    out = []
+    for budget, s in budgets.items():
+        ratio = s["time_ratio"]
+        out.append(
+            {
+                "metric": f"context build vs trim_messages, budget {int(budget):,} "
+                f"({s['ours_orphans']} orphans, {s['ours_pins_lost']} instructions lost, "
+                f"{s['ours_failed']} failed)",
+                "value": s["ours_seconds"],
+                "unit": "s",
+                "baseline": s["trim_seconds"],
+                "ratio": ratio,
+                "target": f"<= {TIME_GOAL:g}x trim_messages time, 0 orphans, 0 instructions lost",
+                "met": ratio is not None
+                and ratio <= TIME_GOAL
+                and s["ours_orphans"] == 0
+                and s["ours_pins_lost"] == 0,
+            }
+        )
+    return out
 
 
 def _print(rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:

@@ -281,6 +281,111 @@ def write_openai_chat(path: str | Path, n_entries: int, **kwargs: Any) -> int:
     return len(data.encode("utf-8"))
 
 
+def _claude_code_records(entries: Iterator[ParsedEntry], session_id: str) -> Iterator[Any]:
+    """The entries as Claude Code JSONL records (one content block per record, as Claude
+    Code writes them; system/developer messages and runtime events have no place there)."""
+    parent = None
+    for i, e in enumerate(entries):
+        block: dict[str, Any]
+        if e.kind == "message" and e.role in ("user", "assistant"):
+            role, block = e.role, {"type": "text", "text": e.content["text"]}
+        elif e.kind == "reasoning":
+            role, block = "assistant", {"type": "thinking", "thinking": e.content["text"]}
+        elif e.kind == "tool_call":
+            role = "assistant"
+            block = {
+                "type": "tool_use",
+                "id": e.tool_call_id,
+                "name": e.tool_name,
+                "input": e.content["arguments"],
+            }
+        elif e.kind == "tool_result":
+            role = "user"
+            block = {
+                "type": "tool_result",
+                "tool_use_id": e.tool_call_id,
+                "content": e.content["output"],
+                "is_error": e.content["is_error"],
+            }
+        else:
+            continue
+        uuid = f"{session_id}-{i:09d}"
+        yield {
+            "type": role,
+            "uuid": uuid,
+            "parentUuid": parent,
+            "sessionId": session_id,
+            "timestamp": e.metadata.get("timestamp", ""),
+            "message": {"role": role, "content": [block]},
+        }
+        parent = uuid
+
+
+def write_large(
+    path: str | Path, target_bytes: int, fmt: str = "claude-code", seed: int = 0
+) -> int:
+    """Write a synthetic session of about ``target_bytes`` (at least; stops after the first
+    complete round past it) to ``path``, one entry at a time (constant memory, for the
+    import memory benchmark of issue 13, item 2). Returns the bytes written.
+
+    Args:
+        fmt: ``"claude-code"`` (JSON Lines, ``claude-code-jsonl``) or ``"openai-chat"`` (one
+            JSON message list, ``openai-chat``).
+    """
+    written = 0
+    budget = [target_bytes]
+
+    def entries() -> Iterator[ParsedEntry]:
+        # an endless session cut after the first complete round past the byte target
+        for e in iter_session(1 << 40, seed=seed):
+            if budget[0] <= 0 and e.kind != "tool_result":
+                return
+            yield e
+
+    with Path(path).open("w", encoding="utf-8") as fh:
+        if fmt == "claude-code":
+            for record in _claude_code_records(entries(), f"gen{seed}"):
+                line = json.dumps(record, ensure_ascii=False) + "\n"
+                fh.write(line)
+                written += len(line.encode("utf-8"))
+                budget[0] = target_bytes - written
+        elif fmt == "openai-chat":
+            fh.write("[")
+            written = 1
+            pending: dict[str, Any] | None = None  # an assistant message still taking calls
+            first = True
+            for e in entries():
+                msgs = to_openai_chat([e])
+                if not msgs:
+                    continue
+                m = msgs[0]
+                if e.kind == "tool_call" and pending is not None:
+                    pending.setdefault("tool_calls", []).extend(m["tool_calls"])
+                    continue
+                if pending is not None:
+                    text = ("" if first else ",") + json.dumps(pending, ensure_ascii=False)
+                    fh.write(text)
+                    written += len(text.encode("utf-8"))
+                    first = False
+                    budget[0] = target_bytes - written
+                pending = m if m["role"] == "assistant" else None
+                if pending is None:
+                    text = ("" if first else ",") + json.dumps(m, ensure_ascii=False)
+                    fh.write(text)
+                    written += len(text.encode("utf-8"))
+                    first = False
+                    budget[0] = target_bytes - written
+            if pending is not None:
+                text = ("" if first else ",") + json.dumps(pending, ensure_ascii=False)
+                fh.write(text)
+                written += len(text.encode("utf-8"))
+            fh.write("]")
+            written += 1
+        else:
+            raise ValueError(f"unknown format {fmt!r} (claude-code or openai-chat)")
+    return written
+
+
 def measure(corpus: Path) -> dict[str, Any]:
     """Measure :data:`PROFILE`'s figures from the transcripts in ``corpus``.
 

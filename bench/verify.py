@@ -1,27 +1,27 @@
-"""``verify_journal`` throughput against raw SHA-256 of the same bytes, and its peak memory.
+"""``journal_verify`` throughput against a raw fetch + SHA-256 of the same rows, and its peak memory.
 
 Throughput (issue 8): a synthetic journal (:mod:`bench.generator`, 20,000 entries; 2,000
 with ``--small``) appended through ``journal_append`` (so it holds chunks and artifacts),
 then ``journal_app.services.journal_verify`` timed over it. Baselines measured in the same
 run over the same bytes (every entry body and metadata, every artifact's stored bytes):
 
-* ``hashlib``: one ``sha256`` per body, metadata and artifact, bytes already in memory (the
-  least work any verifier must do; the target is at least half of its rate);
-* ``fetch + hashlib``: the same, with the bytes read by a plain psycopg query first (what
-  reading the rows costs without our code around it).
+* ``fetch + hashlib``: one ``sha256`` per body, metadata and artifact, the bytes read by a
+  plain psycopg server-side cursor first (the honest limit: the bytes must come out of the
+  database; the target is at least half of its rate, issue 13);
+* ``hashlib``: the same hashes over bytes already in memory (for reference).
 
 Memory: the peak resident set a fresh process adds while it verifies (Linux: the high-water
 mark ``VmHWM`` is reset through ``/proc/self/clear_refs`` just before, see
-:func:`bench.memory.peak_reset`; elsewhere ``ru_maxrss``) a journal of ``memory_entries`` (1,000,000 by default; 50,000 with
-``--small``) and of a tenth of that. Those journals are written straight into the tables with
-COPY (:func:`bench.ingest.load_prepared`, rows made by the same ``prepare_entries``) with
-bodies at 5% of the corpus sizes, so the figure is about entry count. Flat (streaming) means
+:func:`bench.memory.peak_reset`; elsewhere ``ru_maxrss``) a journal of ``memory_entries``
+(100,000 by default, 1,000,000 with ``--full``, 50,000 with ``--small``) and of a tenth of
+that. Those journals are written straight into the tables with COPY
+(:func:`bench.ingest.load_prepared`, rows made by the same ``prepare_entries``) with bodies
+at 5% of the corpus sizes, so the figure is about entry count. Flat (streaming) means
 the peak does not grow with the journal: the fitted exponent of peak on entries is near 0.
 
 The tables are ``ANALYZE``d after loading (:func:`bench.ingest.analyze_tables`): with stale
-statistics ``journal_verify``'s keyset pages (``seq > last ORDER BY seq LIMIT 1000``) are
-planned as bitmap scans over every remaining entry, and a 1,000,000-entry verify takes tens
-of minutes instead of minutes.
+statistics the planner misjudges the journal's size (``journal_verify`` streams it through
+server-side cursors in seq order).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from django.db import connection, transaction
 from django.test import override_settings
 
 from bench.generator import iter_session, session
-from bench.ingest import analyze_tables, load_prepared, new_journal
+from bench.ingest import analyze_tables, derived_queued, load_prepared, new_journal
 from journal_app.chain import prepare_entries
 from journal_app.models import Artifact, Entry, Journal
 from journal_app.services import journal_append, journal_verify
@@ -154,25 +154,32 @@ def _fetch_and_hash(journal: Journal) -> float:
 
 
 def run(
-    *, small: bool = False, entries: int | None = None, memory_entries: int | None = None
+    *,
+    small: bool = False,
+    full: bool = False,
+    entries: int | None = None,
+    memory_entries: int | None = None,
 ) -> dict[str, Any]:
     """Measure and print; return the figures (the runner writes them to JSON).
 
     Args:
         small: 2,000 entries for throughput and 50,000 (and 5,000) for memory.
+        full: 1,000,000 (and 100,000) entries for memory; by default 100,000 (and 10,000),
+            which keeps ``make bench`` within 10 minutes (issue 13, item 6).
         entries: throughput journal size (overrides ``small``).
         memory_entries: the larger memory journal (a tenth of it is measured too).
     """
     n = entries or (2_000 if small else 20_000)
-    big = memory_entries or (50_000 if small else 1_000_000)
+    big = memory_entries or (50_000 if small else 1_000_000 if full else 100_000)
     with (
         tempfile.TemporaryDirectory(prefix="bench-media-") as media,
         override_settings(LEDGER_FOLD_THRESHOLD_TOKENS=10**12, MEDIA_ROOT=media),
     ):
         journal = new_journal("verify")
         items = session(n, seed=9)
-        for start in range(0, len(items), 1000):
-            journal_append(journal=journal, items=items[start : start + 1000])
+        with derived_queued():  # identifiers and search index: not what is measured here
+            for start in range(0, len(items), 1000):
+                journal_append(journal=journal, items=items[start : start + 1000])
         journal = Journal.objects.select_related("session__tenant").get(pk=journal.pk)
         analyze_tables()
         t0 = time.perf_counter()
@@ -186,7 +193,7 @@ def run(
         hash_s = time.perf_counter() - t0
         fetch_s = _fetch_and_hash(journal)
     mb = sum(len(b) for b in blobs) / 1e6
-    ratio = hash_s / verify_s
+    ratio = fetch_s / verify_s
     print(f"{report.entries:,} entries, {report.chunks:,} chunks, {mb:.1f} MB hashed")
     print(f"{'path':<30} {'seconds':>9} {'entries/s':>10} {'MB/s':>8}")
     for label, secs in (
@@ -196,8 +203,8 @@ def run(
     ):
         print(f"{label:<30} {secs:>9.3f} {report.entries / secs:>10,.0f} {mb / secs:>8.1f}")
     verdict = "met" if ratio >= TARGET else f"missed by {TARGET / ratio:.1f}x"
-    print(f"ratio verify / hashlib = {ratio:.3f} (target >= {TARGET}: {verdict}); "
-          f"verify / (fetch + hashlib) = {fetch_s / verify_s:.3f}")  # fmt: skip
+    print(f"ratio verify / (fetch + hashlib) = {ratio:.3f} (target >= {TARGET}: {verdict}); "
+          f"verify / hashlib in memory = {hash_s / verify_s:.3f}")  # fmt: skip
 
     sizes = sorted({max(1, big // 10), big})
     memory = []
@@ -231,26 +238,26 @@ def run(
         "hashlib_seconds": hash_s,
         "fetch_hashlib_seconds": fetch_s,
         "ratio": ratio,
-        "ratio_fetch": fetch_s / verify_s,
+        "ratio_hashlib": hash_s / verify_s,
         "target": TARGET,
         "memory": memory,
         "memory_exponent": exponent,
         "summary": [
             {
-                "metric": f"verify {report.entries:,} entries",
-                "value": mb / verify_s,
-                "unit": "MB/s",
-                "baseline": mb / hash_s,
-                "ratio": ratio,
-                "target": ">= 0.5 of hashlib",
-                "met": ratio >= TARGET,
-            },
-            {
-                "metric": "verify vs fetch + hashlib",
+                "metric": f"verify {report.entries:,} entries vs fetch + hashlib",
                 "value": mb / verify_s,
                 "unit": "MB/s",
                 "baseline": mb / fetch_s,
-                "ratio": fetch_s / verify_s,
+                "ratio": ratio,
+                "target": ">= 1/2 of fetch + hashlib",
+                "met": ratio >= TARGET,
+            },
+            {
+                "metric": "verify vs hashlib, bytes in memory",
+                "value": mb / verify_s,
+                "unit": "MB/s",
+                "baseline": mb / hash_s,
+                "ratio": hash_s / verify_s,
             },
             *(
                 {

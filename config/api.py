@@ -33,9 +33,10 @@ gap                      409     an append that would leave a gap in seq
 fold_refused             409     a pin no longer matches its entry; no fold stored
 review_conflict          409     the retirement was already decided
 payload_too_large        413     the body is over ``API_MAX_BODY_BYTES``
-uri_too_long             414     path and query over ``API_MAX_URL_BYTES`` (default 4,000: below
-                                 gunicorn's 4,094-byte request line, which answers longer
-                                 lines itself, in plain text)
+uri_too_long             414     path and query over ``API_MAX_URL_BYTES`` (default 4,000);
+                                 gunicorn (config/gunicorn.py) reads request lines up to
+                                 8,190 bytes, so every URL up to about that length gets
+                                 this answer; only longer lines get gunicorn's own 400
 rate_limited             429     the key is over ``API_RATE_LIMIT``; ``Retry-After`` in seconds
 validation_error         422     wrong types, unknown fields, missing fields, bad values
 invalid_entry            422     an entry that cannot be stored (kind/role/content rules)
@@ -176,13 +177,9 @@ class ApiParser(Parser):
         return data
 
 
-#: Longest path plus query string the API reads (bytes); ``API_MAX_URL_BYTES`` overrides.
-MAX_URL_BYTES = 4000
-
-
 def _url_too_long(request: HttpRequest) -> HttpResponse | None:
     """A 414 in the error shape when the URL is over ``API_MAX_URL_BYTES``, else ``None``."""
-    limit = int(getattr(settings, "API_MAX_URL_BYTES", MAX_URL_BYTES))
+    limit = settings.API_MAX_URL_BYTES
     size = len(request.get_full_path().encode("utf-8"))
     if size <= limit:
         return None

@@ -22,6 +22,7 @@ from config.env import (
     env_str,
 )
 from config.logging import configure_structlog, logging_config
+from config.production import MAX_URL_BYTES, request_line_limit, secret_key_problem
 
 # BASE_DIR holds templates/, static/ and samples/: the checkout, or the copy an installed
 # wheel carries in config/site/ (setup.py). DATA_DIR holds what the embedded default writes
@@ -35,12 +36,16 @@ DEBUG = env_bool("DJANGO_DEBUG", True)
 #: Public, so only for DEBUG: it signs sessions, CSRF tokens and the recovery cursors.
 DEVELOPMENT_SECRET_KEY = "embedded-default-not-secret-change-me-" + "x" * 20
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", DEVELOPMENT_SECRET_KEY)
-if not DEBUG and SECRET_KEY == DEVELOPMENT_SECRET_KEY:
-    raise SettingError(
-        "DJANGO_SECRET_KEY is not set (or holds the public development default) while "
-        "DJANGO_DEBUG is off: set DJANGO_SECRET_KEY to a long random secret, e.g. the output "
-        "of `python -c 'import secrets; print(secrets.token_urlsafe(50))'`"
-    )
+if not DEBUG:
+    # a weak key signs sessions, CSRF tokens and recovery cursors anyone can forge: refuse to
+    # start rather than warn (Django's check W009 only warns; issue 16)
+    _weak = secret_key_problem(SECRET_KEY, development_default=DEVELOPMENT_SECRET_KEY)
+    if _weak is not None:
+        raise SettingError(
+            f"DJANGO_SECRET_KEY {_weak} while DJANGO_DEBUG is off: set DJANGO_SECRET_KEY to a "
+            "long random secret (50 characters or more), e.g. the output of "
+            "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`"
+        )
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 
@@ -202,7 +207,14 @@ MODEL_WINDOW_DEFAULT = env_int("MODEL_WINDOW_DEFAULT", 270_000)
 # Optional price table for the UI's cost column: {"model": [input per 1M tokens, output per 1M tokens]}.
 LEDGER_MODEL_PRICES = env_json("LEDGER_MODEL_PRICES", {})
 
-# REST API (issue 7): bodies over this many bytes are refused with HTTP 413 before they are read.
+# REST API (issue 7): URLs (path and query) over this many bytes are 414 in the error shape;
+# gunicorn (config/gunicorn.py) reads request lines long enough for every one (issue 16).
+API_MAX_URL_BYTES = env_int("API_MAX_URL_BYTES", MAX_URL_BYTES)
+try:
+    request_line_limit(API_MAX_URL_BYTES)
+except ValueError as _exc:
+    raise SettingError(str(_exc)) from None
+# Bodies over this many bytes are refused with HTTP 413 before they are read.
 API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 16 * 1024 * 1024)
 # Django refuses bodies over this before the API sees them; keep it at the API's limit.
 DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES

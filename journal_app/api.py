@@ -21,6 +21,7 @@ from pydantic import Field
 
 from journal_app.formats import FORMATS, ParsedEntry
 from journal_app.hashing import display, strip_prefix
+from journal_app.hooks import transcript_import_service
 from journal_app.models import Artifact, Entry, Journal, Session
 from journal_app.privacy import filter_entry, filter_text
 from journal_app.schemas import (
@@ -258,7 +259,17 @@ def _refuse_unknown_fields(request: HttpRequest, form: set[str], files: set[str]
         raise ValidationError(errors)
 
 
-@router.post(SCOPE + "/import", response={200: ImportOut, **ERRORS}, summary="Import a transcript")
+@router.post(
+    SCOPE + "/import",
+    response={200: ImportOut, **ERRORS},
+    summary="Import a transcript",
+    # the form takes ``file`` and ``format`` only (_refuse_unknown_fields): say so (issue 16)
+    openapi_extra={
+        "requestBody": {
+            "content": {"multipart/form-data": {"schema": {"additionalProperties": False}}}
+        }
+    },
+)
 def journal_import_upload(
     request: HttpRequest,
     file: File[UploadedFile],
@@ -272,7 +283,10 @@ def journal_import_upload(
     ``format`` names the importer, or is omitted to detect it. A malformed transcript is
     ``422 invalid_transcript`` naming the file, line or index and field; a transcript that
     differs from what the scope holds is ``409 conflict``; nothing is written in either case.
-    Importing the same file again changes nothing.
+    Importing the same file again changes nothing. A ledgerkeep export brings its ledger
+    too (folds with manifests, deltas and verdicts, retirements and decisions, comments,
+    annotations, receipts), re-verified, into any session: the same service as the
+    ``import_journal`` command (:mod:`journal_app.hooks`); ``ledger`` says what came back.
     """
     _refuse_unknown_fields(request, {"format"}, {"file"})
     name = _UNSAFE.sub("-", Path(file.name or "").name).strip(".-")[:120] or "transcript.json"
@@ -281,20 +295,31 @@ def journal_import_upload(
         with path.open("wb") as fh:
             for part in file.chunks():
                 fh.write(part)
-        result = journal_import(
-            path=path,
-            fmt=format,
-            tenant=request.auth.tenant.slug,
-            session=session,
-            lane=lane,
-            branch=branch,
-        )
+        options = {
+            "path": path,
+            "fmt": format,
+            "tenant": request.auth.tenant.slug,
+            "session": session,
+            "lane": lane,
+            "branch": branch,
+        }
+        service = transcript_import_service()
+        if service is None:  # ledger_app not installed: the journal alone
+            result, ledgers = journal_import(**options), {}
+        else:
+            done = service(**options)
+            result, ledgers = done.imported, done.ledgers
     return {
         "journal": journal_out(result.journal),
         "format": result.parsed.format,
         "appended": result.append.appended,
         "unchanged": result.append.unchanged,
         "counts": result.counts,
+        "ledger": [
+            {"journal": j.scope_label, **ledgers[j.pk].to_dict()}
+            for j in result.journals
+            if j.pk in ledgers
+        ],
     }
 
 

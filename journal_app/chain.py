@@ -27,7 +27,7 @@ from journal_app.formats.base import KINDS, ROLES, ParsedEntry
 from journal_app.hashing import (
     CanonicalisationError,
     body_hash,
-    canonical_body,
+    canonical_record,
     entry_hash,
     entry_header,
 )
@@ -182,14 +182,14 @@ def prepare_entries(
     for index, item in enumerate(items):
         _validate(index, item)
         try:
-            body_bytes = canonical_body(item.content)
+            body_bytes = canonical_record(item.content)
         except CanonicalisationError as exc:
             raise EntryInvalid(
                 index, "content", f"cannot be canonical JSON: {exc}", item.source_ref
             ) from None
         meta = _meta_of(item)
         try:
-            meta_bytes = canonical_body(meta)
+            meta_bytes = canonical_record(meta)
         except CanonicalisationError as exc:
             raise EntryInvalid(
                 index, "metadata", f"cannot be canonical JSON: {exc}", item.source_ref
@@ -290,7 +290,7 @@ def figures_hash(
             "token_source": artifact.token_source,
         },
     }
-    return hashlib.sha256(canonical_body(record)).hexdigest()
+    return hashlib.sha256(canonical_record(record)).hexdigest()
 
 
 def check_figures(

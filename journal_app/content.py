@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from journal_app.harness import harness_kind
+
 
 def content_text(kind: str, content: dict[str, Any]) -> str:
     """Return the text of ``content`` for an entry of ``kind``.
@@ -32,16 +34,19 @@ def content_text(kind: str, content: dict[str, Any]) -> str:
 AUTHORITATIVE_ROLES = ("system", "developer", "user")
 
 
-def is_authoritative(kind: str, role: str, derived: bool, meta: dict[str, Any]) -> bool:
+def is_authoritative(
+    kind: str, role: str, derived: bool, meta: dict[str, Any], *, text: str
+) -> bool:
     """Whether an entry is an authoritative instruction (a pin source, DESIGN.md 5.2).
 
     A system, developer or user *message* that is not derived (summaries, compaction
-    markers) and not written by the agent harness in the user's role (``meta["harness"]``,
-    e.g. mini-swe-agent's format-error nags).
+    markers) and not a harness record (:func:`journal_app.harness.harness_kind`: Claude
+    Code ``isMeta`` caveats and command markup, interrupt markers, format-error nags, ...;
+    issue 15 item 5). ``text`` is the entry's :func:`content_text`.
     """
     return (
         kind == "message"
         and role in AUTHORITATIVE_ROLES
         and not derived
-        and not meta.get("harness", False)
+        and not harness_kind(kind=kind, role=role, text=text, meta=meta)
     )

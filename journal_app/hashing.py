@@ -16,6 +16,7 @@ the UI and API show everywhere.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -109,9 +110,67 @@ def entry_header(
     }
 
 
+#: the largest integer RFC 8785 (IEEE 754 doubles) writes exactly
+_SAFE_INT = 2**53 - 1
+
+
+def _simple_value(value: Any) -> bool:
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return True
+    if kind is int:
+        return -_SAFE_INT <= value <= _SAFE_INT
+    if kind is dict:
+        return _simple(value)
+    if kind is list:
+        return all(_simple_value(v) for v in value)
+    return False
+
+
+def _simple(record: Mapping[str, Any]) -> bool:
+    """True when ``record`` is made only of what :func:`canonical_record` writes itself."""
+    for key, value in record.items():
+        if type(key) is not str or not key.isascii():
+            return False
+        kind = type(value)
+        if kind is str or kind is bool or value is None:
+            continue
+        if not _simple_value(value):
+            return False
+    return True
+
+
+_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def canonical_record(record: Mapping[str, Any]) -> bytes:
+    """RFC 8785 bytes of a flat record (headers, figures), without the general encoder.
+
+    For objects with ASCII keys whose values are strings, booleans, ``None``, safe integers,
+    lists of those or such objects, the standard library's ``json.dumps(sort_keys=True,
+    ensure_ascii=False, separators=(",", ":"))`` writes exactly the RFC 8785 form: keys
+    sorted (ASCII keys sort the same by code point and by UTF-16 unit), strings escaping
+    only ``"``, ``\\`` and controls (``\\b \\f \\n \\r \\t``, else ``\\u00xx``), the
+    rest verbatim. About ten times faster than ``rfc8785.dumps`` on an entry header, which
+    matters because every append canonicalises a body, a metadata object and a header per
+    entry, and every verify a header and figures (issue 13, items 3 and 4). Anything else (floats, large integers, lists, non-ASCII keys) and any string
+    that is not valid Unicode (a lone surrogate) goes through :func:`canonical_body`, so the
+    result and the errors are always those of RFC 8785.
+
+    Raises:
+        CanonicalisationError: as :func:`canonical_body`.
+    """
+    if _simple(record):
+        try:
+            return _ENCODER.encode(record).encode("utf-8")
+        except UnicodeEncodeError:
+            pass  # a lone surrogate: the general encoder names the error
+    return canonical_body(dict(record))
+
+
 def entry_hash(header: Mapping[str, Any]) -> str:
-    """``sha256`` of the RFC 8785 canonical header, hex."""
-    return hashlib.sha256(canonical_body(dict(header))).hexdigest()
+    """``sha256`` of the RFC 8785 canonical header (:func:`canonical_record`), hex."""
+    return hashlib.sha256(canonical_record(header)).hexdigest()
 
 
 def display(digest: str) -> str:

@@ -119,6 +119,13 @@ class Journal(models.Model):
     head_seq = models.PositiveBigIntegerField(default=0)
     head_hash = models.CharField(max_length=64, blank=True)
     chunk_bytes = models.PositiveIntegerField(default=4096)
+    unfolded_tokens = models.PositiveBigIntegerField(
+        null=True,
+        default=0,
+        help_text="sum of token_count of the entries after the last fold's seq_end, kept by "
+        "the append and by each fold (issue 13); null: not counted yet (a journal from before "
+        "the column), counted once by the fold scheduler",
+    )
     ended_at = models.DateTimeField(
         null=True,
         blank=True,
@@ -268,7 +275,7 @@ class Entry(AppendOnlyModel):
     @property
     def authoritative(self) -> bool:
         """A pin source: see :func:`journal_app.content.is_authoritative`."""
-        return is_authoritative(self.kind, self.role, self.derived, self.meta_dict)
+        return is_authoritative(self.kind, self.role, self.derived, self.meta_dict, text=self.text)
 
 
 class EntryIdentifiers(AppendOnlyModel):

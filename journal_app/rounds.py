@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Protocol
 
 
@@ -142,3 +143,17 @@ def complete_prefix_end(rounds: Sequence[Round]) -> int | None:
             break
         end = r.last_seq if end is None else max(end, r.last_seq)
     return end
+
+
+def round_duration(started: datetime | None, times: Sequence[datetime]) -> timedelta | None:
+    """How long a round took: from ``started`` (when its first entry's work began: the user
+    message, the reasoning, the model call's start, not its first tool call) to the latest
+    of ``times`` (its timed entries). Without ``started`` (the first entry is elsewhere,
+    e.g. on an earlier page) the earliest of ``times`` stands in. ``None`` when there is
+    nothing to measure (no times, or a single instant with no known start)."""
+    if not times:
+        return None
+    start = started if started is not None else min(times)
+    if len(times) < 2 and max(times) <= start:
+        return None  # one instant: nothing took any time
+    return max(max(times) - start, timedelta(0))

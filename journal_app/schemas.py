@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from ninja import Path, Schema
 from ninja.schema import DjangoGetter
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from journal_app.formats.base import KINDS, ROLES
 
@@ -111,6 +111,11 @@ class EntryIn(StrictIn):
     ``{"text": str}``; event ``{"type": str, ...}``. ``metadata`` holds source fields the
     journal does not model; ``usage`` provider-reported token usage. Both are hashed with the
     entry.
+
+    ``metadata.pending`` (boolean, tool_call entries): the runtime declares the call pending,
+    legitimately waiting for its result (an approval, a long job). The context then says
+    "pending since seq N" instead of "did not complete", and the result, when it arrives,
+    closes the call's obligation (issue 15, item 4).
     """
 
     kind: Kind
@@ -119,8 +124,28 @@ class EntryIn(StrictIn):
     tool_call_id: str = Field("", max_length=200, pattern=NO_NUL)
     tool_name: str = Field("", max_length=200, pattern=NO_NUL)
     derived: bool = False
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(
+        default_factory=dict,
+        json_schema_extra={
+            "properties": {
+                "pending": {
+                    "type": "boolean",
+                    "description": "tool_call entries: the runtime declares the call pending "
+                    "(waiting for an approval or a long job); the context says 'pending since "
+                    "seq N', never 'did not complete', until its result arrives",
+                }
+            }
+        },
+    )
     usage: dict[str, Any] | None = None
+
+    @field_validator("metadata")
+    @classmethod
+    def _pending_flag(cls, metadata: dict[str, Any]) -> dict[str, Any]:
+        pending = metadata.get("pending")
+        if pending is not None and not isinstance(pending, bool):
+            raise ValueError("metadata.pending must be a boolean (true: the call is pending)")
+        return metadata
 
 
 class AppendIn(StrictIn):
@@ -243,14 +268,31 @@ class EntryPageOut(Schema):
     next_after: int | None
 
 
+class LedgerReimportOut(Schema):
+    """What the import of a ledgerkeep export re-created beside one journal (issue 16)."""
+
+    journal: str = Field(description="the journal's scope, tenant/session/lane/branch")
+    folds: int
+    attempts: int
+    retirements: int
+    decisions: int
+    comments: int
+    annotations: int
+    receipts: int
+    unchanged: bool = Field(description="the exported ledger was already here: nothing written")
+    skipped: list[str]
+
+
 class ImportOut(Schema):
-    """What an import did: the journal, the detected format, entry counts, the append outcome."""
+    """What an import did: the journal, the detected format, entry counts, the append outcome,
+    and for a ledgerkeep export the ledger re-created per journal (else empty)."""
 
     journal: JournalOut
     format: str
     appended: int
     unchanged: int
     counts: dict[str, int]
+    ledger: list[LedgerReimportOut]
 
 
 class VerifyOut(Schema):

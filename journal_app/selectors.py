@@ -243,6 +243,21 @@ def entry_time(meta: dict[str, Any]) -> datetime | None:
     return None
 
 
+def entry_started(meta: dict[str, Any]) -> datetime | None:
+    """When the work an entry records began: the earliest of its own time
+    (:func:`entry_time`) and the time of the ``turn_context`` attached to it. Codex writes a
+    ``turn_context`` record before every model call and the call's items (reasoning, tool
+    call, output) afterwards under one timestamp; the importer attaches that record to the
+    call's first entry (:mod:`journal_app.formats.codex`), so it dates the round's start.
+    ``None`` when neither is known."""
+    times = [entry_time(meta)]
+    context = meta.get("turn_context")
+    if isinstance(context, dict):
+        times.append(entry_time(context))
+    known = [t for t in times if t is not None]
+    return min(known) if known else None
+
+
 def latest_folds(journal_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
     """The latest fold of each journal: ``{journal_id: {"id", "number", "outcome", "kind",
     "state_hash", "open_obligations", "blockers"}}`` (journals without a fold are absent).

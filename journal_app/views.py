@@ -29,7 +29,7 @@ from journal_app.charts import FoldPoint, token_chart
 from journal_app.filters import ENTRY_FIELDS, FilterError, describe, error_parts, parse_entries
 from journal_app.hashing import display
 from journal_app.models import Entry, Journal
-from journal_app.rounds import Round
+from journal_app.rounds import Round, round_duration
 from journal_app.services import artifact_read, entry_check
 
 SESSIONS_PER_PAGE = 25
@@ -268,6 +268,7 @@ class EntryRow:
     filter_labels: list[str] = field(default_factory=list)  # why the preview was filtered
     receipt_preview: str = ""  # the artifact receipt's preview, filtered
     at: datetime | None = None  # the source's time of the entry (metadata), if it has one
+    started: datetime | None = None  # when its work began (selectors.entry_started)
     since_start: str = ""  # "+1h02m" from the journal's first timed entry
     gap: str = ""  # a long pause before this entry ("4 min"), from the previous timed entry
     usage: dict[str, int] = field(default_factory=dict)  # provider-reported token figures
@@ -292,7 +293,7 @@ class RoundBlock:
     round: Round
     rows: list[EntryRow] = field(default_factory=list)
     continued: bool = False  # some of the round's entries are on another page
-    duration: str = ""  # first to last timed entry of the round on this page
+    duration: str = ""  # from the round's start (rounds.round_duration) to its last timed entry
     preface: list[EntryRow] = field(default_factory=list)  # parallel rounds: the non-call rows
     columns: list[CallColumn] = field(default_factory=list)  # parallel rounds: side by side
 
@@ -354,6 +355,7 @@ def _timed(rows: list[EntryRow], start: datetime | None, prices: dict[str, Any])
     for row in rows:
         meta = row.entry.meta_dict
         row.at = selectors.entry_time(meta)
+        row.started = selectors.entry_started(meta)
         row.usage = provider_usage(meta)
         row.model = source_model(meta)
         if row.usage and row.model and prices:
@@ -470,8 +472,11 @@ def timeline(
         _timed([row for b in blocks for row in b.rows], start, prices)
         for block in blocks:
             times = [row.at for row in block.rows if row.at is not None]
-            if len(times) > 1:
-                block.duration = span_text(max(times) - min(times))
+            first = block.rows[0] if block.rows else None
+            started = first.started if first and first.entry.seq == block.round.first_seq else None
+            took = round_duration(started, times)
+            if took is not None:
+                block.duration = span_text(took)
             if block.round.parallel:
                 _side_by_side(block)
     context = {

@@ -61,7 +61,18 @@ class ContextIn(StrictIn):
 
 class ContextOut(Schema):
     """``status`` ``ok`` (``model_view`` is the request to send) or ``failed`` (no request:
-    ``failure`` says why and which checkpoint was written). Views not asked for are null."""
+    ``failure`` says why and which checkpoint was written). Views not asked for are null and
+    not built (the frontend view and its ``validation.frontend`` report only when asked).
+
+    Bounded (issue 13): ``debug_trace`` keeps at most 100 items of each list (``decisions``:
+    the first 50 and the last 50; ``rounds.folded_out``, ``notes``, ``artifacts``,
+    ``sources``, ``ledger.facts_left_out``, each report's ``problems``), with
+    ``decisions_summary`` (one row per step and action: count and token effect over all
+    decisions), ``rounds.folded_out_count``, and ``left_out`` (how many items each cut list
+    lost); its ``request`` is ``{"messages": n, "same_as": "model_view"}`` instead of a
+    second copy of the model view. ``failure.problems`` and ``validation.*.problems`` keep
+    at most 100 with ``problems_left_out``. The UI's context page pages the full lists.
+    """
 
     status: str
     revision: int
@@ -135,6 +146,7 @@ def context(request: HttpRequest, session: ScopePart, payload: ContextIn) -> Any
         target_format=payload.target_format,
         output_reserve=payload.output_reserve,
         tools=payload.tools,
+        views=tuple(payload.views),
     )
     return result.to_dict(tuple(payload.views))
 

@@ -33,13 +33,16 @@ from journal_app.services import artifact_read
 from journal_app.tokens import count_tokens, source_label
 from ledger_app import selectors
 from ledger_app.context import (
+    TRACE_CAP,
     ContextBuild,
     ContextInputError,
+    bounded_trace,
     build_context,
+    capped,
     frontend_view,
 )
 from ledger_app.mechanical import is_pin_source, pin_fact
-from ledger_app.models import Fold
+from ledger_app.models import Fold, FoldInvariants
 from ledger_app.services import (
     LedgerError,
     entry_view,
@@ -51,11 +54,14 @@ from ledger_app.validation import (
     Expectations,
     Meter,
     ValidationReport,
+    memo_findings,
     validate_frontend,
     validate_request,
 )
 
 WITHHELD = "[withheld: this item failed the privacy check]"
+#: The views a context request can ask for (``POST /sessions/{s}/context`` ``views``).
+VIEWS = ("model", "frontend", "debug")
 
 
 class ContextError(LedgerError):
@@ -130,31 +136,58 @@ class ContextResult:
         status: ``"ok"`` or ``"failed"`` (explicit failure: ``model_view`` is ``None``).
         revision: the journal revision the views are as of.
         model_view: the request to send (OpenAI or Anthropic shape), or ``None``.
-        frontend_view: the user-safe history.
+        frontend_view: the user-safe history (``None`` when it was not asked for).
         debug_trace: the final request and each compaction decision (reason, token effect).
         failure: the failure state (reason, problems, figures, checkpoint) or ``None``.
-        validation: ``{"model": report, "frontend": report}`` as dicts.
+        validation: ``{"model": report, "frontend": report}`` as dicts (``"frontend"`` only
+            when the frontend view was built).
     """
 
     status: str
     revision: int
     model_view: dict[str, Any] | None
-    frontend_view: dict[str, Any]
+    frontend_view: dict[str, Any] | None
     debug_trace: dict[str, Any]
     failure: dict[str, Any] | None
     validation: dict[str, Any]
 
-    def to_dict(self, views: tuple[str, ...] = ("model", "frontend", "debug")) -> dict[str, Any]:
-        """JSON-ready; each view is a deep copy, included only when named in ``views``."""
+    def to_dict(
+        self, views: tuple[str, ...] = VIEWS, cap: int | None = TRACE_CAP
+    ) -> dict[str, Any]:
+        """JSON-ready; each view is a deep copy, included only when named in ``views``.
+
+        With ``cap`` (the API's default, :data:`ledger_app.context.TRACE_CAP`) the debug trace
+        is bounded (:func:`ledger_app.context.bounded_trace`: summaries, counts, lists cut
+        with a count of what was left out) and so are the problem lists of the failure and
+        the validation reports (``problems_left_out`` says how many were cut): the response's
+        size does not grow with the session beyond the views asked for (issue 13).
+        ``cap=None``: everything.
+        """
+        trace = self.debug_trace
+        failure = self.failure
+        validation = self.validation
+        if cap is not None:
+            trace = bounded_trace(trace, cap)
+            failure = _cap_problems(failure, cap)
+            validation = {k: _cap_problems(v, cap) for k, v in validation.items()}
         return {
             "status": self.status,
             "revision": self.revision,
             "model_view": copy.deepcopy(self.model_view) if "model" in views else None,
             "frontend_view": copy.deepcopy(self.frontend_view) if "frontend" in views else None,
-            "debug_trace": copy.deepcopy(self.debug_trace) if "debug" in views else None,
-            "failure": copy.deepcopy(self.failure),
-            "validation": copy.deepcopy(self.validation),
+            "debug_trace": copy.deepcopy(trace) if "debug" in views else None,
+            "failure": copy.deepcopy(failure),
+            "validation": copy.deepcopy(validation),
         }
+
+
+def _cap_problems(report: dict[str, Any] | None, cap: int) -> dict[str, Any] | None:
+    """``report`` (a validation report or a failure) with at most ``cap`` problems and
+    ``problems_left_out`` (shallow copy; ``None`` stays ``None``)."""
+    if not isinstance(report, dict) or not isinstance(report.get("problems"), list):
+        return report
+    shown, left = capped(report["problems"], cap)
+    return {**report, "problems": shown, "problems_left_out": left}
 
 
 def _fold_at(journal: Journal, revision: int) -> Fold | None:
@@ -262,6 +295,7 @@ def context_build(
     write: bool = True,
     fold: Fold | None = None,
     tools: Any = None,
+    views: tuple[str, ...] = VIEWS,
 ) -> ContextResult:
     """Build the request for the agent's next model call, and its two other views.
 
@@ -279,6 +313,10 @@ def context_build(
         fold: build with the ledger as of this fold (default: the latest valid at revision).
         tools: the ``tools`` (schema) input the runtime sends with the request; counted
             against the budget.
+        views: the views wanted (:data:`VIEWS`); the frontend view and its check are built
+            only when ``"frontend"`` is named (they read and scan every entry of the session:
+            a caller that needs only the request does not pay for them). The model view and
+            the debug trace are one build and always made.
 
     Returns:
         :class:`ContextResult`. Idempotent in effect: a second call at the same revision finds
@@ -298,7 +336,7 @@ def context_build(
         .select_related("artifact__tenant")
         .order_by("seq")
     )
-    views = [entry_view(e) for e in rows]
+    entry_views = [entry_view(e) for e in rows]
     receipts: Mapping[str, Mapping[str, Any]] = {
         e.entry_hash: e.artifact.receipt() for e in rows if e.artifact_id is not None
     }
@@ -320,7 +358,7 @@ def context_build(
     stored = {e.entry_hash: e.token_count for e in rows if e.token_source == label}
     try:
         build: ContextBuild = build_context(
-            entries=views,
+            entries=entry_views,
             ledger=selectors.context_ledger(journal, base) if base is not None else None,
             covered_upto=_covered(journal, base),
             working_budget=working_budget,
@@ -338,29 +376,9 @@ def context_build(
         )
     except ContextInputError as exc:
         raise ContextError(str(exc), exc.field or "") from exc
-    frontend = frontend_view(views, receipts=receipts, count=meter.count)
-    reasoning = [v.text for v in views if v.kind == "reasoning"]
-    entry_of = {v.seq: v.entry_hash for v in views}
-    front_report = validate_frontend(frontend, reasoning=reasoning, entry_of=entry_of)
-    if not front_report.ok:
-        # a last guard: an item the privacy filter let through but the check refuses is withheld
-        bad: dict[int, list[str]] = {}
-        for p in front_report.problems:
-            if p.index is not None and f"withheld: {p.check}" not in bad.setdefault(p.index, []):
-                bad[p.index].append(f"withheld: {p.check}")
-        for i, labels in bad.items():
-            item = frontend["items"][i]
-            frontend["items"][i] = {
-                "seq": item.get("seq"),
-                "role": item.get("role"),
-                "kind": item.get("kind"),
-                "text": WITHHELD,
-                "filtered": True,
-                "labels": labels,
-            }
-        first = front_report
-        front_report = validate_frontend(frontend, reasoning=reasoning, entry_of=entry_of)
-        front_report.checks.append(f"withheld {len(bad)} items ({len(first.problems)} problems)")
+    frontend, front_report = (
+        _frontend(entry_views, receipts, meter) if "frontend" in views else (None, None)
+    )
     trace = build.debug_trace
     failure = build.failure
     if build.status == "failed":
@@ -378,6 +396,9 @@ def context_build(
             }
         )
     trace["ledger"]["fold"] = base.number if base is not None else None
+    validation = {"model": build.report.to_dict()}
+    if front_report is not None:
+        validation["frontend"] = front_report.to_dict()
     return ContextResult(
         status=build.status,
         revision=rev,
@@ -385,8 +406,45 @@ def context_build(
         frontend_view=frontend,
         debug_trace=trace,
         failure=failure,
-        validation={"model": build.report.to_dict(), "frontend": front_report.to_dict()},
+        validation=validation,
     )
+
+
+def _frontend(
+    views: list[Any], receipts: Mapping[str, Mapping[str, Any]], meter: Meter
+) -> tuple[dict[str, Any], ValidationReport]:
+    """The frontend view and its check; an item the check still refuses is withheld (the
+    module docstring). Each text is scanned for secrets and reasoning once
+    (:func:`ledger_app.validation.memo_findings` shared by the filter and the check)."""
+    find = memo_findings()
+    frontend = frontend_view(views, receipts=receipts, count=meter.count, findings=find)
+    reasoning = [v.text for v in views if v.kind == "reasoning"]
+    entry_of = {v.seq: v.entry_hash for v in views}
+    front_report = validate_frontend(
+        frontend, reasoning=reasoning, entry_of=entry_of, findings=find
+    )
+    if not front_report.ok:
+        # a last guard: an item the privacy filter let through but the check refuses is withheld
+        bad: dict[int, list[str]] = {}
+        for p in front_report.problems:
+            if p.index is not None and f"withheld: {p.check}" not in bad.setdefault(p.index, []):
+                bad[p.index].append(f"withheld: {p.check}")
+        for i, labels in bad.items():
+            item = frontend["items"][i]
+            frontend["items"][i] = {
+                "seq": item.get("seq"),
+                "role": item.get("role"),
+                "kind": item.get("kind"),
+                "text": WITHHELD,
+                "filtered": True,
+                "labels": labels,
+            }
+        first = front_report
+        front_report = validate_frontend(
+            frontend, reasoning=reasoning, entry_of=entry_of, findings=find
+        )
+        front_report.checks.append(f"withheld {len(bad)} items ({len(first.problems)} problems)")
+    return frontend, front_report
 
 
 def session_pins(*, journal: Journal, revision: int | None = None) -> list[tuple[str, str, str]]:
@@ -493,17 +551,32 @@ def context_preview(
     return context_build(journal=journal, revision=revision, fold=fold, write=False, **budgets)
 
 
-def fold_invariants(*, fold: Fold) -> dict[str, Any]:
+def fold_invariants(*, fold: Fold, recompute: bool = False) -> dict[str, Any]:
     """The invariants panel of one fold: the context as of the fold, validated (read-only).
 
+    A property of the fold (issue 13): computed once at the default budgets
+    (:func:`context_budgets`) and stored with the fold (:class:`ledger_app.models.FoldInvariants`),
+    then read; a fold without one (older than the table, or never shown) gets it computed and
+    saved on its first read. A change of the default budgets, or ``recompute``, computes it
+    again. Two readers racing on a fold both compute; the second write wins with the same
+    value (the panel is deterministic: the journal is append-only and the fold immutable).
+
     Returns:
-        ``{"status", "revision", "model": report, "frontend": report, "failure"}``.
+        ``{"status", "revision", "model": report, "frontend": report, "failure",
+        "stored": bool}`` (``stored``: read from the fold's row, not computed now).
     """
-    result = context_preview(journal=fold.journal, revision=fold.revision, fold=fold)
-    return {
+    budgets = context_budgets()
+    key = budgets.as_kwargs()
+    stored = FoldInvariants.objects.filter(fold=fold).first()
+    if stored is not None and stored.budgets == key and not recompute:
+        return {**stored.panel, "stored": True}
+    result = context_preview(journal=fold.journal, revision=fold.revision, fold=fold, **key)
+    panel = {
         "status": result.status,
         "revision": result.revision,
         "model": result.validation["model"],
         "frontend": result.validation["frontend"],
         "failure": result.failure,
     }
+    FoldInvariants.objects.update_or_create(fold=fold, defaults={"budgets": key, "panel": panel})
+    return {**panel, "stored": False}

@@ -1,6 +1,9 @@
 """The difference between two ledger states (DESIGN.md section 8: "a diff between any two folds").
 
-Pure module. Facts are matched by id: a fact only in the later state is *added*, only in the
+Pure module. The operator UI reads a diff from the stored fact versions
+(:func:`ledger_app.selectors.diff.fold_diff`, SQL, one page at a time) and shapes each changed
+fact with :func:`field_changes`; :func:`state_diff` compares two whole parsed states (tests,
+tools). Facts are matched by id: a fact only in the later state is *added*, only in the
 earlier one *removed* (evicted by a consolidation), in both with different fields *changed*
 (with the fields that changed, before and after). Order: by priority, then id.
 """
@@ -57,6 +60,31 @@ def _order(change: FactChange) -> tuple[int, int, str]:
     return (priority_rank(str(change.fact.get("priority", ""))), status, change.fact_id)
 
 
+def field_changes(before: Fact, after: Fact) -> list[FieldChange]:
+    """The fields that differ between two versions of one fact, by name.
+
+    ``lifecycle`` absent counts as ``active`` (the reducer's default), so a fact that only
+    gained an explicit ``"lifecycle": "active"`` has no change.
+    """
+    norm_a = {"lifecycle": "active", **before}
+    norm_b = {"lifecycle": "active", **after}
+    return [
+        FieldChange(name, norm_a.get(name), norm_b.get(name))
+        for name in sorted(norm_a.keys() | norm_b.keys())
+        if norm_a.get(name) != norm_b.get(name)
+    ]
+
+
+def birth_fold(births: list[int], since: int) -> int | None:
+    """The fold a fact version was born in: the latest birth (``LedgerFact`` row with
+    ``change="born"``) at or before the version's ``since``; the earliest birth when none
+    precedes it (a history written before births were recorded); ``None`` without any."""
+    earlier = [n for n in births if n <= since]
+    if earlier:
+        return max(earlier)
+    return min(births) if births else None
+
+
 def state_diff(a: dict[str, Any], b: dict[str, Any]) -> StateDiff:
     """Compare two ledger states (``{"facts": {id: fact}}``), ``a`` earlier, ``b`` later.
 
@@ -77,13 +105,7 @@ def state_diff(a: dict[str, Any], b: dict[str, Any]) -> StateDiff:
         elif after is None and before is not None:
             changes.append(FactChange("removed", fact_id, before))
         elif before is not None and after is not None:
-            norm_a = {"lifecycle": "active", **before}
-            norm_b = {"lifecycle": "active", **after}
-            fields = [
-                FieldChange(name, norm_a.get(name), norm_b.get(name))
-                for name in sorted(norm_a.keys() | norm_b.keys())
-                if norm_a.get(name) != norm_b.get(name)
-            ]
+            fields = field_changes(before, after)
             if fields:
                 changes.append(FactChange("changed", fact_id, after, before, fields))
             else:

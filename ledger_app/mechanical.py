@@ -8,7 +8,8 @@ Used by the first fold and as the fallback of a fold whose model proposals were 
   (``history``), another success at P2 (``verified_state``), a failure at P1 as a
   ``blocker`` (so no later success claim may cite it as support);
 * every tool call that never got a result in a closed round becomes a P1
-  ``open_obligation`` "tool X was called and did not complete".
+  ``open_obligation`` "tool X was called and did not complete" ("is pending since seq N" when
+  the runtime declared it pending), closed by its result when that arrives later.
 
 Privacy (issue 12): a pin is the authoritative text verbatim, secrets included (validation
 compares it byte for byte). Every other fact quotes journal text (a command, a path, an
@@ -24,9 +25,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from journal_app.chunking import DEFAULT_CHUNK_BYTES
 from journal_app.content import is_authoritative
+from journal_app.identifiers import COMMAND_LIMIT, identifiers_of
 from journal_app.privacy import redact_secrets
 from ledger_app.facts import Fact
+from ledger_app.outcomes import (
+    QUOTE_CHARS,
+    SUBMIT_COMMAND,
+    SUBMIT_TOOLS,
+    first_text,
+    read_outcome,
+    support_item,
+)
+from ledger_app.pending import call_obligation
 
 READ_TOOLS = {
     "read",
@@ -65,6 +77,8 @@ class EntryView:
     derived: bool = False
     is_error: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
+    #: the journal's chunk size in bytes (support items name the chunks of their quote)
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES
 
 
 def clip(text: str, limit: int = TEXT_LIMIT) -> str:
@@ -150,20 +164,55 @@ def _json_failure(text: str) -> str:
     return ", ".join(parts)
 
 
-def _first_error_line(text: str) -> str:
-    compact = _json_failure(text)
-    if compact:
-        return compact
-    for line in text.splitlines():
-        if re.search(r"(?i)error|fail|denied|not found|exception|traceback", line):
-            return line.strip()
-    return text.strip().splitlines()[0] if text.strip() else ""
+def shown_command(cmd: str) -> str:
+    """A command as a fact shows it: redacted, whitespace collapsed, cut after
+    :data:`journal_app.identifiers.COMMAND_LIMIT` characters (the loss report's command
+    identifier, so a fact keeps it whole)."""
+    flat = " ".join(redact(cmd).split())
+    return flat if len(flat) <= COMMAND_LIMIT else flat[:COMMAND_LIMIT].rstrip() + "…"
+
+
+#: Identifier kinds a tool fact lists from its entries (issue 15, item 9: the loss report)
+MENTION_KINDS = ("path", "url", "number", "hash", "id", "migration")
+#: Most identifiers one fact lists; the rest stay recoverable from the cited entry
+MENTION_LIMIT = 100
+
+
+def mentions(text: str, *views: EntryView) -> str:
+    """``"; mentions: a.py, 5 files, ..."``: identifiers of ``views`` (paths, URLs, numbers
+    with units, hashes, ids) that ``text`` lacks, at most :data:`MENTION_LIMIT`, read from
+    the filtered text (:func:`journal_app.identifiers.identifiers_of`: never a secret);
+    ``""`` when there are none."""
+    found: list[str] = []
+    for v in views:
+        for ident in identifiers_of(
+            kind=v.kind, text=v.text, content=v.content, tool_call_id=v.tool_call_id
+        ):
+            if ident.kind in MENTION_KINDS and ident.value not in text and ident.value not in found:
+                found.append(ident.value)
+    if not found:
+        return ""
+    more = len(found) - MENTION_LIMIT
+    return (
+        "; mentions: "
+        + ", ".join(found[:MENTION_LIMIT])
+        + (f" (+{more} more in the entry)" if more > 0 else "")
+    )
+
+
+#: ``command`` values of file-editor tools (OpenHands/SWE-agent ``str_replace_editor``): a
+#: sub-command, not a shell command
+EDITOR_COMMANDS = ("view", "create", "str_replace", "insert", "undo_edit")
 
 
 def _describe(call: EntryView) -> str:
     cmd = command_of(call)
+    args = call.content.get("arguments")
+    path = args.get("path") if isinstance(args, dict) else None
+    if cmd in EDITOR_COMMANDS and isinstance(path, str):
+        return f"`{call.tool_name}` {cmd} on `{clip(redact(path), 160)}`"
     if cmd:
-        return f"`{call.tool_name}` command `{clip(redact(cmd), 160)}`"
+        return f"`{call.tool_name}` command `{shown_command(cmd)}`"
     args = call.content.get("arguments")
     if isinstance(args, dict):
         for key in ("file_path", "path", "filePath", "pattern", "query", "url"):
@@ -189,54 +238,141 @@ def pin_fact(entry: EntryView) -> Fact:
 
 def is_pin_source(entry: EntryView) -> bool:
     """Authoritative message (:func:`journal_app.content.is_authoritative`) with non-empty text."""
-    return is_authoritative(entry.kind, entry.role, entry.derived, entry.meta) and entry.text != ""
+    return entry.text != "" and is_authoritative(
+        entry.kind, entry.role, entry.derived, entry.meta, text=entry.text
+    )
+
+
+def cite(view: EntryView, quote: str = "") -> dict[str, Any]:
+    """A support item citing ``view``, with the byte range and chunks of ``quote`` when the
+    quote is exact text of the entry (:func:`ledger_app.outcomes.support_item`)."""
+    return support_item(
+        entry_hash=view.entry_hash, content=view.content, quote=quote, chunk_bytes=view.chunk_bytes
+    )
+
+
+def _call_quote(call: EntryView) -> str:
+    cmd = command_of(call)
+    if cmd:
+        return cmd.splitlines()[0][:QUOTE_CHARS]
+    args = call.content.get("arguments")
+    if isinstance(args, dict):
+        for key in ("file_path", "path", "filePath", "pattern", "query", "url"):
+            if isinstance(args.get(key), str):
+                return args[key][:QUOTE_CHARS]
+    return call.tool_name
+
+
+#: outcome kind -> (category, priority, outcome label) of the fact (issue 15, item 5)
+_OUTCOME_CLASS = {
+    "failure": ("blocker", "P1", "failure"),
+    "rejected": ("blocker", "P1", "failure"),
+    "plan_rejected": ("blocker", "P1", "failure"),
+    "no_match": ("history", "P3", "no_match"),
+    "read": ("history", "P3", "success"),
+    "search": ("history", "P3", "success"),
+    "plan_approved": ("decision", "P1", "success"),
+    "answered": ("decision", "P1", "success"),
+    "submitted": ("verified_state", "P1", "success"),
+}
 
 
 def outcome_fact(call: EntryView, result: EntryView) -> Fact:
-    """One fact stating the outcome of ``call`` as shown by ``result``."""
+    """One fact stating what ``result`` showed of ``call`` (:func:`ledger_app.outcomes.read_outcome`).
+
+    A failure, a rejected edit and a rejected plan are P1 blockers (``outcome`` failure, so
+    no success claim may cite them); a search with no match is P3 history; an approved plan
+    and a question's answer are P1 decisions; a submission is P1 verified state; a routine
+    read is P3 history and any other success P2 verified state. Support: the call (quoting
+    its command or path) and the result (quoting the decisive text), with byte ranges.
+    """
+    args = call.content.get("arguments")
+    output = result.content.get("output")
+    seen = read_outcome(
+        tool_name=call.tool_name,
+        arguments=args if isinstance(args, dict) else {},
+        command=command_of(call),
+        output=output if isinstance(output, str) else result.text,
+        is_error=result.is_error,
+        result_content=result.content,
+    )
     exit_code = result.content.get("exit_code")
     code = f" (exit {exit_code})" if exit_code is not None else ""
-    what = _describe(call)
-    if result.is_error:
-        detail = clip(redact(_first_error_line(result.text)), 200)
-        return {
-            "id": f"tool:{result.entry_hash[:16]}",
-            "category": "blocker",
-            "priority": "P1",
-            "lifecycle": "active",
-            "confidence": "verified",
-            "text": f"FAILED: {what} failed{code}" + (f": {detail}" if detail else ""),
-            "support": [{"entry": call.entry_hash}, {"entry": result.entry_hash}],
-            "author": "code",
-            "outcome": "failure",
-        }
     routine = is_routine_read(call)
-    return {
+    category, priority, label = _OUTCOME_CLASS.get(
+        seen.kind,
+        ("history", "P3", "success") if routine else ("verified_state", "P2", "success"),
+    )
+    what = _describe(call)
+    if seen.kind == "failure":
+        detail = _json_failure(result.text) or seen.summary.removeprefix("failed").lstrip(": ")
+        text = f"FAILED: {what} failed{code}" + (f": {detail}" if detail else "")
+    else:
+        prefix = {"rejected": "REJECTED: ", "plan_rejected": "REJECTED: "}.get(seen.kind, "")
+        text = f"{prefix}{what}{code}: {seen.summary}"
+    text += mentions(text, call, result)
+    support = [
+        cite(call, seen.quote if seen.quote_in_call else _call_quote(call)),
+        cite(
+            result,
+            "" if seen.quote_in_call else seen.quote or first_text(result.text)[:QUOTE_CHARS],
+        ),
+    ]
+    fact: Fact = {
         "id": f"tool:{result.entry_hash[:16]}",
-        "category": "history" if routine else "verified_state",
-        "priority": "P3" if routine else "P2",
+        "category": category,
+        "priority": priority,
         "lifecycle": "active",
         "confidence": "verified",
-        "text": f"{what} ran{code}; output {len(result.text)} characters",
-        "support": [{"entry": call.entry_hash}, {"entry": result.entry_hash}],
+        "text": text,
+        "support": support,
         "author": "code",
-        "outcome": "success",
+        "outcome": label,
+        "result": seen.kind,
     }
+    if seen.path:
+        fact["path"] = redact(seen.path)
+    return fact
+
+
+def is_submit(call: EntryView) -> bool:
+    """A call that submits the run's final output (``submit``, ``finish``, mini-swe-agent's
+    ``COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT``): it ends the run, it never "did not complete"."""
+    name = call.tool_name.lower().split("__")[-1]
+    return name in SUBMIT_TOOLS or bool(SUBMIT_COMMAND.search(command_of(call)))
 
 
 def interrupted_fact(call: EntryView) -> Fact:
-    """An open obligation for a call whose result never came (DESIGN.md section 4)."""
-    return {
+    """An open obligation for a call whose result never came (DESIGN.md section 4).
+
+    A submit call with no result is the run's end, not an interruption: it is recorded as
+    submitted (P1 verified state, confidence ``reported``: no result shows what happened).
+    """
+    if is_submit(call):
+        return {
+            "id": f"tool:{call.entry_hash[:16]}",
+            "category": "verified_state",
+            "priority": "P1",
+            "lifecycle": "active",
+            "confidence": "reported",
+            "text": f"{_describe(call)}: the run ended by submitting its final output",
+            "support": [cite(call, _call_quote(call))],
+            "author": "code",
+            "outcome": "success",
+            "result": "submitted",
+        }
+    fact: Fact = {
         "id": f"tool:{call.entry_hash[:16]}",
         "category": "open_obligation",
         "priority": "P1",
         "lifecycle": "active",
         "confidence": "inferred",
         "text": f"{_describe(call)} was called and did not complete (no result in the journal)",
-        "support": [{"entry": call.entry_hash}],
+        "support": [cite(call, _call_quote(call))],
         "author": "code",
         "outcome": "interrupted",
     }
+    return call_obligation(fact, call)  # "pending since seq N" when declared (issue 15)
 
 
 def required_pins(entries: Sequence[EntryView]) -> list[dict[str, str]]:

@@ -19,6 +19,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Substr
 
 from journal_app.models import Journal
 from ledger_app import reducer
@@ -175,6 +176,11 @@ class Fold(models.Model):
         return Fold.objects.state_after(self)
 
 
+#: characters of ``LedgerFact.command_key`` in its index (up to 4 bytes each in UTF-8:
+#: 2,400 bytes, under PostgreSQL's btree row limit of 2,704)
+COMMAND_KEY_INDEXED = 600
+
+
 class LedgerFact(models.Model):
     """One version of one fact of a journal's ledger: valid from fold ``since`` until fold
     ``until`` (exclusive; ``None``: still the current version). Issue 18.
@@ -221,6 +227,21 @@ class LedgerFact(models.Model):
             models.Index(fields=["journal", "until", "priority", "fact_id"], name="ledgerfact_now"),
             models.Index(fields=["journal", "since"], name="ledgerfact_since"),
             models.Index(fields=["journal", "pin_entry"], name="ledgerfact_pin_entry"),
+            # the writer state's lookups by command key (issue 18: a fold reads a few rows);
+            # a key can be a long command, so the index holds its first COMMAND_KEY_INDEXED
+            # characters (a btree row must stay under PostgreSQL's 2,704 bytes)
+            models.Index(
+                models.F("journal"),
+                Substr("command_key", 1, COMMAND_KEY_INDEXED),
+                name="ledgerfact_now_command",
+                condition=models.Q(until__isnull=True),
+            ),
+            # the current pins (writer state, the fold's rotating pin check)
+            models.Index(
+                fields=["journal", "lifecycle"],
+                name="ledgerfact_now_pins",
+                condition=models.Q(until__isnull=True, pin=True),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -393,3 +414,24 @@ class Verdict(models.Model):
 
     def __str__(self) -> str:
         return f"{self.judge} on {self.key}: {self.entailment}/{self.temporal}"
+
+
+class FoldInvariants(models.Model):
+    """The invariants panel of one fold, computed once and stored with it (issue 13: it is a
+    property of the fold, not of a page view).
+
+    ``panel`` is :func:`ledger_app.context_service.fold_invariants`'s result (the context as
+    of the fold, validated read-only); ``budgets`` the budgets it was computed at (tokens,
+    :func:`ledger_app.context_service.context_budgets`): a change of the default budgets
+    recomputes it on the next read. Written lazily on the first read of a fold's panel.
+    """
+
+    fold = models.OneToOneField(
+        Fold, on_delete=models.CASCADE, primary_key=True, related_name="invariants"
+    )
+    budgets = models.JSONField(help_text="budgets computed at, tokens")
+    panel = models.JSONField(help_text="status, revision, model and frontend reports, failure")
+    computed_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"invariants of fold {self.fold_id}: {self.panel.get('status')}"

@@ -1,6 +1,13 @@
 """Auto-scheduling of folds: the journal's ``entries_appended`` signal (DESIGN.md section 5.2).
 
-Connected in :meth:`ledger_app.apps.LedgerAppConfig.ready`.
+The decision reads ``Journal.unfolded_tokens``, a running counter (issue 13, item 3): the
+append adds its new entries' ``token_count`` in its transaction, and each fold of kind
+``fold`` resets it to the tokens after its ``seq_end`` in the fold's transaction
+(:func:`unfolded_reset`, a ``post_save`` receiver on :class:`~ledger_app.models.Fold`).
+So an append costs no aggregate query unless a fold is due.
+
+:func:`schedule_fold` is connected in :meth:`ledger_app.apps.LedgerAppConfig.ready`;
+:func:`unfolded_reset` with ``@receiver`` when that method imports this module.
 """
 
 from __future__ import annotations
@@ -8,34 +15,80 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import BigIntegerField, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
+from django.db.models.signals import post_save
+from django.dispatch import receiver
 
 from journal_app.models import Entry, Journal
 from ledger_app.models import Fold
 from ledger_app.runs import task_run_enqueue
-from ledger_app.tasks import fold_journal
+from ledger_app.services.integrity import check_wanted
+from ledger_app.tasks import check_ledger, fold_journal
+
+
+def unfolded_count(journal_id: int) -> int:
+    """The tokens of the entries after the last fold's ``seq_end`` (one aggregate query).
+
+    Folds of kind ``fold``, as :func:`ledger_app.services.ledger_fold` counts them; the
+    latest by number. What ``Journal.unfolded_tokens`` must equal.
+    """
+    folded_to = (
+        Fold.objects.filter(journal_id=journal_id, kind=Fold.Kind.FOLD)
+        .order_by("-number")
+        .values("seq_end")[:1]
+    )
+    return (
+        Entry.objects.filter(journal_id=journal_id)
+        .filter(seq__gt=Coalesce(Subquery(folded_to), Value(0), output_field=BigIntegerField()))
+        .aggregate(tokens=Sum("token_count", default=0))["tokens"]
+    )
 
 
 def schedule_fold(sender: type[Journal], *, journal: Journal, head_seq: int, **kwargs: Any) -> None:
     """Enqueue :func:`~ledger_app.tasks.fold_journal` when the unfolded part is big enough.
 
-    The unfolded part is the entries after the last fold's ``seq_end`` (folds of kind
-    ``fold``, as :func:`ledger_app.services.ledger_fold` counts them); when the sum of their
-    ``token_count`` reaches ``settings.LEDGER_FOLD_THRESHOLD_TOKENS`` a fold up to
-    ``head_seq`` is queued after commit (one aggregate query). Eager in the embedded
-    default, so the fold runs in-process. Appends that arrive before the fold has run may
-    queue it again; the task is idempotent, so the extra run folds nothing.
+    When ``journal.unfolded_tokens`` (the running counter the append just updated) reaches
+    ``settings.LEDGER_FOLD_THRESHOLD_TOKENS`` a fold up to ``head_seq`` is queued after
+    commit. A journal not counted yet (``None``, from before the counter) is counted once
+    here (:func:`unfolded_count`) and the figure stored. Eager in the embedded default, so
+    the fold runs in-process. Appends that arrive before the fold has run may queue it
+    again; the task is idempotent, so the extra run folds nothing.
     """
-    folded_to = (
-        Fold.objects.filter(journal=journal, kind=Fold.Kind.FOLD)
-        .order_by("-number")
-        .values("seq_end")[:1]
-    )
-    unfolded = (
-        Entry.objects.filter(journal=journal)
-        .filter(seq__gt=Coalesce(Subquery(folded_to), Value(0), output_field=BigIntegerField()))
-        .aggregate(tokens=Sum("token_count", default=0))["tokens"]
-    )
+    unfolded = journal.unfolded_tokens
+    if unfolded is None:
+        unfolded = unfolded_count(journal.pk)
+        Journal.objects.filter(pk=journal.pk, unfolded_tokens__isnull=True).update(
+            unfolded_tokens=unfolded
+        )
+        journal.unfolded_tokens = unfolded
     if unfolded >= settings.LEDGER_FOLD_THRESHOLD_TOKENS:
         task_run_enqueue(task=fold_journal, journal=journal, journal_id=journal.pk, upto=head_seq)
+
+
+@receiver(post_save, sender=Fold, dispatch_uid="ledger_app.unfolded_reset")
+def unfolded_reset(sender: type[Fold], *, instance: Fold, created: bool, **kwargs: Any) -> None:
+    """A new fold of kind ``fold`` sets ``Journal.unfolded_tokens`` to what is after it.
+
+    Runs inside the fold's transaction (the fold service holds the journal row lock, so no
+    append interleaves): one ``UPDATE ... SET unfolded_tokens = (SELECT SUM ...)``.
+    Consolidations and other kinds leave the counter alone.
+    """
+    if not created or instance.kind != Fold.Kind.FOLD:
+        return
+    tokens = (
+        Entry.objects.filter(journal_id=instance.journal_id, seq__gt=instance.seq_end or 0)
+        .values("journal_id")
+        .annotate(tokens=Sum("token_count"))
+        .values("tokens")
+    )
+    Journal.objects.filter(pk=instance.journal_id).update(
+        unfolded_tokens=Coalesce(Subquery(tokens), Value(0), output_field=BigIntegerField())
+    )
+
+
+@receiver(check_wanted, sender=Journal, dispatch_uid="ledger_app.queue_check")
+def queue_check(sender: type[Journal], *, journal_id: int, **kwargs: Any) -> None:
+    """Queue the ``check_ledger`` task after commit: a page found no stored check (issue 16)."""
+    transaction.on_commit(lambda: check_ledger.delay(journal_id=journal_id), robust=True)

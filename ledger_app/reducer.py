@@ -154,8 +154,14 @@ ACC_EMPTY = 1
 
 def fact_element(fact_id: str, fact: Mapping[str, Any]) -> int:
     """The group element of one fact (step 1 above): an integer in ``[1, P)``."""
+    return element_of_canonical(fact_id, rfc8785.dumps(dict(fact)))
+
+
+def element_of_canonical(fact_id: str, canonical: bytes) -> int:
+    """:func:`fact_element` from the fact's RFC 8785 bytes (a stored row's ``data``), so a
+    caller holding canonical JSON does not parse and re-serialise it."""
     key = fact_id.encode("utf-8")
-    data = b"ledgerkeep fact v2\x00%d\x00" % len(key) + key + rfc8785.dumps(dict(fact))
+    data = b"ledgerkeep fact v2\x00%d\x00" % len(key) + key + canonical
     value = int.from_bytes(hashlib.shake_256(data).digest(_ACC_BYTES), "big") % MUHASH_PRIME
     return value or 1
 
@@ -319,7 +325,13 @@ def _check_confidence(fact: Fact, evidence: Mapping[str, Mapping[str, Any]]) -> 
                 "confidence 'verified' needs a tool result that demonstrates it; "
                 "an assistant statement stays 'reported'"
             )
-        if fact["category"] != "blocker" and all(i.get("is_error") for i in results):
+        # a search that found nothing exits non-zero: code states "no match", not a success
+        no_match = fact.get("outcome") == "no_match" and fact.get("author") in ("code", "offline")
+        if (
+            fact["category"] != "blocker"
+            and not no_match
+            and all(i.get("is_error") for i in results)
+        ):
             return "a failed tool result cannot support a success claim"
     return ""
 

@@ -193,3 +193,23 @@ def _mark_lost_on_start(sender: Any = None, **kwargs: Any) -> None:
         return
     for run in marked:
         log.warning("task run %s (%s) marked lost: %s", run.task_id, run.task_name, run.error)
+
+
+@shared_task(acks_late=True, autoretry_for=TRANSIENT, retry_backoff=True, max_retries=5)
+def check_ledger(journal_id: int) -> dict[str, Any]:
+    """Run the full check of a journal's ledger and store it for the pages (issue 16).
+
+    One call of :func:`ledger_app.services.integrity.ledger_check`; queued by a page that
+    finds no stored check for the ledger's current state. Read-only and idempotent, so it
+    leaves no ``TaskRun`` (it changes nothing a run would account for).
+
+    Returns:
+        The stored check (``state``, ``problems``, ``checked_at``), or ``{"journal_id": id,
+        "reason": "journal gone"}``.
+    """
+    from ledger_app.services.integrity import ledger_check
+
+    journal = Journal.objects.filter(pk=journal_id).first()
+    if journal is None:
+        return {"journal_id": journal_id, "reason": "journal gone"}
+    return ledger_check(journal=journal).to_dict()

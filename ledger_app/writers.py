@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from ledger_app.mechanical import EntryView, interrupted_fact, outcome_fact
+from ledger_app.pending import CALL_KEY, late_result_closes
 
 
 class Writer(Protocol):
@@ -31,8 +32,14 @@ class MechanicalWriter:
     label = "mechanical (no model)"
     prompt_version = None
 
+    def state_keys(self, entries: Sequence[EntryView]) -> tuple[set[str], set[str]]:
+        """``(command keys, fact ids)`` :meth:`propose` may read: the covered results' call
+        obligations (the fold service loads only those, issue 18)."""
+        return {CALL_KEY + e.tool_call_id for e in entries if e.kind == "tool_result"}, set()
+
     def propose(self, entries: Sequence[EntryView], state: dict[str, Any]) -> list[dict[str, Any]]:
-        """One ``add`` per tool call: its outcome, or "did not complete" (see mechanical)."""
+        """One ``add`` per tool call: its outcome, or "did not complete" / "pending" (see
+        mechanical); a ``close`` for an earlier call's obligation whose result is here."""
         results = {e.tool_call_id: e for e in entries if e.kind == "tool_result"}
         ops: list[dict[str, Any]] = []
         for e in entries:
@@ -40,4 +47,4 @@ class MechanicalWriter:
                 result = results.get(e.tool_call_id)
                 fact = outcome_fact(e, result) if result is not None else interrupted_fact(e)
                 ops.append({"op": "add", "fact": fact})
-        return ops
+        return ops + late_result_closes(entries, state)

@@ -406,6 +406,7 @@ def request_compact(
         hard_limit=window,
         target_format=surface,
         output_reserve=output_tokens,
+        views=("model", "debug"),  # the frontend view is not forwarded: not built
     )
     if result.status != "ok" or result.model_view is None:
         reason = (result.failure or {}).get("reason") or "no valid context fits the budgets"

@@ -15,10 +15,10 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from django.http import Http404, HttpRequest
-from ninja import Query, Router
+from ninja import Path, Query, Router
 
 from journal_app.models import Journal
-from journal_app.schemas import ERRORS, ScopePart
+from journal_app.schemas import ERRORS, MAX_SEQ, HashPart, ScopePart
 from recovery_app import services
 from recovery_app.schemas import AnalystIn, AnalystOut, ReadOut, SearchOut
 
@@ -67,20 +67,34 @@ def search(
     }
 
 
-@router.get(SCOPE + "/read", response={200: ReadOut, **ERRORS}, summary="Read an entry, verified")
-def read(
-    request: HttpRequest,
-    session: ScopePart,
-    lane: ScopePart,
-    branch: ScopePart,
-    seq: Annotated[int | None, Query(ge=1, le=2**63 - 1)] = None,
-    entry: Annotated[str | None, Query(pattern=r"^(sha256:)?[0-9a-fA-F]{64}$")] = None,
+#: An entry's seq in a path: a positive 64-bit integer (the database column's range).
+SeqPart = Annotated[int, Path(ge=1, le=MAX_SEQ)]
+
+
+@router.get(SCOPE + "/read/seq/{seq}", response={200: ReadOut, **ERRORS}, summary="Read by seq")
+def read_by_seq(
+    request: HttpRequest, session: ScopePart, lane: ScopePart, branch: ScopePart, seq: SeqPart
 ) -> Any:
-    """One entry (by ``seq`` or ``entry`` hash) re-read in full and checked against the
-    journal's head: scope, seq, raw, hashes, byte length, every chunk. Content only when
-    every check passes; secrets and hidden reasoning filtered, and ``filtered`` says so."""
+    """One entry re-read in full and checked against the journal's head: scope, seq, raw,
+    hashes, byte length, every chunk. Content only when every check passes; secrets and
+    hidden reasoning filtered, and ``filtered`` says so.
+
+    An entry is named by its seq here, by its hash on ``read/entry/{entry}``: one route
+    each, so the schema says what the server enforces, exactly one of the two (issue 16)."""
     journal = caller_journal(request, session, lane, branch)
-    return services.recovery_read(journal=journal, seq=seq, entry=entry).__dict__
+    return services.recovery_read(journal=journal, seq=seq).__dict__
+
+
+@router.get(
+    SCOPE + "/read/entry/{entry}", response={200: ReadOut, **ERRORS}, summary="Read by hash"
+)
+def read_by_entry(
+    request: HttpRequest, session: ScopePart, lane: ScopePart, branch: ScopePart, entry: HashPart
+) -> Any:
+    """The entry of this hash (``sha256:<hex>`` or hex), re-read and verified as
+    ``read/seq/{seq}`` does."""
+    journal = caller_journal(request, session, lane, branch)
+    return services.recovery_read(journal=journal, entry=entry).__dict__
 
 
 @router.post(SCOPE + "/analyst", response={200: AnalystOut, **ERRORS}, summary="Ask the analyst")

@@ -1,4 +1,4 @@
-"""The search index follows the journal: the ``entries_appended`` receiver (DESIGN.md section 7).
+"""Derived rows follow the journal: the ``entries_appended`` receiver (DESIGN.md section 7).
 
 Connected in :meth:`recovery_app.apps.RecoveryAppConfig.ready`.
 """
@@ -9,20 +9,22 @@ import logging
 from typing import Any
 
 from journal_app.models import Journal
-from recovery_app.search import index_sync
+from recovery_app.tasks import derive_appended
 
 log = logging.getLogger("ledgerkeep.recovery")
 
 
 def index_appended(
-    sender: type[Journal], *, journal: Journal, head_seq: int, **kwargs: Any
+    sender: type[Journal], *, journal: Journal, appended: int, head_seq: int, **kwargs: Any
 ) -> None:
-    """Index the entries an append batch committed (up to ``head_seq``).
+    """Queue :func:`~recovery_app.tasks.derive_appended` for the entries an append committed.
 
-    The signal is sent after the append's commit, so a failure here cannot undo the append;
-    it is logged and the index catches up before the next search (:func:`index_sync`).
+    The signal is sent after the append's commit, so nothing here can undo the append: a
+    failure to queue or to run is logged, and the index catches up before the next search
+    (:func:`recovery_app.search.index_sync`). Eager in the embedded default (runs
+    in-process now); with a broker a worker runs it.
     """
     try:
-        index_sync(journal=journal, upto=head_seq)
+        derive_appended.delay(journal.pk, head_seq - appended + 1, head_seq)
     except Exception:
-        log.exception("search index sync failed for journal %s", journal.pk)
+        log.exception("deriving the rows of journal %s up to seq %s failed", journal.pk, head_seq)

@@ -38,7 +38,7 @@ def test_it_imports_verifies_and_folds(path, settings):
     summary = out.getvalue()
     result = journal_import(path=path, tenant="corpus")  # idempotent: the same journals
     assert result.append.appended == 0
-    assert sum(j.head_seq for j in result.journals) == len(result.parsed.entries)
+    assert sum(j.head_seq for j in result.journals) == result.entries
     for journal in result.journals:
         assert f"folded     {journal.scope_label}: " in summary
         folded_at_import = Fold.objects.filter(journal=journal, kind="fold").count()

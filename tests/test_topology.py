@@ -116,7 +116,8 @@ def topology(tmp_path) -> Iterator[dict]:
     )
     commands = {
         "web": [
-            sys.executable, "-m", "gunicorn", "config.wsgi:application",
+            sys.executable, "-m", "gunicorn", "-c", "python:config.gunicorn",
+            "config.wsgi:application",
             "--bind", f"127.0.0.1:{port}", "--workers", "2", "--timeout", "60",
             "--access-logfile", "-",
         ],
@@ -292,3 +293,12 @@ def test_the_compose_stack_builds_and_answers_on_plain_http(tmp_path):
         assert login.status_code == 200  # no redirect to https
     finally:
         subprocess.run([*compose, "down", "-v"], cwd=ROOT, env=env, timeout=300)
+
+
+def test_every_way_of_starting_the_web_process_reads_the_gunicorn_config():
+    """The request limits (config/gunicorn.py) hold in compose, the image and the README."""
+    web = _compose()["services"]["web"]["command"]
+    assert web[:3] == ["gunicorn", "-c", "python:config.gunicorn"]
+    assert '"-c", "python:config.gunicorn"' in (ROOT / "Dockerfile").read_text()
+    production = (ROOT / "README.md").read_text().split("## Run in production")[1]
+    assert "gunicorn -c python:config.gunicorn config.wsgi:application" in production

@@ -71,6 +71,7 @@ def detect(source: Source) -> bool:
     or ``text`` blocks with no OpenAI-only part beside them) or the object has a top-level
     ``system`` string next to ``messages``. Plain string-only lists are left to openai-chat.
     """
+    source = source.detection_view()  # a large file: its bounded preview
     if source.kind != "json":
         return False
     found = _messages(source)

@@ -33,15 +33,17 @@ Provider-reported token usage, when the source has it, goes into ``usage`` as
 Errors
 ------
 Malformed input raises :class:`FormatError` naming the file, the line or index, and the
-field. Importers must raise before yielding a partial session (they return a complete
-list), so nothing is half-written.
+field. ``parse`` raises before returning a partial session. Importers that stream
+(``stream(source)``, an :data:`EntryStream`) may raise after yielding some entries: the
+import runs in one transaction, so nothing is half-written either way.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -167,9 +169,30 @@ def check_pairing(path: str | Path, entries: Iterable[ParsedEntry]) -> None:
     A call with no result is allowed (an interrupted call); :mod:`journal_app.rounds`
     marks it. Raises :class:`FormatError` naming the entry's ``source_ref``.
     """
-    calls: dict[str, str] = {}
-    answered: set[str] = set()
+    check = PairingCheck(path)
     for e in entries:
+        check.see(e)
+
+
+class PairingCheck:
+    """:func:`check_pairing` one entry at a time, for a streamed import (issue 13, item 2).
+
+    Holds the ids of the calls and results seen so far (a few dozen bytes per call), never
+    the entries themselves.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = path
+        self.calls: dict[str, str] = {}
+        self.answered: set[str] = set()
+
+    def see(self, e: ParsedEntry) -> None:
+        """Check ``e`` against the entries seen before it.
+
+        Raises:
+            FormatError: the rules of :func:`check_pairing`, naming ``e.source_ref``.
+        """
+        path, calls, answered = self.path, self.calls, self.answered
         if e.kind == "tool_call":
             if not e.tool_call_id:
                 raise FormatError(path, e.source_ref, "tool_call_id", "tool call has no id")
@@ -200,6 +223,23 @@ def check_pairing(path: str | Path, entries: Iterable[ParsedEntry]) -> None:
             answered.add(e.tool_call_id)
 
 
+#: what a streaming importer's ``stream(source)`` is: a generator of the entries in order
+#: whose return value is the session's other fields (``entries=[]``), known at the end
+EntryStream = Generator[ParsedEntry, None, ParsedSession]
+
+
+def collect(stream: EntryStream) -> ParsedSession:
+    """Drain ``stream`` into a whole :class:`ParsedSession` (the in-memory ``parse``)."""
+    entries: list[ParsedEntry] = []
+    while True:
+        try:
+            entries.append(next(stream))
+        except StopIteration as done:
+            session: ParsedSession = done.value
+            session.entries = entries
+            return session
+
+
 class Repeats:
     """Repeated source records (issue 16, item 7): never a second entry, never a fabricated call.
 
@@ -207,13 +247,16 @@ class Repeats:
     ``uuid``, a Codex line, an OpenCode part id) is dropped and listed; a *different*
     record under a key already used is refused, naming both places. :meth:`summary` goes
     into ``ParsedSession.metadata["duplicates"]`` and the import summary counts it.
+
+    Each record is kept as the SHA-256 of its sorted JSON (32 bytes), not its text, so a
+    streamed import holds a few dozen bytes per record (issue 13, item 2).
     """
 
     def __init__(self, path: str | Path, what: str, field_name: str) -> None:
         self.path = path
         self.what = what
         self.field = field_name
-        self.first: dict[Any, tuple[str, str]] = {}
+        self.first: dict[Any, tuple[str, bytes]] = {}
         self.dropped: list[str] = []
 
     def new(self, key: Any, where: str, record: Any) -> bool:
@@ -222,7 +265,9 @@ class Repeats:
         Raises:
             FormatError: ``key`` was used before by a different record.
         """
-        text = json.dumps(record, sort_keys=True, ensure_ascii=True, default=repr)
+        text = hashlib.sha256(
+            json.dumps(record, sort_keys=True, ensure_ascii=True, default=repr).encode("ascii")
+        ).digest()
         if key not in self.first:
             self.first[key] = (where, text)
             return True

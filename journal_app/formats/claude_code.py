@@ -34,13 +34,16 @@ Pure module. Rules follow ``tests/fixtures/corpus/FORMATS.md`` section 1:
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from journal_app.formats.base import (
+    EntryStream,
     FormatError,
     ParsedEntry,
     ParsedSession,
     Repeats,
+    collect,
     message,
     record_repeats,
     tool_call,
@@ -63,10 +66,10 @@ def detect(source: Source) -> bool:
     with ``leafUuid``; a ``file-history-snapshot`` with ``snapshot``) and none may be a
     record of another shape. Never raises.
     """
-    if source.kind != "jsonl" or not isinstance(source.data, list):
+    if source.kind != "jsonl":
         return False
     seen = False
-    for _, obj in source.data[:20]:
+    for _, obj in source.head(20):
         if not isinstance(obj, dict) or obj.get("type") not in _DETECT_TYPES:
             return False
         rtype = obj["type"]
@@ -82,7 +85,7 @@ def detect(source: Source) -> bool:
 
 
 def parse(source: Source) -> ParsedSession:
-    """Parse a Claude Code session into a :class:`ParsedSession`.
+    """Parse a Claude Code session into a :class:`ParsedSession` (:func:`stream`, collected).
 
     Args:
         source: a ``kind="jsonl"`` source (``data = [(line_number, record), ...]``).
@@ -98,18 +101,28 @@ def parse(source: Source) -> ParsedSession:
             ``message.content``, a block is malformed (no ``id``/``name`` on ``tool_use``,
             no ``tool_use_id`` on ``tool_result``, wrong types).
     """
+    return collect(stream(source))
+
+
+def stream(source: Source) -> EntryStream:
+    """The entries of a Claude Code session one at a time, reading the file line by line.
+
+    Two passes over the rows (issue 13, item 2): the first keeps only each assistant
+    message's final usage (a few numbers per message id), the second yields the entries.
+    Returns the session fields (``entries=[]``) described in :func:`parse`; raises its errors.
+    """
     path = source.path
     if source.kind != "jsonl":
         raise FormatError(path, "", "", "a Claude Code session must be a JSONL file")
-    final_usage = _final_usage_by_message_id(source.data)
-    entries: list[ParsedEntry] = []
+    final_usage = _final_usage_by_message_id(source.rows(first_pass=True))
     skipped: dict[str, int] = {}
     session_id = ""
+    title = ""
     usage_given: set[str] = set()
     call_names: dict[str, str] = {}
     repeats = Repeats(path, "uuid", "uuid")
 
-    for number, obj in source.data:
+    for number, obj in source.rows():
         where = f"line {number}"
         if not isinstance(obj, dict):
             raise FormatError(path, where, "", f"record is not a JSON object ({_tname(obj)})")
@@ -120,6 +133,7 @@ def parse(source: Source) -> ParsedSession:
             raise FormatError(path, where, "type", "record has no string 'type'")
         if not session_id and isinstance(obj.get("sessionId"), str):
             session_id = obj["sessionId"]
+        new: list[ParsedEntry] = []
         if rtype in _SKIPPED_TYPES:
             skipped[rtype] = skipped.get(rtype, 0) + 1
         elif rtype in ("user", "assistant"):
@@ -129,21 +143,22 @@ def parse(source: Source) -> ParsedSession:
                     call_names[e.tool_call_id] = e.tool_name
                 elif e.kind == "tool_result":
                     e.tool_name = call_names.get(e.tool_call_id, "")
-            entries.extend(new)
+            title = title or _title(new)
         elif rtype == "summary":
-            entries.append(_summary_record(where, obj))
+            new = [_summary_record(where, obj)]
         elif rtype == "system":
-            entries.append(_system_record(where, obj))
+            new = [_system_record(where, obj)]
         else:
             rest = {k: v for k, v in obj.items() if k != "type"}
-            entries.append(_event(where, {"type": rtype, **rest}, {}))
+            new = [_event(where, {"type": rtype, **rest}, {})]
+        yield from new
 
     metadata: dict[str, Any] = {"skipped": skipped}
     record_repeats(metadata, repeats)
     return ParsedSession(
         format=NAME,
-        entries=entries,
-        title=_title(entries),
+        entries=[],
+        title=title,
         source_session_id=session_id,
         metadata=metadata,
     )
@@ -153,7 +168,7 @@ def _tname(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def _final_usage_by_message_id(rows: list[tuple[int, Any]]) -> dict[str, Any]:
+def _final_usage_by_message_id(rows: Iterable[tuple[int, Any]]) -> dict[str, Any]:
     """Map each assistant ``message.id`` to the usage of its last line (the final count)."""
     usage: dict[str, Any] = {}
     for _, obj in rows:
@@ -379,7 +394,7 @@ def _event(where: str, content: dict[str, Any], metadata: dict[str, Any]) -> Par
     )
 
 
-def _title(entries: list[ParsedEntry]) -> str:
+def _title(entries: Iterable[ParsedEntry]) -> str:
     """The first human prompt: a user text message not injected, derived or a command."""
     for e in entries:
         if e.kind != "message" or e.role != "user" or e.derived or e.metadata.get("injected"):

@@ -41,16 +41,20 @@ Pure module. Rules follow ``tests/fixtures/corpus/FORMATS.md`` section 2. Every 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 from journal_app.formats.base import (
+    EntryStream,
     FormatError,
     ParsedEntry,
     ParsedSession,
     Repeats,
+    collect,
     message,
     record_repeats,
     tool_call,
@@ -80,10 +84,10 @@ def detect(source: Source) -> bool:
     payload}`` with a known Codex record type and an object payload, and one must be
     ``session_meta`` or ``response_item``. Never raises.
     """
-    if source.kind != "jsonl" or not isinstance(source.data, list):
+    if source.kind != "jsonl":
         return False
     seen = False
-    for _, obj in source.data[:5]:
+    for _, obj in source.head(5):
         if not isinstance(obj, dict) or obj.get("type") not in _RECORD_TYPES:
             return False
         if not isinstance(obj.get("payload"), dict):
@@ -93,7 +97,7 @@ def detect(source: Source) -> bool:
 
 
 def parse(source: Source) -> ParsedSession:
-    """Parse a Codex rollout into a :class:`ParsedSession`.
+    """Parse a Codex rollout into a :class:`ParsedSession` (:func:`stream`, collected).
 
     Args:
         source: a ``kind="jsonl"`` source (``data = [(line_number, record), ...]``).
@@ -110,16 +114,27 @@ def parse(source: Source) -> ParsedSession:
             ``content``; a tool call/output lacks ``call_id`` (or ``name``/``arguments``,
             ``output``); a field has the wrong type.
     """
+    return collect(stream(source))
+
+
+def stream(source: Source) -> EntryStream:
+    """The entries of :func:`parse` one at a time, reading the file line by line.
+
+    Two passes (issue 13, item 2): the first keeps only digests of the response texts that
+    ``event_msg`` records repeat; the second yields each entry once nothing later can attach
+    to it (a token count attaches to the latest assistant entry, so entries from it on
+    wait for the next one). Returns the session fields (``entries=[]``).
+    """
     path = source.path
     if source.kind != "jsonl":
         raise FormatError(path, "", "", "a Codex rollout must be a JSONL file")
-    state = _State(path, _response_texts(source.data))
+    state = _State(path, _response_texts(source.rows(first_pass=True)))
     repeats = Repeats(path, "line", "")
-    for number, obj in source.data:
+    for number, obj in source.rows():
         where = f"line {number}"
         if not isinstance(obj, dict):
             raise FormatError(path, where, "", f"record is not a JSON object ({_tname(obj)})")
-        if not repeats.new(json.dumps(obj, sort_keys=True, default=repr), where, obj):
+        if not repeats.new(_digest(json.dumps(obj, sort_keys=True, default=repr)), where, obj):
             continue  # the same line again: one record, counted in metadata["duplicates"]
         rtype = obj.get("type")
         if not isinstance(rtype, str):
@@ -142,7 +157,9 @@ def parse(source: Source) -> ParsedSession:
             state.add(_event(where, {"type": "compacted", **payload}, base, derived=True))
         else:
             state.add(_event(where, {"type": rtype, **payload}, base))
+        yield from state.drain()
     session = state.finish()
+    yield from state.drain()
     record_repeats(session.metadata, repeats)
     return session
 
@@ -151,9 +168,14 @@ def _tname(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def _response_texts(rows: list[tuple[int, Any]]) -> Counter[tuple[str, str]]:
-    """Texts of the response items that ``event_msg`` duplicates, keyed by event type."""
-    texts: Counter[tuple[str, str]] = Counter()
+def _digest(text: str) -> bytes:
+    """SHA-256 of ``text`` (what a streamed import keeps of a text it must recognise)."""
+    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).digest()
+
+
+def _response_texts(rows: Iterable[tuple[int, Any]]) -> Counter[tuple[str, bytes]]:
+    """Digests of the response item texts that ``event_msg`` duplicates, keyed by event type."""
+    texts: Counter[tuple[str, bytes]] = Counter()
     for _, obj in rows:
         if not isinstance(obj, dict) or obj.get("type") != "response_item":
             continue
@@ -163,7 +185,7 @@ def _response_texts(rows: list[tuple[int, Any]]) -> Counter[tuple[str, str]]:
         if p.get("type") == "reasoning" and isinstance(p.get("summary"), list):
             for s in p["summary"]:
                 if isinstance(s, dict) and isinstance(s.get("text"), str):
-                    texts["agent_reasoning", s["text"]] += 1
+                    texts["agent_reasoning", _digest(s["text"])] += 1
         elif p.get("type") == "message" and isinstance(p.get("content"), list):
             role = p.get("role")
             kind = {"user": "user_message", "assistant": "agent_message"}.get(
@@ -171,7 +193,7 @@ def _response_texts(rows: list[tuple[int, Any]]) -> Counter[tuple[str, str]]:
             )
             if kind:
                 text = _join_text(p["content"])
-                texts[kind, text] += 1
+                texts[kind, _digest(text)] += 1
     return texts
 
 
@@ -186,9 +208,13 @@ def _join_text(blocks: list[Any]) -> str:
 class _State:
     """Accumulates entries and the records that attach to neighbouring entries."""
 
-    def __init__(self, path: Any, response_texts: Counter[tuple[str, str]]) -> None:
+    def __init__(self, path: Any, response_texts: Counter[tuple[str, bytes]]) -> None:
         self.path = path
+        #: entries from the latest assistant entry on (a token count may still attach)
         self.entries: list[ParsedEntry] = []
+        #: entries nothing can change any more, waiting to be yielded
+        self.ready: list[ParsedEntry] = []
+        self.title = ""
         self.metadata: dict[str, Any] = {"deduplicated": {}}
         self.session_id = ""
         self.have_meta = False
@@ -210,6 +236,9 @@ class _State:
             entry.tool_name = self.call_names.get(entry.tool_call_id, "")
         if entry.kind == "message" and entry.role in ("user", "developer"):
             self._flush_counts()
+        if entry.role == "assistant" or self.last_assistant is None:
+            self.ready.extend(self.entries)
+            self.entries = []
         if entry.role == "assistant":
             self.last_assistant = entry
             for count in self.pending_counts:
@@ -259,8 +288,9 @@ class _State:
             raise FormatError(
                 self.path, where, f"payload.{key}", f"expected a string, got {_tname(text)}"
             )
-        if self.response_texts[etype, text] > 0:
-            self.response_texts[etype, text] -= 1
+        digest = _digest(text)
+        if self.response_texts[etype, digest] > 0:
+            self.response_texts[etype, digest] -= 1
             dedup = self.metadata["deduplicated"]
             dedup[etype] = dedup.get(etype, 0) + 1
             extras = {k: v for k, v in rest.items() if k != key}
@@ -295,14 +325,24 @@ class _State:
                 _attach_token_count(self.last_assistant, count)
         self.pending_counts = []
 
+    def drain(self) -> list[ParsedEntry]:
+        """Take the entries that are ready (final) for yielding, in order."""
+        out, self.ready = self.ready, []
+        self.title = self.title or _title(out)
+        return out
+
     def finish(self) -> ParsedSession:
+        """The session fields; every entry left becomes ready (``entries=[]``)."""
         self._flush_counts()
         if self.pending_context:
             self.metadata["trailing_turn_context"] = self.pending_context
+        self.ready.extend(self.entries)
+        self.entries = []
+        self.title = self.title or _title(self.ready)  # drained by the caller after this
         return ParsedSession(
             format=NAME,
-            entries=self.entries,
-            title=_title(self.entries),
+            entries=[],
+            title=self.title,
             source_session_id=self.session_id,
             metadata=self.metadata,
         )
@@ -505,7 +545,7 @@ def _event(
     )
 
 
-def _title(entries: list[ParsedEntry]) -> str:
+def _title(entries: Iterable[ParsedEntry]) -> str:
     """The first human request (text after ``## My request for Codex:`` when present)."""
     for e in entries:
         if e.kind != "message" or e.role != "user" or e.metadata.get("injected"):

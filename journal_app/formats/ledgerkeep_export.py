@@ -51,6 +51,7 @@ VERSION = 1
 
 def detect(source: Source) -> bool:
     """A JSON Lines file whose first record is a ``header`` of format ``ledgerkeep-export``."""
+    source = source.detection_view()  # a large file: its bounded preview
     if source.kind != "jsonl" or not source.data:
         return False
     first = source.data[0][1]
@@ -329,7 +330,7 @@ def export_records(path: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     Raises:
         FormatError: not an export, a truncated or changed file, a record not an object.
     """
-    source = read_source(path)
+    source = read_source(path).load()  # the re-import needs every record (whole file)
     if not detect(source):
         raise FormatError(source.path, "", "format", f"not a {NAME} file")
     rows: list[tuple[int, Any]] = source.data

@@ -63,6 +63,7 @@ def detect(source: Source) -> bool:
     Needs a JSON object with a ``messages`` list and ``trajectory_format`` starting with
     ``mini-swe-agent`` (or ``info.mini_version``). Never raises.
     """
+    source = source.detection_view()  # a large file: its bounded preview
     if source.kind != "json" or not isinstance(source.data, dict):
         return False
     data = source.data

@@ -29,13 +29,16 @@ recent call with its id, so pairing stays exact.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from journal_app.formats.base import (
+    EntryStream,
     FormatError,
     ParsedEntry,
     ParsedSession,
+    collect,
     message,
     tool_call,
     tool_result,
@@ -134,17 +137,28 @@ def unique_call_id(source_id: str, used: dict[str, int]) -> str:
     return source_id if n == 1 else f"{source_id}#{n}"
 
 
-def _messages(source: Source) -> tuple[list[Any], str, dict[str, Any]] | None:
-    """Locate the message list: ``(messages, location prefix, wrapper fields)`` or None."""
-    data = source.data
+def _list_key(data: Any) -> tuple[str | None, str] | None:
+    """Where the message list of ``data`` is: ``(top-level key or None, location prefix)``."""
     if isinstance(data, list):
-        return data, "index", {}
+        return None, "index"
     if isinstance(data, dict) and not any(k in data for k in _FOREIGN_KEYS):
         for key in ("traj", "messages"):
             if isinstance(data.get(key), list):
-                rest = {k: v for k, v in data.items() if k != key}
-                return data[key], key, rest
+                return key, key
     return None
+
+
+def _messages(source: Source) -> tuple[Iterable[Any], str, dict[str, Any]] | None:
+    """Locate the message list: ``(messages, location prefix, wrapper fields)`` or None.
+
+    A streamed source is shaped from its preview; its messages are then read one at a time
+    and its wrapper fields without building the list (issue 13, item 2).
+    """
+    found = _list_key(source.detection_view().data)
+    if found is None:
+        return None
+    key, prefix = found
+    return source.items(key), prefix, ({} if key is None else source.fields(key))
 
 
 def _where(prefix: str, index: int) -> str:
@@ -157,12 +171,13 @@ def detect(source: Source) -> bool:
     Cheap: the list must be non-empty and every item an object with a ``role`` key. The
     Anthropic importer is tried first, so typed-block Anthropic lists never get here.
     """
+    source = source.detection_view()  # a large file: its bounded preview
     if source.kind != "json":
         return False
-    found = _messages(source)
+    found = _list_key(source.data)
     if found is None:
         return False
-    items = found[0]
+    items = source.data if found[0] is None else source.data[found[0]]
     return bool(items) and all(isinstance(m, dict) and "role" in m for m in items)
 
 
@@ -253,12 +268,18 @@ def parse(source: Source) -> ParsedSession:
             without tool calls, a malformed tool call, a tool message without
             ``tool_call_id``.
     """
+    return collect(stream(source))
+
+
+def stream(source: Source) -> EntryStream:
+    """The entries of :func:`parse`, one message at a time (a large file is streamed with
+    ``ijson``, never held whole: issue 13, item 2). Returns the session fields
+    (``entries=[]``); raises the errors of :func:`parse`."""
     path = source.path
     found = _messages(source) if source.kind == "json" else None
     if found is None:
         raise FormatError(path, "", "", "not an OpenAI chat message list")
     items, prefix, wrapper = found
-    entries: list[ParsedEntry] = []
     used: dict[str, int] = {}
     pending: dict[str, str] = {}
     title = ""
@@ -339,5 +360,5 @@ def parse(source: Source) -> ParsedSession:
             if not made:
                 raise FormatError(path, where, "content", "content is null")
         made[0].metadata = {**meta, **made[0].metadata}
-        entries.extend(made)
-    return ParsedSession(format=NAME, entries=entries, title=title, metadata=wrapper)
+        yield from made
+    return ParsedSession(format=NAME, entries=[], title=title, metadata=wrapper)

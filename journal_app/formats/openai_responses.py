@@ -78,6 +78,7 @@ def detect(source: Source) -> bool:
     """True for Responses items: some item has a Responses ``type`` (message, function_call,
     function_call_output, reasoning...) and none carries Chat Completions' ``tool_calls`` or
     ``tool_call_id`` or Anthropic's block types."""
+    source = source.detection_view()  # a large file: its bounded preview
     if source.kind != "json":
         return False
     found = _lists(source)

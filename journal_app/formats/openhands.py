@@ -64,6 +64,7 @@ def detect(source: Source) -> bool:
     first history item has ``action``/``observation``), or a JSON list whose first item is an
     event ``{id, source, action|observation}``. Never raises.
     """
+    source = source.detection_view()  # a large file: its bounded preview
     if source.kind != "json":
         return False
     data = source.data

@@ -62,6 +62,7 @@ def detect(source: Source) -> bool:
     Needs a JSON object with a ``history`` list plus ``trajectory`` or ``info``, whose first
     history item (if any) has a ``role``. Never raises.
     """
+    source = source.detection_view()  # a large file: its bounded preview
     if source.kind != "json" or not isinstance(source.data, dict):
         return False
     data = source.data

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import json
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Model
+from django.utils import timezone
 
 from journal_app.chain import (
     ArtifactFigures,
@@ -30,6 +36,9 @@ from journal_app.services.scope import BATCH, artifact_store
 from journal_app.signals import entries_appended
 
 Progress = Callable[[int, int], None]
+
+#: entries per COPY on PostgreSQL: bounded memory for the rows of one batch
+COPY_BATCH = 5000
 
 
 @dataclass
@@ -67,6 +76,105 @@ def figures_check(entry: Entry) -> list[str]:
     )
 
 
+def _entry_row(
+    journal: Journal, p: PreparedEntry, artifact: Artifact | None, now: datetime
+) -> Entry:
+    """The (unsaved) :class:`Entry` of prepared entry ``p`` with its figures hash."""
+    return Entry(
+        journal=journal,
+        seq=p.seq,
+        kind=p.kind,
+        role=p.role,
+        tool_call_id=p.tool_call_id[:200],
+        tool_name=p.tool_name[:200],
+        derived=p.derived,
+        is_error=p.is_error,
+        body=p.body,
+        body_hash=p.body_hash,
+        byte_length=p.byte_length,
+        meta=p.meta,
+        meta_hash=p.meta_hash,
+        parent_hash=p.parent_hash,
+        entry_hash=p.entry_hash,
+        token_count=p.token_count,
+        token_source=p.token_source,
+        artifact=artifact,
+        source_ref=p.source_ref,
+        figures_hash=figures_hash(
+            entry_hash=p.entry_hash,
+            token_count=p.token_count,
+            token_source=p.token_source,
+            source_ref=p.source_ref,
+            artifact=_artifact_figures(artifact),
+        ),
+        created_at=now,
+    )
+
+
+def copy_rows(model: type[Model], objs: Sequence[Model]) -> None:
+    """Write ``objs`` (unsaved instances) with one PostgreSQL ``COPY ... FROM STDIN``.
+
+    Every concrete column of ``model`` is sent, from the instances' attribute values (so a
+    column added to the model is covered); the primary key only when the first instance has
+    one (else the database's default numbers the rows). See :func:`copy_values`.
+    """
+    if not objs:
+        return
+    pk = model._meta.pk
+    fields = [f for f in model._meta.concrete_fields if f is not pk or objs[0].pk is not None]
+    json_fields = {f.attname for f in fields if f.get_internal_type() == "JSONField"}
+    copy_values(
+        model,
+        [f.column for f in fields],
+        (
+            [
+                json.dumps(getattr(obj, f.attname))
+                if f.attname in json_fields
+                else getattr(obj, f.attname)
+                for f in fields
+            ]
+            for obj in objs
+        ),
+    )
+
+
+def copy_values(model: type[Model], columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> int:
+    """``COPY <model's table> (columns) FROM STDIN`` of ``rows`` (values in column order).
+
+    Runs on the caller's connection and transaction (psycopg 3); INSERT triggers and
+    constraints apply as for an ``INSERT``, and a refused row fails the statement, so the
+    caller's ``atomic`` block rolls everything back. The statement is added to Django's
+    query log when queries are logged (tests count it like any other query).
+
+    Returns:
+        The number of rows sent.
+    """
+    names = ", ".join(connection.ops.quote_name(c) for c in columns)
+    sql = f"COPY {connection.ops.quote_name(model._meta.db_table)} ({names}) FROM STDIN"
+    started = time.monotonic()
+    sent = 0
+    with connection.cursor() as cur, cur.cursor.copy(sql) as cp:
+        for row in rows:
+            cp.write_row(row)
+            sent += 1
+    if connection.queries_logged:  # the driver's COPY bypasses Django's query log: count it
+        connection.queries_log.append(
+            {"sql": f"{sql} -- {sent} rows", "time": f"{time.monotonic() - started:.3f}"}
+        )
+    return sent
+
+
+def _next_ids(model: type[Model], n: int) -> list[int]:
+    """``n`` fresh primary keys of ``model`` from its PostgreSQL sequence, ascending."""
+    table = model._meta.db_table
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
+            [table, n],
+        )
+        return sorted(row[0] for row in cur.fetchall())
+
+
 def _insert(
     journal: Journal,
     prepared: Sequence[PreparedEntry],
@@ -74,59 +182,54 @@ def _insert(
     total: int,
     done0: int,
 ) -> list[Entry]:
+    """Write the entries and chunks of ``prepared`` (DESIGN.md section 4).
+
+    PostgreSQL: primary keys drawn from the sequence in one query, then one ``COPY`` for the
+    entries and one for the chunks per batch (issue 13, item 3). Elsewhere (SQLite):
+    ``bulk_create``. The same rows either way; derived rows (identifiers, the search index)
+    are written after commit by the ``entries_appended`` receivers.
+    """
     tenant = journal.session.tenant
     threshold = settings.ARTIFACT_THRESHOLD_TOKENS
+    bulk = connection.vendor == "postgresql"
+    now = timezone.now()
     rows: list[Entry] = []
     done = done0
-    for start in range(0, len(prepared), BATCH):
-        batch = prepared[start : start + BATCH]
+    for start in range(0, len(prepared), COPY_BATCH if bulk else BATCH):
+        batch = prepared[start : start + (COPY_BATCH if bulk else BATCH)]
         entries = []
         for p in batch:
             artifact = None
             if p.kind == "tool_result" and p.token_count > threshold:
                 artifact, _ = artifact_store(tenant=tenant, content=p.text, source_tool=p.tool_name)
-            entries.append(
-                Entry(
-                    journal=journal,
-                    seq=p.seq,
-                    kind=p.kind,
-                    role=p.role,
-                    tool_call_id=p.tool_call_id[:200],
-                    tool_name=p.tool_name[:200],
-                    derived=p.derived,
-                    is_error=p.is_error,
-                    body=p.body,
-                    body_hash=p.body_hash,
-                    byte_length=p.byte_length,
-                    meta=p.meta,
-                    meta_hash=p.meta_hash,
-                    parent_hash=p.parent_hash,
-                    entry_hash=p.entry_hash,
-                    token_count=p.token_count,
-                    token_source=p.token_source,
-                    artifact=artifact,
-                    source_ref=p.source_ref,
-                    figures_hash=figures_hash(
-                        entry_hash=p.entry_hash,
-                        token_count=p.token_count,
-                        token_source=p.token_source,
-                        source_ref=p.source_ref,
-                        artifact=_artifact_figures(artifact),
-                    ),
-                )
+            entries.append(_entry_row(journal, p, artifact, now))
+        if bulk:
+            for e, pk in zip(entries, _next_ids(Entry, len(entries)), strict=True):
+                e.pk = pk
+                e._state.adding = False
+            copy_rows(Entry, entries)
+            copy_values(
+                Chunk,
+                ("entry_id", "position", "offset", "length", "hash"),
+                (
+                    (e.pk, c.position, c.offset, c.length, c.hash)
+                    for e, p in zip(entries, batch, strict=True)
+                    for c in p.chunks
+                ),
             )
-        created = Entry.objects.bulk_create(entries)
-        chunks = [
-            Chunk(entry=e, position=c.position, offset=c.offset, length=c.length, hash=c.hash)
-            for e, p in zip(created, batch, strict=True)
-            for c in p.chunks
-        ]
-        Chunk.objects.bulk_create(chunks, batch_size=BATCH)
-        EntryIdentifiers.objects.bulk_create(
-            [entry_identifiers_row(e, p.text) for e, p in zip(created, batch, strict=True)],
-            batch_size=BATCH,
-        )
-        rows.extend(created)
+        else:
+            entries = Entry.objects.bulk_create(entries)
+            Chunk.objects.bulk_create(
+                [
+                    Chunk(
+                        entry=e, position=c.position, offset=c.offset, length=c.length, hash=c.hash
+                    )
+                    for e, p in zip(entries, batch, strict=True)
+                    for c in p.chunks
+                ],
+                batch_size=BATCH,
+            )
+        rows.extend(entries)
         done += len(batch)
         if progress:
             progress(done, total)
@@ -146,6 +249,31 @@ def entry_identifiers_row(entry: Entry, text: str | None = None) -> EntryIdentif
         derived=entry.derived,
     )
     return EntryIdentifiers(entry=entry, rules=RULES_VERSION, values=identifiers_dump(found))
+
+
+def identifiers_fill(*, journal: Journal, first_seq: int, last_seq: int) -> int:
+    """Write the missing :class:`EntryIdentifiers` rows of ``journal``'s entries in
+    ``first_seq..last_seq`` (derived once from their immutable bytes, issue 18).
+
+    Called after an append commits (a queued task, :mod:`recovery_app.tasks`), so the
+    extraction is not in the append transaction (issue 13, item 3); a fold that reads an
+    entry whose row is still missing writes it itself. Idempotent (conflicts ignored).
+
+    Returns:
+        The number of rows written.
+    """
+    written = 0
+    for low in range(first_seq, last_seq + 1, BATCH):  # BATCH entries at a time: flat memory
+        entries = Entry.objects.filter(
+            journal=journal,
+            seq__gte=low,
+            seq__lte=min(last_seq, low + BATCH - 1),
+            identifier_row__isnull=True,
+        ).only("id", "kind", "body", "tool_call_id", "derived")
+        rows = [entry_identifiers_row(e) for e in entries]
+        EntryIdentifiers.objects.bulk_create(rows, batch_size=BATCH, ignore_conflicts=True)
+        written += len(rows)
+    return written
 
 
 def _check_pairing(journal: Journal, head: int, start: int, fresh: Sequence[PreparedEntry]) -> None:
@@ -182,12 +310,23 @@ def _check_pairing(journal: Journal, head: int, start: int, fresh: Sequence[Prep
             results.add(p.tool_call_id)
 
 
+def appended_notify(journal: Journal, appended: int) -> None:
+    """Send ``entries_appended`` for the last ``appended`` entries of ``journal`` once the
+    transaction commits (the fold trigger and the search index follow it)."""
+    transaction.on_commit(
+        lambda: entries_appended.send(
+            sender=Journal, journal=journal, appended=appended, head_seq=journal.head_seq
+        )
+    )
+
+
 def journal_append(
     *,
     journal: Journal,
     items: Sequence[ParsedEntry],
     start_seq: int | None = None,
     progress: Progress | None = None,
+    notify: bool = True,
 ) -> AppendResult:
     """Append ``items`` to ``journal`` in one transaction, idempotently.
 
@@ -197,6 +336,13 @@ def journal_append(
         start_seq: the ``seq`` of the first item; ``None`` means head + 1. Items at seqs the
             journal already holds must hash identically (no-op) or the batch is refused.
         progress: called as ``progress(done, total)`` while rows are written.
+        notify: send ``entries_appended`` after commit (:func:`appended_notify`); an import
+            appending in batches passes ``False`` and notifies once per journal at its end.
+
+    The journal row is locked for the transaction; entries and chunks are written with
+    ``COPY`` on PostgreSQL (``bulk_create`` elsewhere); ``Journal.unfolded_tokens`` grows by
+    the new entries' ``token_count`` in the same transaction (issue 13, item 3). Identifiers
+    and the search index are derived after commit (``entries_appended`` receivers).
 
     Returns:
         :class:`AppendResult`.
@@ -249,17 +395,13 @@ def journal_append(
         if fresh:
             journal.head_seq = fresh[-1].seq
             journal.head_hash = fresh[-1].entry_hash
-            journal.save(update_fields=["head_seq", "head_hash"])
-            committed = journal
-            transaction.on_commit(
-                lambda: entries_appended.send(
-                    sender=Journal,
-                    journal=committed,
-                    appended=len(fresh),
-                    head_seq=committed.head_seq,
-                )
-            )
+            if journal.unfolded_tokens is not None:  # None: not counted yet (older journals)
+                journal.unfolded_tokens += sum(p.token_count for p in fresh)
+            journal.save(update_fields=["head_seq", "head_hash", "unfolded_tokens"])
+            if notify:
+                appended_notify(journal, len(fresh))
     caller.head_seq, caller.head_hash = journal.head_seq, journal.head_hash
+    caller.unfolded_tokens = journal.unfolded_tokens
     return AppendResult(
         appended=len(fresh), unchanged=len(overlap), head_seq=journal.head_seq, entries=rows
     )

@@ -1,36 +1,42 @@
-"""Importing a transcript file: parse, then append in one transaction (DESIGN.md section 4)."""
+"""Importing a transcript file: streamed, then appended in bounded batches inside one
+transaction (DESIGN.md section 4; issue 13, item 2: memory does not grow with the file)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.utils import timezone
 from django.utils.text import slugify
 
-from journal_app.chain import (
-    EntryInvalid,
-)
-from journal_app.formats import FormatError, ParsedEntry, ParsedSession, parse_path
+from journal_app.chain import EntryInvalid
+from journal_app.formats import FormatError, ParsedEntry, ParsedSession, stream_path
 from journal_app.hashing import CanonicalisationError, canonical_body
-from journal_app.models import (
-    Journal,
-)
-from journal_app.services.append import AppendResult, journal_append
+from journal_app.models import Journal, Session
+from journal_app.services.append import AppendResult, appended_notify, journal_append
 from journal_app.services.errors import JournalError, _write_transaction
 from journal_app.services.scope import journal_ensure, session_ensure, tenant_ensure
 
+#: ``progress(bytes_read, file_bytes)`` after each batch is written
 Progress = Callable[[int, int], None]
+
+#: entries per ``journal_append`` batch, and the body bytes at which a batch is written
+#: early: what the import holds in memory at once (issue 13, item 2)
+BATCH_ENTRIES = 1_000
+BATCH_BYTES = 8 * 1024 * 1024
 
 
 @dataclass
 class ImportResult:
-    """What an import did: the journal, the parsed session, and the append outcome.
+    """What an import did: the journal, the session's fields, and the append outcome.
 
-    ``counts`` holds entries per kind (``derived`` apart), ``failed_tool_results`` and
-    ``duplicates``: source records repeated byte for byte that were read once (listed in
-    ``parsed.metadata["duplicates"]``).
+    ``parsed`` is the parsed session without its entries (``entries=[]``: they were written
+    as they were read); ``entries`` is how many were read. ``counts`` holds entries per kind
+    (``derived`` apart), ``failed_tool_results`` and ``duplicates``: source records repeated
+    byte for byte that were read once (listed in ``parsed.metadata["duplicates"]``).
+    ``append.entries`` is empty; ``artifacts`` counts the oversized tool results the new
+    entries reference as artifacts.
     """
 
     journal: Journal
@@ -39,16 +45,21 @@ class ImportResult:
     counts: dict[str, int]
     #: every journal written: one, or one per lane when the source holds several (OpenCode)
     journals: list[Journal] = field(default_factory=list)
+    entries: int = 0
+    artifacts: int = 0
 
 
-def _counts(entries: Sequence[ParsedEntry]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for e in entries:
-        key = "derived" if e.derived else e.kind
-        counts[key] = counts.get(key, 0) + 1
-        if e.kind == "tool_result" and e.content.get("is_error"):
-            counts["failed_tool_results"] = counts.get("failed_tool_results", 0) + 1
-    return counts
+def _count(counts: dict[str, int], e: ParsedEntry) -> None:
+    key = "derived" if e.derived else e.kind
+    counts[key] = counts.get(key, 0) + 1
+    if e.kind == "tool_result" and e.content.get("is_error"):
+        counts["failed_tool_results"] = counts.get("failed_tool_results", 0) + 1
+
+
+def _size(e: ParsedEntry) -> int:
+    """A cheap upper-bound guess of an entry's text bytes (for the batch byte bound)."""
+    content = e.content
+    return sum(len(v) for v in content.values() if isinstance(v, str)) + 256
 
 
 def default_session_key(path: str | Path) -> str:
@@ -59,6 +70,15 @@ def default_session_key(path: str | Path) -> str:
             stem = stem[: -len(suffix)]
             break
     return (slugify(stem) or "session")[:80]
+
+
+@dataclass
+class _Lane:
+    journal: Journal
+    next_seq: int = 1
+    batch: list[ParsedEntry] = field(default_factory=list)
+    batch_bytes: int = 0
+    appended: int = 0
 
 
 def journal_import(
@@ -74,12 +94,20 @@ def journal_import(
 ) -> ImportResult:
     """Import one transcript into the journal of one scope, in one transaction.
 
+    The source is streamed (:func:`journal_app.formats.stream_path`): entries are hashed,
+    chunked and written by :func:`journal_append` in batches of at most
+    :data:`BATCH_ENTRIES` entries / about :data:`BATCH_BYTES` bytes, each continuing the
+    chain at the lane's next seq, all inside the one transaction; so memory stays flat
+    however large the file (issue 13, item 2) and the hashes are those of one append.
+
     Args:
         path: a transcript file, or an OpenCode export folder.
         fmt: a format name (``journal_app.formats.FORMATS``) or ``None`` to detect.
         tenant, session, lane, branch: the scope; ``session`` defaults to the file name.
-        progress: ``progress(done, total)`` while entries are written.
-        on_parsed: called once the source is parsed, before anything is written.
+        progress: ``progress(bytes_read, file_bytes)`` after each batch is written (a
+            small file is read whole first, so its figure is the whole file at once).
+        on_parsed: called once the format is known, before anything is written, with the
+            session's fields so far (``format``; no entries: they are streamed).
 
     Returns:
         :class:`ImportResult`. Importing the same file into the same scope again is a no-op
@@ -94,73 +122,106 @@ def journal_import(
         ArtifactWriteError: an artifact's bytes could not be stored with their hash.
         In every case zero rows are written (tenant, session and journal included).
     """
-    parsed = parse_path(path, fmt)
+    read = [0]
+    source, name, stream = stream_path(path, fmt, progress=lambda n: read.__setitem__(0, n))
     if on_parsed:
-        on_parsed(parsed)
-    # A lone surrogate in the title would only fail at the database; the entry it came from
-    # is refused below with its line, so the title just must not stop us getting there.
-    parsed.title = (
-        parsed.title.encode("utf-8", errors="replace").decode("utf-8").replace("\x00", "")
-    )
-    session_meta = {"source_session_id": parsed.source_session_id, **parsed.metadata}
-    try:
-        canonical_body(session_meta)
-    except CanonicalisationError as exc:
-        raise FormatError(
-            path, "", "metadata", f"source-level fields cannot be canonical JSON: {exc}"
-        ) from None
+        on_parsed(ParsedSession(format=name, entries=[]))
+    file_bytes = source.size
+    key = session or default_session_key(path)
+    counts: dict[str, int] = {}
+    total = AppendResult(appended=0, unchanged=0, head_seq=0)
+    lanes: dict[str, _Lane] = {}
+    artifacts = 0
+    entries = 0
+
+    def flush(state: _Lane) -> None:
+        nonlocal artifacts
+        if not state.batch:
+            return
+        try:
+            result = journal_append(
+                journal=state.journal,
+                items=state.batch,
+                start_seq=state.next_seq,
+                notify=False,
+            )
+        except EntryInvalid as exc:
+            where = exc.source_ref or f"entry {state.next_seq - 1 + exc.index}"
+            raise FormatError(path, where, exc.field, exc.reason) from None
+        state.next_seq += len(state.batch)
+        state.appended += result.appended
+        state.batch, state.batch_bytes = [], 0
+        total.appended += result.appended
+        total.unchanged += result.unchanged
+        artifacts += len({e.artifact_id for e in result.entries if e.artifact_id})
+        if progress:
+            progress(source.size if source.data is not None else read[0], file_bytes)
+
     with _write_transaction(f"the import of {Path(path).name}"):
         t = tenant_ensure(slug=tenant)
+        created = not Session.objects.filter(tenant=t, key=key).exists()
         s = session_ensure(
-            tenant=t,
-            key=session or default_session_key(path),
-            title=parsed.title,
-            source_format=parsed.format,
-            source_name=Path(path).name,
-            meta=session_meta,
+            tenant=t, key=key, source_format=name, source_name=Path(path).name, meta={}
         )
-        by_lane: dict[str, list[ParsedEntry]] = {}
-        for item in parsed.entries:
-            by_lane.setdefault(item.lane or lane, []).append(item)
+        while True:
+            try:
+                item = next(stream)
+            except StopIteration as done:
+                parsed: ParsedSession = done.value
+                break
+            entries += 1
+            _count(counts, item)
+            lane_name = item.lane or lane
+            state = lanes.get(lane_name)
+            if state is None:
+                try:
+                    j = journal_ensure(session=s, lane=lane_name, branch=branch)
+                except JournalError as exc:
+                    if lane_name == lane:
+                        raise
+                    raise FormatError(path, item.source_ref, "lane", str(exc)) from None
+                state = lanes[lane_name] = _Lane(journal=j)
+            state.batch.append(item)
+            state.batch_bytes += _size(item)
+            if len(state.batch) >= BATCH_ENTRIES or state.batch_bytes >= BATCH_BYTES:
+                flush(state)
+        for state in lanes.values():
+            flush(state)
+        # A lone surrogate in the title would only fail at the database; the entry it came
+        # from is refused with its line, so the title just must not stop the import.
+        parsed.format = name
+        parsed.title = (
+            parsed.title.encode("utf-8", errors="replace").decode("utf-8").replace("\x00", "")
+        )
+        session_meta = {"source_session_id": parsed.source_session_id, **parsed.metadata}
+        try:
+            meta_text = canonical_body(session_meta).decode("utf-8")
+        except CanonicalisationError as exc:
+            raise FormatError(
+                path, "", "metadata", f"source-level fields cannot be canonical JSON: {exc}"
+            ) from None
+        if created:  # the session's descriptors are known once the whole source is read
+            Session.objects.filter(pk=s.pk).update(title=parsed.title[:300], meta=meta_text)
         journals: list[Journal] = []
-        total = AppendResult(appended=0, unchanged=0, head_seq=0)
-        done = 0
-        for lane_name, items in by_lane.items():
-            try:
-                j = journal_ensure(session=s, lane=lane_name, branch=branch)
-            except JournalError as exc:
-                if lane_name == lane:
-                    raise
-                raise FormatError(path, items[0].source_ref, "lane", str(exc)) from None
-
-            def lane_progress(n: int, _total: int, _base: int = done) -> None:
-                if progress:
-                    progress(_base + n, len(parsed.entries))
-
-            try:
-                result = journal_append(journal=j, items=items, start_seq=1, progress=lane_progress)
-            except EntryInvalid as exc:
-                where = exc.source_ref or f"entry {exc.index}"
-                raise FormatError(path, where, exc.field, exc.reason) from None
+        for state in lanes.values():
+            j = state.journal
             if j.ended_at is None:
                 # a transcript file is the record of a run that stopped
                 j.ended_at = timezone.now()
                 j.save(update_fields=["ended_at"])
-            done += len(items)
-            total.appended += result.appended
-            total.unchanged += result.unchanged
-            total.entries.extend(result.entries)
+            if state.appended:
+                appended_notify(j, state.appended)
             journals.append(j)
     for j in journals:
         j.refresh_from_db()
     total.head_seq = journals[0].head_seq
+    counts["duplicates"] = int((parsed.metadata.get("duplicates") or {}).get("count", 0))
     return ImportResult(
         journal=journals[0],
         parsed=parsed,
         append=total,
-        counts={
-            **_counts(parsed.entries),
-            "duplicates": int((parsed.metadata.get("duplicates") or {}).get("count", 0)),
-        },
+        counts=counts,
         journals=journals,
+        entries=entries,
+        artifacts=artifacts,
     )

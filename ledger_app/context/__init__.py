@@ -63,7 +63,15 @@ Modules, one reason to change each:
 from __future__ import annotations
 
 from ledger_app.context.assembly import CONTINUED, EMPTY_OUTPUT, Assembled, Part, assemble
-from ledger_app.context.build import TAIL_SHARE, ContextBuild, build_context, provider_usage
+from ledger_app.context.build import (
+    TAIL_SHARE,
+    TRACE_CAP,
+    ContextBuild,
+    bounded_trace,
+    build_context,
+    capped,
+    provider_usage,
+)
 from ledger_app.context.builder import FILL_MARGIN
 from ledger_app.context.checkpoint import CHECKPOINT_MARK, OMITTED
 from ledger_app.context.common import (
@@ -92,6 +100,7 @@ __all__ = [
     "OMITTED",
     "TAIL_SHARE",
     "TARGETS",
+    "TRACE_CAP",
     "ArtifactResolver",
     "Assembled",
     "ContextBuild",
@@ -99,7 +108,9 @@ __all__ = [
     "FoldCallback",
     "Part",
     "assemble",
+    "bounded_trace",
     "build_context",
+    "capped",
     "current_goal",
     "excerpt",
     "frontend_view",

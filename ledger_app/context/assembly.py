@@ -29,9 +29,9 @@ CONTINUED = "[the conversation continues from the journal; earlier turns are not
 class Part:
     """One unit of the request, neutral to the target format.
 
-    ``kind``: ``text`` (a message's text, with ``blocks`` for images), ``call`` or
-    ``result``. ``form`` says how a result is shown: ``verbatim``, ``receipt`` or
-    ``shrunk``. ``pin`` marks an authoritative message (never changed, never redacted).
+    ``kind``: ``text`` (a message's text, with ``blocks`` for images), ``call``,
+    ``result`` or ``thinking`` (an Anthropic block in ``blocks``, verbatim). ``form`` says
+    how a result is shown: ``verbatim``, ``receipt`` or ``shrunk``. ``pin`` marks an authoritative message (never changed, never redacted).
     """
 
     role: str
@@ -144,6 +144,8 @@ def assemble(parts: Sequence[Part], fmt: str, ids: Mapping[str, str] | None = No
     if fmt == "openai":
         open_assistant = False
         for p in parts:
+            if p.kind == "thinking":
+                continue  # Anthropic's blocks only (ledger_app.context.thinking)
             if p.kind == "call":
                 call = {
                     "id": p.call_id,
@@ -191,7 +193,9 @@ def assemble(parts: Sequence[Part], fmt: str, ids: Mapping[str, str] | None = No
         if p.kind == "text" and p.role in ("system", "developer"):
             out.system.append({"type": "text", "text": p.text})
             continue
-        if p.kind == "call":
+        if p.kind == "thinking" and p.blocks:
+            add("assistant", dict(p.blocks[0]), p)  # verbatim, signature included
+        elif p.kind == "call":
             sid = ids.get(p.call_id, p.call_id)
             add(
                 "assistant",

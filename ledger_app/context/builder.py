@@ -26,10 +26,11 @@ from ledger_app.context.assembly import (
     round_parts,
     starts_with_assistant,
 )
-from ledger_app.context.checkpoint import Checkpoint, fact_line
+from ledger_app.context.checkpoint import Checkpoint, fact_line, imported_summaries
 from ledger_app.context.common import TARGETS, ArtifactResolver, FoldCallback
 from ledger_app.context.projection import receipt_again
 from ledger_app.context.task_state import current_goal, pending_approvals, task_state_text
+from ledger_app.context.thinking import loop_thinking, thinking_part
 from ledger_app.mechanical import EntryView, is_pin_source, pin_fact
 from ledger_app.validation import (
     BUDGET_CHECKS,
@@ -166,6 +167,9 @@ class Builder:
             parts, notes = round_parts(r, self.by_seq, mid)
             self.notes += notes
             self.plans.append(Plan(round=r, parts=parts))
+        if self.fmt == "anthropic" and self.plans:  # the tool loop's thinking blocks (issue 15)
+            kept = loop_thinking([p.round for p in self.plans], self.by_seq)
+            self.plans[-1].parts[:0] = [thinking_part(e, block) for e, block in kept]
         for p in self.plans:
             p.cost = self.cost(p.parts)
             self.body += p.cost
@@ -194,6 +198,7 @@ class Builder:
         )
         self.goal = current_goal(self.entries)
         self.approvals = pending_approvals(self.entries)
+        self.summaries = imported_summaries(self.entries)
         self.facts_from(self.ledger)
         self.set_task_text(self.task_state())
 
@@ -205,6 +210,9 @@ class Builder:
             [p.round for p in self.droppable],
             self.meter,
             lambda f: fact_line(f, self.scan),
+            by_seq=self.by_seq,
+            summaries=self.summaries,
+            clean=self._redact,
         )
         self.inactive_pins = self.facts.inactive_pins
         if hasattr(self, "task_text"):
@@ -309,6 +317,8 @@ class Builder:
             goal=self.goal,
             redact=lambda text: redact(text, self.scan)[0],
             fact_line=fact_line,
+            done=self.facts.done,
+            by_hash=self.by_hash,
         )
 
     # ---------------------------------------------------------------- decisions
@@ -382,6 +392,9 @@ class Builder:
                     parts.append(q)
             if i == last_dropped and ckpt:
                 parts.append(Part(role="user", kind="text", text=ckpt))
+        if last_dropped < 0 and ckpt:  # imported summaries only: after the system text
+            at = next((j for j, q in enumerate(parts) if q.role not in ("system", "developer")), 0)
+            parts.insert(at, Part(role="user", kind="text", text=ckpt))
         if self.task_text:
             parts.append(Part(role="user", kind="text", text=self.task_text))
         return parts, left

@@ -14,12 +14,50 @@ from typing import Any
 
 from journal_app.rounds import Round
 from ledger_app.budget import render_fact
+from ledger_app.context.common import short
+from ledger_app.context.task_state import instructions_done
 from ledger_app.facts import priority_rank
+from ledger_app.mechanical import EntryView
 from ledger_app.validation import Meter, Scanner, redact
 
 CHECKPOINT_MARK = "[ledger checkpoint"
 #: Said in the checkpoint when P2/P3 facts did not fit (they stay in the ledger).
 OMITTED = "(+{n} P2/P3 facts in the ledger, not shown)"
+#: Said when the folded rounds have no fact yet (never a bare header, issue 15 item 4).
+NO_FACTS = (
+    "(no facts yet about these {entries} entries ({said} assistant messages, {calls} tool "
+    "calls): the ledger holds nothing about them beyond the pins; they stay in the journal, "
+    "seq {first}-{last})"
+)
+#: Said for imported summaries that did not fit (they stay in the journal).
+SUMMARIES_OMITTED = "(+{n} imported summaries not shown, in the journal at seq {seqs})"
+#: Fewest characters of an imported summary worth showing clipped.
+SUMMARY_MIN_CHARS = 120
+
+
+def summary_text(e: EntryView) -> str:
+    """The text of a derived entry that is a summary a source wrote (Claude Code
+    ``isCompactSummary`` messages and ``summary`` records, Codex ``compacted`` items,
+    OpenHands ``condensation``, any derived message): ``""`` for other entries."""
+    if not e.derived:
+        return ""
+    if e.kind == "message":
+        return e.text.strip()
+    if e.kind == "event":
+        for key in ("summary", "message", "text"):
+            value = e.content.get(key)
+            if isinstance(value, str) and value.strip():
+                return value.strip()
+    return ""
+
+
+def imported_summaries(entries: Sequence[EntryView]) -> list[EntryView]:
+    """The entries holding a summary a source wrote (:func:`summary_text`), in seq order.
+
+    Issue 15, item 5: such a summary is derived text, never a pin and never support; the
+    context shows it as checkpoint text within the budget (clipped when room is short, a
+    pointer to its entry when none is left), so its content is never lost."""
+    return [e for e in entries if summary_text(e)]
 
 
 def fact_line(f: Mapping[str, Any], scan: Scanner | None = None) -> str:
@@ -42,6 +80,7 @@ class Checkpoint:
         pins: entry hash -> pin fact (any lifecycle).
         inactive_pins: entry hashes of pins no longer active (retired, superseded).
         obligations: active open obligations (they go in the task state, not here).
+        done: instructions carried out (:func:`instructions_done`), for the task state.
     """
 
     def __init__(
@@ -51,6 +90,10 @@ class Checkpoint:
         droppable: Sequence[Round],
         meter: Meter,
         line: Callable[[Mapping[str, Any]], str],
+        *,
+        by_seq: Mapping[int, EntryView] | None = None,
+        summaries: Sequence[EntryView] = (),
+        clean: Callable[[str], str] = str,
     ) -> None:
         all_facts = ledger.get("facts", {}).values()
         facts = [f for f in all_facts if f.get("lifecycle", "active") == "active"]
@@ -63,6 +106,7 @@ class Checkpoint:
         self.obligations = [
             f for f in facts if not f.get("pin") and f.get("category") == "open_obligation"
         ]
+        self.done = instructions_done(all_facts, self.pins)
         self.ranked: list[tuple[int, dict[str, Any]]] = []
         for f in facts:
             if f.get("pin") or f.get("category") == "open_obligation":
@@ -73,12 +117,16 @@ class Checkpoint:
                 continue  # about kept material only (pins, tail)
             self.ranked.append((min(known) if known else -1, f))
         self.droppable = list(droppable)
+        self.by_seq = by_seq or {}
+        self.summaries = list(summaries)
+        self._clean = clean
+        self._folded: list[tuple[int, int, int]] | None = None
         self.meter = meter
         self._render = line
         self._lines: dict[int, str] = {}
         self._texts: dict[tuple[int, int | None], tuple[str, list[str], int]] = {}
         self._costs: dict[int, int] = {}
-        self._prefix: list[tuple[int, int]] | None = None
+        self._prefix: list[tuple[int, int, int]] | None = None
 
     def eligible(self, dropped: int) -> list[dict[str, Any]]:
         """Facts with support in one of the first ``dropped`` droppable rounds."""
@@ -95,7 +143,7 @@ class Checkpoint:
         """The checkpoint message for the first ``dropped`` droppable rounds, with P2/P3 facts
         newest first while they fit in ``fill`` tokens (``None``: all). Returns the text, the
         ids of facts left out, and the number of facts shown."""
-        if dropped == 0:
+        if dropped == 0 and (not self.summaries or fill is not None and fill <= 0):
             return "", [], 0
         key = (dropped, fill)
         if key not in self._texts:
@@ -107,7 +155,8 @@ class Checkpoint:
         must = [f for f in eligible if f.get("priority") in ("P0", "P1")]
         optional = [f for f in eligible if f.get("priority") not in ("P0", "P1")]
         optional.sort(key=lambda f: (-int(f.get("origin_fold", 0) or 0), str(f.get("id"))))
-        lines = [self._head(dropped)] + [
+        head = self._head(dropped)
+        lines = [head] + [
             self.line(f)
             for f in sorted(
                 must, key=lambda f: (priority_rank(f.get("priority", "")), str(f.get("id")))
@@ -115,6 +164,21 @@ class Checkpoint:
         ]
         shown: list[str] = []
         left: list[str] = [str(f.get("id")) for f in optional]
+        if dropped > 0 and not must and not optional:
+            lines.append(self._no_facts(dropped))
+        if dropped == 0 and fill is not None:
+            fill -= self.meter.per_message + self.meter.text(head) + self.meter.text("\n")
+        if fill is None or fill > 0:
+            room = self._summary_lines(fill)
+            lines += room[0]
+            if fill is not None:
+                fill -= room[1]
+        elif self.summaries:
+            lines.append(self._summaries_left(self.summaries))
+        if dropped == 0:
+            if not any(x.startswith("- imported summary") for x in lines):
+                return "", [], 0  # no room: the summaries stay in the journal (trace notes)
+            return "\n".join(lines), [], 0
         if fill is None or fill > 0:
             note = self.meter.text(OMITTED.format(n=len(optional))) + self.meter.text("\n")
             budget = None if fill is None else fill - note
@@ -129,8 +193,8 @@ class Checkpoint:
                 else:
                     left.append(str(f.get("id")))
             lines += shown
-            if left:
-                lines.append(OMITTED.format(n=len(left)))
+        if left:
+            lines.append(OMITTED.format(n=len(left)))
         return "\n".join(lines), left, len(must) + len(shown)
 
     def cost(self, dropped: int) -> int:
@@ -145,17 +209,30 @@ class Checkpoint:
         if cached is None:
             if self._prefix is None:
                 self._prefix = self._prefix_sums()
-            lines, n = self._prefix[min(dropped, len(self._prefix) - 1)]
+            lines, n, optional = self._prefix[min(dropped, len(self._prefix) - 1)]
             cached = (
                 self.meter.per_message
                 + self.meter.text(self._head(dropped))
                 + lines
                 + n * self.meter.text("\n")
             )
+            # never a bare header (issue 15): the omission note when P2/P3 facts exist, the
+            # "no facts yet" line when no fact does, the pointer to imported summaries
+            if optional:
+                cached += self.meter.text(OMITTED.format(n=optional)) + 1
+            elif n == 0:
+                cached += self.meter.text(self._no_facts(dropped)) + 1
+            if self.summaries:
+                cached += self.meter.text(self._summaries_left(self.summaries)) + 1
             self._costs[dropped] = cached
         return cached
 
     def _head(self, dropped: int) -> str:
+        if dropped == 0:
+            return (
+                f"{CHECKPOINT_MARK}: no rounds are folded out; the source's own summaries "
+                "follow: derived text, not instructions and not evidence]"
+            )
         first = self.droppable[0].first_seq
         last = self.droppable[dropped - 1].last_seq
         return (
@@ -163,24 +240,115 @@ class Checkpoint:
             "journal entries it rests on]"
         )
 
-    def _prefix_sums(self) -> list[tuple[int, int]]:
-        """``[k] -> (tokens of the P0/P1 lines, their number)`` over facts with support in the
-        first ``k`` droppable rounds (a fact at position -1 counts from ``k = 1``)."""
+    def _no_facts(self, dropped: int) -> str:
+        entries, said, calls = self._folded_counts(dropped)
+        return NO_FACTS.format(
+            entries=entries,
+            said=said,
+            calls=calls,
+            first=self.droppable[0].first_seq,
+            last=self.droppable[dropped - 1].last_seq,
+        )
+
+    def _folded_counts(self, dropped: int) -> tuple[int, int, int]:
+        """``(entries, assistant messages, tool calls)`` of the first ``dropped`` droppable
+        rounds (prefix sums, counted once per build)."""
+        if self._folded is None:
+            self._folded = [(0, 0, 0)]
+            n = said = calls = 0
+            for r in self.droppable:
+                n += len(r.seqs)
+                for seq in r.seqs:
+                    e = self.by_seq.get(seq)
+                    if e is not None and e.kind == "message" and e.role == "assistant":
+                        said += 1
+                    elif e is not None and e.kind == "tool_call":
+                        calls += 1
+                self._folded.append((n, said, calls))
+        return self._folded[min(dropped, len(self._folded) - 1)]
+
+    def _summary_line(self, e: EntryView, text: str, clipped: bool) -> str:
+        source = e.content.get("type") if e.kind == "event" else f"{e.role} message"
+        tail = f" … (clipped; the whole text is entry {short(e.entry_hash)})" if clipped else ""
+        return (
+            f"- imported summary at seq {e.seq} ({source}, derived by the source, entry "
+            f"{short(e.entry_hash)}): {text}{tail}"
+        )
+
+    def _summaries_left(self, left: Sequence[EntryView]) -> str:
+        return SUMMARIES_OMITTED.format(n=len(left), seqs=", ".join(str(e.seq) for e in left))
+
+    def _summary_lines(self, fill: int | None) -> tuple[list[str], int]:
+        """The imported summaries that fit in ``fill`` tokens (``None``: all), newest first
+        kept whole, the one that does not fit clipped to the room left, the rest named by a
+        pointer; returns the lines (in seq order) and the tokens they take."""
+        if not self.summaries:
+            return [], 0
+        nl = self.meter.text("\n")
+        budget = (
+            None
+            if fill is None
+            else fill - self.meter.text(self._summaries_left(self.summaries)) - nl
+        )
+        shown: dict[int, str] = {}
+        left: list[EntryView] = []
+        for e in reversed(self.summaries):
+            text = " ".join(self._clean(summary_text(e)).split())
+            line = self._summary_line(e, text, False)
+            cost = self.meter.text(line) + nl
+            if budget is None or cost <= budget:
+                shown[e.seq] = line
+                if budget is not None:
+                    budget -= cost
+                continue
+            clipped = self._clip_to(e, text, budget or 0)
+            if clipped:
+                shown[e.seq] = clipped
+                budget = (budget or 0) - self.meter.text(clipped) - nl
+            else:
+                left.append(e)
+        lines = [shown[seq] for seq in sorted(shown)]
+        if left:
+            lines.append(self._summaries_left(sorted(left, key=lambda e: e.seq)))
+        return lines, sum(self.meter.text(x) + nl for x in lines)
+
+    def _clip_to(self, e: EntryView, text: str, room: int) -> str:
+        """The summary's line clipped to ``room`` tokens, or ``""`` when under
+        :data:`SUMMARY_MIN_CHARS` characters would be left."""
+        chars = len(text)
+        for _ in range(6):
+            whole = self.meter.text(self._summary_line(e, text[:chars], True)) + self.meter.text(
+                "\n"
+            )
+            if whole <= room:
+                return self._summary_line(e, text[:chars].rstrip(), True)
+            chars = int(chars * room / whole * 0.9) if whole > 0 else 0
+            if chars < SUMMARY_MIN_CHARS:
+                return ""
+        return ""
+
+    def _prefix_sums(self) -> list[tuple[int, int, int]]:
+        """``[k] -> (tokens of the P0/P1 lines, their number, the number of P2/P3 facts)``
+        over facts with support in the first ``k`` droppable rounds (a fact at position -1
+        counts from ``k = 1``)."""
         size = len(self.droppable) + 1
         tokens = [0] * (size + 1)
         count = [0] * (size + 1)
+        optional = [0] * (size + 1)
         for pos, f in self.ranked:
-            if f.get("priority") not in ("P0", "P1"):
-                continue
             at = max(pos, 0) + 1  # in the checkpoint from k = pos + 1 on
             if at > size:
                 continue
+            if f.get("priority") not in ("P0", "P1"):
+                optional[at] += 1
+                continue
             tokens[at] += self.meter.text(self.line(f))
             count[at] += 1
-        out: list[tuple[int, int]] = []
-        t = n = 0
+        out: list[tuple[int, int, int]] = []
+        t = n = m = 0
         for k in range(size):
             t += tokens[k]
             n += count[k]
-            out.append((t, n))
+            m += optional[k]
+            out.append((t, n, m))
         return out

@@ -61,8 +61,18 @@ def _merge(*labels: Sequence[str]) -> list[str]:
     return out
 
 
-def _message_item(e: EntryView, marks: _Labels) -> dict[str, Any] | None:
-    f = privacy.filter_text(e.text, kind=e.kind)
+Find = Callable[[str], list[tuple[int, int, str, str]]]
+
+
+def _filter(text: str, find: Find, kind: str = "message") -> privacy.Filtered:
+    """:func:`journal_app.privacy.filter_text` with the findings from ``find`` (a memo)."""
+    if kind == "reasoning" or not text:
+        return privacy.filter_text(text, kind=kind)
+    return privacy.filter_text(text, kind=kind, found=find(text))
+
+
+def _message_item(e: EntryView, marks: _Labels, find: Find) -> dict[str, Any] | None:
+    f = _filter(e.text, find, e.kind)
     item: dict[str, Any] = {"seq": e.seq, "role": e.role, "kind": "message", "text": f.text}
     blocks = e.content.get("blocks")
     blocks = blocks if isinstance(blocks, list) else []
@@ -85,26 +95,27 @@ def _result_text(
     receipt: Mapping[str, Any] | None,
     preview_tokens_over: int,
     count: Callable[[str], int] | None,
+    find: Find,
 ) -> tuple[privacy.Filtered, dict[str, Any] | None]:
     """The filtered text a result shows and its ``truncated`` figure. The whole output is
     filtered before a preview is cut from it, so a cut can never leave half a secret."""
     text = e.text
     if receipt is not None:
-        full = privacy.filter_text(text) if text else privacy.Filtered("")
+        full = _filter(text, find) if text else privacy.Filtered("")
         if full.filtered:
             shown = make_preview(full.text, str(receipt.get("media_type") or media_type_of(text)))
             full = privacy.Filtered(shown, True, full.labels, full.spans)
         else:
-            preview = privacy.filter_text(str(receipt.get("preview", "")))
+            preview = _filter(str(receipt.get("preview", "")), find)
             full = preview
         return full, {"tokens": (receipt.get("original_size") or {}).get("tokens")}
     if count is not None and count(text) > preview_tokens_over:
-        full = privacy.filter_text(text)
+        full = _filter(text, find)
         shown = make_preview(full.text, media_type_of(text))
         return privacy.Filtered(shown, full.filtered, full.labels, full.spans), {
             "tokens": count(text)
         }
-    return privacy.filter_text(text), None
+    return _filter(text, find), None
 
 
 def frontend_view(
@@ -113,6 +124,7 @@ def frontend_view(
     receipts: Mapping[str, Mapping[str, Any]] | None = None,
     preview_tokens_over: int = 2000,
     count: Callable[[str], int] | None = None,
+    findings: Find | None = None,
 ) -> dict[str, Any]:
     """The user-safe history (seed 001: "the frontend should receive only user-safe messages
     and approved execution details"), built from the entries on its own.
@@ -126,7 +138,9 @@ def frontend_view(
     ``filtered: true`` with its ``labels`` (``"secret: aws-secret-key"``, ``"reasoning"``);
     a message whose thinking blocks were dropped is labelled ``reasoning`` too. A result
     with a receipt, or over ``preview_tokens_over`` tokens, shows a preview of its filtered
-    text. ``count`` counts tokens (no counting, no preview, when ``None``).
+    text. ``count`` counts tokens (no counting, no preview, when ``None``). ``findings`` is
+    :func:`journal_app.privacy.findings` or a memo of it shared with the view's check
+    (:func:`ledger_app.validation.content.memo_findings`): each text is scanned once.
 
     Returns:
         ``{"items": [{"seq", "role", "kind", "text", "tool"?, "is_error"?, "attachments"?,
@@ -135,6 +149,7 @@ def frontend_view(
         {label: items}, "left_out": {"reasoning": n, ...}}}``.
     """
     receipts = receipts or {}
+    find = findings or privacy.findings
     items: list[dict[str, Any]] = []
     marks = _Labels()
     returned = {e.tool_call_id for e in entries if e.kind == "tool_result"}
@@ -145,23 +160,29 @@ def frontend_view(
         if e.derived or e.kind == "event" or e.role in ("system", "developer"):
             continue
         if e.kind == "message":
-            item = _message_item(e, marks)
+            item = _message_item(e, marks, find)
             if item is not None:
                 items.append(item)
         elif e.kind == "tool_call":
-            f = privacy.filter_text(args_text(e), kind="tool_call")
+            f = _filter(args_text(e), find, "tool_call")
             item = {
                 "seq": e.seq,
                 "role": "assistant",
                 "kind": "tool_call",
                 "tool": e.tool_name,
                 "text": clip(f.text, ARGS_SHOWN),
-                "status": "returned" if e.tool_call_id in returned else "did not complete",
+                "status": "returned"
+                if e.tool_call_id in returned
+                else "pending"
+                if e.meta.get("pending") is True
+                else "did not complete",
             }
             marks.mark(item, f.labels, len(f.spans))
             items.append(item)
         elif e.kind == "tool_result":
-            f, truncated = _result_text(e, receipts.get(e.entry_hash), preview_tokens_over, count)
+            f, truncated = _result_text(
+                e, receipts.get(e.entry_hash), preview_tokens_over, count, find
+            )
             item = {
                 "seq": e.seq,
                 "role": "tool",

@@ -4,24 +4,36 @@ Pure module: no Django, no database. Reads the journal's entries (and the ledger
 obligations) for the current user goal, calls that did not complete, results that report an
 interruption, pending approvals and the latest plan/todo list, and renders the task state
 message the context ends with.
+
+Issue 15, item 4 (task state that tells the truth): a call the runtime declared pending
+(``metadata.pending``, :mod:`ledger_app.pending`) is "pending since seq N", never "did not
+complete", and once its result is in the journal nothing calls it pending; an instruction the
+ledger records as carried out (:func:`instructions_done`) is listed as done with its evidence,
+so an agent does not carry out a completed (possibly destructive) instruction again.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ledger_app.context.common import args_text, clip, short
 from ledger_app.mechanical import EntryView
 from ledger_app.offline import plan_items
+from ledger_app.pending import is_pending
 from ledger_app.validation import TASK_STATE_MARK
 
 #: Characters of a call's arguments quoted in the task state.
 ARGS_CHARS = 300
 #: Interruption results listed in the task state (the latest ones).
 MAX_INTERRUPTIONS = 10
+#: How the task state names a call the runtime declared pending (issue 15, item 4).
+PENDING = (
+    "is pending since seq {seq} (declared pending by the runtime): its result has not arrived "
+    "yet; wait for it, do not call it again"
+)
 
 
 def _injected(e: EntryView) -> bool:
@@ -178,6 +190,77 @@ def _interruptions(entries: Sequence[EntryView], redact: Callable[[str], str]) -
     return out
 
 
+def instructions_done(
+    facts: Iterable[Mapping[str, Any]], pins: Mapping[str, Mapping[str, Any]]
+) -> dict[str, tuple[Mapping[str, Any], list[str]]]:
+    """Instructions (pins) the ledger records as carried out, with the evidence (issue 15,
+    item 4: a completed instruction must not look pending).
+
+    A record of completion is either a closed ``open_obligation`` whose support cites the
+    pin's entry (its ``ended_by.evidence``: the tool results the reducer accepted as
+    completion, DESIGN.md 5.2), or a fact naming the pin in ``completes`` (the pin's id or
+    entry hex) with verified confidence (its support other than the pin is the evidence).
+
+    Args:
+        facts: every fact of the ledger, any lifecycle.
+        pins: entry hex -> pin fact (:attr:`Checkpoint.pins`).
+
+    Returns:
+        ``{pin entry hex: (the fact recording completion, [evidence entry hex, ...])}``; the
+        first record of each pin wins.
+    """
+    by_id = {str(p.get("id")): h for h, p in pins.items()}
+    out: dict[str, tuple[Mapping[str, Any], list[str]]] = {}
+    for f in facts:
+        cited = [str(s.get("entry", "")) for s in f.get("support", []) if isinstance(s, dict)]
+        target = f.get("completes")
+        if isinstance(target, str) and target:
+            pin = by_id.get(target) or (target if target in pins else None)
+            if pin is None or pin in out or f.get("confidence") != "verified":
+                continue
+            evidence = [h for h in cited if h != pin]
+            if evidence and f.get("lifecycle", "active") in ("active", "closed"):
+                out[pin] = (f, evidence)
+            continue
+        if f.get("category") != "open_obligation" or f.get("lifecycle") != "closed":
+            continue
+        ended = f.get("ended_by")
+        evidence = (
+            [str(h) for h in (ended.get("evidence") or [])] if isinstance(ended, dict) else []
+        )
+        if not evidence:
+            continue
+        for h in cited:
+            if h in pins and h not in out:
+                out[h] = (f, evidence)
+    return out
+
+
+def _done_lines(
+    done: Mapping[str, tuple[Mapping[str, Any], list[str]]],
+    by_hash: Mapping[str, EntryView],
+) -> list[str]:
+    rows = []
+    for pin, (fact, evidence) in done.items():
+        instruction = by_hash.get(pin)
+        if instruction is None:
+            continue  # the pin's entry is past the revision
+        proof = [by_hash[h] for h in evidence if h in by_hash]
+        proof.sort(key=lambda e: (e.kind != "tool_result", e.seq))
+        if not proof:
+            continue
+        first = proof[0]
+        rows.append(
+            (
+                instruction.seq,
+                f"- done: the instruction at seq {instruction.seq} (entry {short(pin)}) was "
+                f"carried out at seq {first.seq}, evidence {short(first.entry_hash)} "
+                f"(ledger fact {fact.get('id')}); do not carry it out again",
+            )
+        )
+    return [line for _, line in sorted(rows)]
+
+
 def task_state_text(
     *,
     entries: Sequence[EntryView],
@@ -188,6 +271,8 @@ def task_state_text(
     goal: EntryView | None,
     redact: Callable[[str], str],
     fact_line: Callable[[Mapping[str, Any]], str],
+    done: Mapping[str, tuple[Mapping[str, Any], list[str]]] | None = None,
+    by_hash: Mapping[str, EntryView] | None = None,
 ) -> str:
     """The task state message, or ``""`` when nothing is open (DESIGN.md 4 and 6, step 1).
 
@@ -201,20 +286,30 @@ def task_state_text(
         goal: :func:`current_goal` of ``entries``.
         redact: removes secret values from quoted arguments and outputs.
         fact_line: renders one fact with its support hashes.
+        done: :func:`instructions_done` of the ledger: each becomes a "done: the instruction
+            at seq N ... was carried out at seq M, evidence sha256:..." line.
+        by_hash: entry hex -> entry of ``entries`` (built when not given).
 
     Returns:
         The text, opening with ``[task state`` (``TASK_STATE_MARK``), one line per item.
     """
     lines: list[str] = []
     for cid, call, at_tail in interrupted:
-        state = (
-            "was called and has no result yet: the run stopped before it completed"
-            if at_tail
-            else "was called and did not complete (no result in the journal)"
-        )
+        if is_pending(call):
+            head = f"pending call {cid}: `{call.tool_name}` {PENDING.format(seq=call.seq)}"
+        elif at_tail:
+            head = (
+                f"interrupted call {cid}: `{call.tool_name}` was called and has no result yet: "
+                "the run stopped before it completed"
+            )
+        else:
+            head = (
+                f"interrupted call {cid}: `{call.tool_name}` was called and did not complete "
+                "(no result in the journal)"
+            )
         lines.append(
-            f"- interrupted call {cid}: `{call.tool_name}` {state}; seq {call.seq}, entry "
-            f"{short(call.entry_hash)}; arguments: {redact(clip(args_text(call), ARGS_CHARS))}"
+            f"- {head}; seq {call.seq}, entry {short(call.entry_hash)}; arguments: "
+            f"{redact(clip(args_text(call), ARGS_CHARS))}"
         )
     for res in unfinished_results:
         lines.append(
@@ -247,11 +342,23 @@ def task_state_text(
         )
         lines += [f"  - [{status}] {text}" for text, status in items]
     listed = {call.entry_hash for _, call, _ in interrupted}
+    results = {e.tool_call_id: e for e in entries if e.kind == "tool_result"}
     for f in obligations:
         support = [s.get("entry") for s in f.get("support", [])]
         if len(support) == 1 and support[0] in listed:
             continue
+        result = results.get(str(f.get("call_id", ""))) if f.get("call_id") else None
+        if result is not None and not result.is_error:
+            continue  # the result arrived: the pair is restored, the next fold closes it
+        if result is not None:
+            lines.append(
+                f"- call {result.tool_call_id} returned an error at seq {result.seq} (entry "
+                f"{short(result.entry_hash)}): " + fact_line(f)
+            )
+            continue
         lines.append("- open obligation: " + fact_line(f))
+    if done:
+        lines += _done_lines(done, by_hash or {e.entry_hash: e for e in entries})
     if not lines:
         return ""
     said = ""

@@ -44,7 +44,7 @@ def plan_items(call: EntryView) -> list[tuple[str, str]] | None:
     return out
 
 
-def _sentences(text: str) -> list[str]:
+def sentences(text: str) -> list[str]:
     """Sentences: split at ``.!?`` and at blank lines, list items and headings; wrapped lines
     are joined (a single newline inside a paragraph is not a sentence end)."""
     text = re.sub(r"(?m)^(\s*#+ .*)$", r"\n\1\n", text)  # a heading is its own block
@@ -78,7 +78,7 @@ def user_decisions(entry: EntryView) -> list[str]:
     """
     if entry.role != "user" or not is_pin_source(entry) or entry.meta.get("injected"):
         return []
-    return [redact(s)[:300] for s in _sentences(entry.text) if DECISION.search(s) and len(s) <= 600]
+    return [redact(s)[:300] for s in sentences(entry.text) if DECISION.search(s) and len(s) <= 600]
 
 
 CLAIM = re.compile(
@@ -117,7 +117,7 @@ def assistant_claims(entry: EntryView) -> list[str]:
         return []
     return [
         redact(s)[:300]
-        for s in _sentences(entry.text)
+        for s in sentences(entry.text)
         if len(s) <= 400 and CLAIM.search(s) and not NEGATIVE.search(s)
     ]
 

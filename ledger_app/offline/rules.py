@@ -6,7 +6,10 @@
   entailed; nor is a universal test claim citing no test run at all;
 * a success claim citing a failed result is not entailed;
 * evidence made stale by a later failed run of the same command is temporally invalid;
-* completion evidence older than the obligation it would close is temporally invalid.
+* completion evidence older than the obligation it would close is temporally invalid;
+* a success claim (deployed, passed, fixed, live, ...) not written from a tool outcome needs a
+  cited execution result that did not fail: a read, a search or a message (the assistant's own
+  words) never suffices, whatever the verifier model says (issue 15, item 8).
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ledger_app.mechanical import EntryView, clip, redact
+from ledger_app.mechanical import EntryView, clip, is_routine_read, redact
 from ledger_app.offline.evidence import EvidenceIndex
 from ledger_app.offline.heuristics import TEST_WORDS, is_success_claim, is_universal
 from ledger_app.offline.testruns import RunCounts, is_test_command, run_scope
+from ledger_app.outcomes import read_outcome
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,13 @@ def check_item(
                     "a universal claim is not entailed by scoped evidence: the cited run "
                     f"covers only {scopes}"
                 )
+        if is_success_claim(fact) and not fact.get("outcome") and OVERCLAIM.search(text):
+            if not any(_executed(journal, r) for r in results):
+                entail.append(
+                    "a success claim (deployed, passed, fixed, live) needs an execution result "
+                    "that shows it; it cites only "
+                    + (_kinds(journal, cited) or "nothing from the journal")
+                )
         if is_success_claim(fact) and not fact.get("outcome"):
             # a tool outcome states what happened at its seq; a claim must still hold
             for r in results:
@@ -129,6 +140,44 @@ def check_item(
         temporal="invalid" if temporal else "valid",
         temporal_reason="; ".join(temporal) or "no rule applies",
     )
+
+
+#: Words of a success claim that only an execution result can support (issue 15, item 8).
+OVERCLAIM = re.compile(
+    r"\b(?:deploy(?:ed|ment succeeded)|pass(?:es|ed|ing)?|fixed|resolved|is live|went live|"
+    r"(?:now )?live\b|succeed(?:s|ed)|green|works|working|merged|released|published|shipped)\b",
+    re.I,
+)
+
+
+def _executed(journal: EvidenceIndex, result: EntryView) -> bool:
+    """A result of a call that ran something (not a read or a search) and did not fail."""
+    call = journal.call_of(result)
+    if call is None or journal.failed(result) or is_routine_read(call):
+        return False
+    args = call.content.get("arguments")
+    seen = read_outcome(
+        tool_name=call.tool_name,
+        arguments=args if isinstance(args, dict) else {},
+        command=journal.command(call),
+        output=str(result.content.get("output", "")),
+        is_error=result.is_error,
+        result_content=result.content,
+    )
+    return seen.kind in ("success", "submitted")
+
+
+def _kinds(journal: EvidenceIndex, cited: Sequence[EntryView]) -> str:
+    """What a claim cites, named by kind: ``a read or search result (sha256:...)``, ..."""
+    names = []
+    for v in cited:
+        if v.kind != "tool_result":
+            names.append(f"a {v.role} {v.kind} (sha256:{v.entry_hash})")
+        elif journal.failed(v):
+            names.append(f"a failed result (sha256:{v.entry_hash})")
+        else:
+            names.append(f"a read or search result (sha256:{v.entry_hash})")
+    return "; ".join(names)
 
 
 def _counted(text: str, runs: Sequence[RunCounts | None]) -> bool:

@@ -29,39 +29,166 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ledger_app.facts import Fact
 from ledger_app.mechanical import (
+    EDITOR_COMMANDS,
     EntryView,
+    cite,
     clip,
     command_of,
     interrupted_fact,
     is_pin_source,
     is_routine_read,
+    mentions,
     outcome_fact,
     redact,
+    shown_command,
 )
 from ledger_app.offline.evidence import EvidenceIndex
-from ledger_app.offline.heuristics import DONE, assistant_claims, plan_items, user_decisions
+from ledger_app.offline.heuristics import (
+    DONE,
+    assistant_claims,
+    plan_items,
+    sentences,
+    user_decisions,
+)
 from ledger_app.offline.testruns import (
-    ANSI,
     RunCounts,
     is_check_command,
     is_test_command,
     run_scope,
 )
+from ledger_app.offline.turns import cancellations, cancelled_pin, completes, conclusion, pins_of
+from ledger_app.outcomes import QUOTE_CHARS, path_of
+from ledger_app.pending import CALL_KEY, late_result_closes
 
 
 def _h(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def _first_line(text: str) -> str:
-    for line in ANSI.sub("", text).splitlines():
-        if line.strip():
-            return line.strip()
-    return ""
+def _first_exact(text: str) -> str:
+    """The first non-empty line of ``text``, stripped: exact text for a support quote."""
+    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")[:QUOTE_CHARS]
+
+
+def _quoted(view: EntryView, quote: str) -> dict[str, Any]:
+    """A support item for ``quote`` in ``view``: byte range and chunks when the quote is exact
+    text of the entry, else the quote alone (a normalised sentence)."""
+    item = cite(view, quote)
+    if "quote" not in item and "range" not in item and quote:
+        item["quote"] = quote
+    return item
+
+
+@dataclass
+class _Turn:
+    """One user turn as the writer reads it: the instruction, the last successful result
+    that names it (completion evidence), and the assistant's closing message."""
+
+    instruction: EntryView | None = None
+    said: EntryView | None = None
+    done: tuple[EntryView, EntryView, Fact] | None = None
+
+    def record(self, call: EntryView, result: EntryView, fact: Fact) -> None:
+        if self.instruction is None:
+            return
+        if fact.get("outcome") == "failure":
+            self.done = None  # a failure after the evidence: not shown to be carried out
+            return
+        if (
+            fact.get("result") not in ("success", None)
+            or is_routine_read(call)
+            or "test" in fact
+            or is_check_command(command_of(call))
+        ):
+            # reads find, test runs check: neither carries an instruction out
+            return
+        if completes(self.instruction.text, call.text, result.text):
+            self.done = (call, result, fact)
+
+    def end(self, final: bool = False) -> list[dict[str, Any]]:
+        ops: list[dict[str, Any]] = []
+        if self.said is not None:
+            ops.append({"op": "add", "fact": _conclusion_fact(self.said, final)})
+        if self.instruction is not None and self.done is not None:
+            ops.append({"op": "add", "fact": _completion_fact(self.instruction, *self.done)})
+        self.said, self.done = None, None
+        return ops
+
+
+#: ``command_key`` of the fact holding the latest end-of-fold conclusion (one active at a time)
+END_STATE_KEY = "assistant:end-state"
+
+
+def _conclusion_fact(said: EntryView, final: bool) -> Fact:
+    """The assistant's closing message of a turn, kept at ``reported`` (issue 15, item 4)."""
+    excerpt, quote, awaits = conclusion(said.text)
+    waits = " It awaits the user's reply." if awaits else ""
+    fact: Fact = {
+        "id": f"said:{said.entry_hash[:16]}",
+        "category": "history",
+        "priority": "P1" if final else "P2",
+        "confidence": "reported",
+        "text": f"Assistant concluded (seq {said.seq}): {redact(excerpt)}{waits}",
+        "support": [_quoted(said, quote)],
+        "author": "offline",
+        "awaits_user": awaits,
+    }
+    if final:
+        fact["command_key"] = END_STATE_KEY
+    return fact
+
+
+def _completion_fact(
+    instruction: EntryView, call: EntryView, result: EntryView, tool: Fact
+) -> Fact:
+    """An instruction carried out, with its evidence (issue 15, item 4).
+
+    Fields for the context's task state: ``completes`` (the pin id), ``evidence_entry``
+    (hex hash of the result that shows it) and ``evidence_seq``.
+    """
+    return {
+        "id": f"done:{instruction.entry_hash[:16]}",
+        "category": "verified_state",
+        "priority": "P1",
+        "confidence": "inferred",
+        "text": (
+            f"The instruction at seq {instruction.seq} was carried out at seq {result.seq} "
+            f"(evidence sha256:{result.entry_hash}): {tool['text']}"
+        ),
+        "support": [_quoted(instruction, _first_exact(instruction.text)), *tool["support"]],
+        "author": "offline",
+        "completes": f"pin:{instruction.entry_hash[:16]}",
+        "evidence_entry": result.entry_hash,
+        "evidence_seq": result.seq,
+    }
+
+
+def _retirements(message: EntryView, pins: dict[str, Fact]) -> list[dict[str, Any]]:
+    """``retire`` ops for the earlier pins an authoritative message cancels (issue 15, item 7).
+
+    The reducer holds each as a pending retirement for the review queue (DESIGN.md 5.2).
+    """
+    ops: list[dict[str, Any]] = []
+    for sentence in cancellations(sentences(message.text)):
+        target = cancelled_pin(sentence, pins)
+        if target is None:
+            continue
+        ops.append(
+            {
+                "op": "retire",
+                "id": target,
+                "evidence": [message.entry_hash],
+                "reason": f"a later {message.role} message (seq {message.seq}) cancels it: "
+                f"{clip(redact(sentence), 200)}",
+            }
+        )
+        pins = {k: v for k, v in pins.items() if k != target}
+    return ops
 
 
 class OfflineWriter:
@@ -71,6 +198,28 @@ class OfflineWriter:
     label = "offline writer (deterministic rules, no model)"
     prompt_version = None
     calls_models = False
+
+    def state_keys(self, entries: Sequence[EntryView]) -> tuple[set[str], set[str]]:
+        """What :meth:`propose` may look up in the state for ``entries``: ``(command keys,
+        fact ids)``: the keys of the covered calls (repeated commands, plans, the end
+        state), the covered results' call obligations, and the covered plan items' ids.
+        The fold service loads only those facts (and the active pins), so a fold reads a
+        few rows whatever the ledger's size (issue 18). Keep it in step with the keys
+        :meth:`propose` builds (tests/ledger_app/test_fold_scaling.py compares both)."""
+        keys, ids = {END_STATE_KEY}, set()
+        for e in entries:
+            if e.kind == "tool_call":
+                cmd = command_of(e)
+                if cmd:
+                    keys.add(f"{e.tool_name}:{redact(cmd)}")
+                keys.add(f"{e.tool_name}:plan")
+                path = _edit_path(e)
+                if path:
+                    keys.add(f"edit:{redact(path)}")
+                ids |= {f"todo:{_h(text.lower())}" for text, _ in plan_items(e) or []}
+            elif e.kind == "tool_result":
+                keys.add(CALL_KEY + e.tool_call_id)
+        return keys, ids
 
     def propose(self, entries: Sequence[EntryView], state: dict[str, Any]) -> list[dict[str, Any]]:
         """Ops (``add``, ``supersede``, ``close``) for the covered ``entries`` (no pins).
@@ -96,9 +245,16 @@ class OfflineWriter:
             fid: f["lifecycle"] for fid, f in facts.items() if fid.startswith("todo:")
         }
         checks_since_user: dict[str, EntryView] = {}
+        pins = pins_of(state)
+        turn = _Turn()
 
         for e in j.entries:
-            if e.kind == "message" and e.role == "user" and is_pin_source(e):
+            if e.kind == "message" and e.role in ("user", "developer") and is_pin_source(e):
+                ops += turn.end()
+                ops += _retirements(e, pins)
+                if e.role == "developer":
+                    continue
+                turn = _Turn(instruction=e)
                 checks_since_user = {}
                 for n, sentence in enumerate(user_decisions(e)):
                     ops.append(
@@ -110,14 +266,16 @@ class OfflineWriter:
                                 "priority": "P1",
                                 "confidence": "reported",
                                 "text": f"User decided: {sentence}",
-                                "support": [{"entry": e.entry_hash, "quote": sentence}],
+                                "support": [_quoted(e, sentence)],
                                 "author": "offline",
                             },
                         }
                     )
             elif e.kind == "message" and e.role == "assistant":
+                if e.text.strip() and not e.derived:
+                    turn.said = e
                 for n, sentence in enumerate(assistant_claims(e)):
-                    cited = [r.entry_hash for r in checks_since_user.values()]
+                    cited = list(checks_since_user.values())
                     ops.append(
                         {
                             "op": "add",
@@ -127,16 +285,15 @@ class OfflineWriter:
                                 "priority": "P2",
                                 "confidence": "reported",
                                 "text": f"Assistant reported: {sentence}",
-                                "support": [{"entry": e.entry_hash, "quote": sentence}]
-                                + [{"entry": h} for h in cited],
+                                "support": [_quoted(e, sentence)]
+                                + [cite(r, _first_exact(r.text)) for r in cited],
                                 "author": "offline",
                             },
                         }
                     )
             elif e.kind == "event" and not e.derived and _is_error_event(e):
-                detail = clip(
-                    redact(str(e.content.get("error") or e.content.get("text") or "")), 300
-                )
+                detail_raw = str(e.content.get("error") or e.content.get("text") or "")
+                detail = clip(redact(detail_raw), 300)
                 ops.append(
                     {
                         "op": "add",
@@ -146,7 +303,7 @@ class OfflineWriter:
                             "priority": "P1",
                             "confidence": "reported",
                             "text": f"FAILED: the runtime reported an error: {detail}",
-                            "support": [{"entry": e.entry_hash}],
+                            "support": [cite(e, _first_exact(detail_raw))],
                             "author": "offline",
                             "outcome": "failure",
                         },
@@ -165,7 +322,9 @@ class OfflineWriter:
                     continue
                 fact = self._outcome(j, e, result)
                 key = fact.get("command_key")
-                previous = by_command.get(key) if key else None
+                fixed = _edit_key(fact) if fact.get("result") == "success" else None
+                # an applied edit of a file supersedes the rejected edit of it (issue 15)
+                previous = by_command.get(key) if key else by_command.pop(fixed or "", None)
                 if previous is not None:
                     ops.append({"op": "supersede", "id": previous, "fact": fact})
                 else:
@@ -175,48 +334,68 @@ class OfflineWriter:
                 cmd = command_of(e)
                 if cmd and is_check_command(cmd):
                     checks_since_user[cmd] = result
-        return ops
+                turn.record(e, result, fact)
+        ops += _end_state(turn.end(final=True), by_command)
+        return ops + late_result_closes(j.entries, state)
 
     def _outcome(self, j: EvidenceIndex, call: EntryView, result: EntryView) -> Fact:
         cmd = command_of(call)
+        if cmd in EDITOR_COMMANDS:
+            cmd = ""  # a file editor's sub-command (str_replace), not a shell command
         run = j.test_run(result)
         if run is not None or (cmd and is_test_command(cmd)):
             return _test_fact(call, result, cmd, run)
         fact = outcome_fact(call, result)
         fact["author"] = "offline"
-        if result.is_error:
-            detail = redact(_error_line(str(result.content.get("output") or result.text)))
-            head = fact["text"].split("): ", 1)[0] + ")" if "): " in fact["text"] else ""
-            if detail and head and detail not in fact["text"]:
-                fact["text"] = f"{head}: {clip(detail, 200)}"
         if cmd:
             fact["command"] = redact(cmd)
             fact["command_key"] = f"{call.tool_name}:{fact['command']}"
-        output = result.content.get("output")
-        if not result.is_error and not is_routine_read(call) and isinstance(output, str):
-            first = clip(redact(_first_line(output)), 160)
-            if first:
-                fact["text"] += f"; output begins: {first}"
+        elif fact.get("result") == "rejected" and _edit_key(fact):
+            fact["command_key"] = _edit_key(fact)
+        elif fact.get("result") in ("plan_approved", "plan_rejected"):
+            # a later approved plan supersedes the rejected one (issue 15, item 5)
+            fact["command_key"] = f"{call.tool_name}:plan"
         return fact
 
 
-_ERROR_LINE = re.compile(
-    r"(?i)\berror\b|\bfail|denied|not found|unable to|cannot|exception|traceback|^E: |fatal"
-)
+def _edit_path(call: EntryView) -> str:
+    args = call.content.get("arguments")
+    return path_of(args) if isinstance(args, dict) else ""
 
 
-def _error_line(output: str) -> str:
-    """The line of a failed command's output that says what went wrong (else the last one)."""
-    lines = [ln.strip() for ln in ANSI.sub("", output).splitlines() if ln.strip()]
-    for line in lines:
-        if _ERROR_LINE.search(line):
-            return line
-    return lines[-1] if lines else ""
+def _edit_key(fact: Fact) -> str | None:
+    """``edit:<path>``: the key a rejected edit of a file is found by (no shell command)."""
+    return f"edit:{fact['path']}" if fact.get("path") and not fact.get("command") else None
+
+
+def _end_state(ops: list[dict[str, Any]], by_command: dict[str, str]) -> list[dict[str, Any]]:
+    """The fold's final conclusion supersedes the previous fold's end state (one active)."""
+    previous = by_command.get(END_STATE_KEY)
+    if previous is None:
+        return ops
+    return [
+        {"op": "supersede", "id": previous, "fact": op["fact"]}
+        if op["fact"].get("command_key") == END_STATE_KEY
+        else op
+        for op in ops
+    ]
 
 
 def _is_error_event(e: EntryView) -> bool:
     kind = str(e.content.get("type", ""))
     return bool(e.is_error or e.content.get("is_error") or kind in ("error", "run_error"))
+
+
+_SUMMARY = re.compile(r"(?i)\b(?:passed|failed|ran \d+ tests?|tests?:|ok\b|errors?)\b")
+
+
+def _summary_line(result: EntryView) -> str:
+    """The last line of a test run's output that states counts (exact text, for the quote)."""
+    lines = [ln.strip() for ln in result.text.splitlines() if ln.strip()]
+    for line in reversed(lines):
+        if _SUMMARY.search(line) and "\x1b" not in line:
+            return line[:QUOTE_CHARS]
+    return lines[-1][:QUOTE_CHARS] if lines and "\x1b" not in lines[-1] else ""
 
 
 def _test_fact(call: EntryView, result: EntryView, cmd: str, run: RunCounts | None) -> Fact:
@@ -225,17 +404,21 @@ def _test_fact(call: EntryView, result: EntryView, cmd: str, run: RunCounts | No
     where = f" (scope: {scope})" if scope else " (whole suite)" if cmd else ""
     exit_code = result.content.get("exit_code")
     code = f", exit {exit_code}" if exit_code is not None else ""
-    what = f"`{clip(redact(cmd), 160)}`" if cmd else f"`{call.tool_name}`"
+    what = f"`{shown_command(cmd)}`" if cmd else f"`{call.tool_name}`"
     failed = result.is_error or (run is not None and not run.ok)
     counts = run.summary() if run is not None else "no test summary in the output"
+    text = ("FAILED: " if failed else "") + f"test run {what}{where}: {counts}{code}"
     fact: Fact = {
         "id": f"test:{result.entry_hash[:16]}",
         "category": "blocker" if failed else "verified_state",
         "priority": "P1",
         "lifecycle": "active",
         "confidence": "verified",
-        "text": ("FAILED: " if failed else "") + f"test run {what}{where}: {counts}{code}",
-        "support": [{"entry": call.entry_hash}, {"entry": result.entry_hash}],
+        "text": text + mentions(text, call, result),
+        "support": [
+            cite(call, cmd.splitlines()[0][:QUOTE_CHARS] if cmd else ""),
+            cite(result, _summary_line(result)),
+        ],
         "author": "offline",
         "outcome": "failure" if failed else "success",
         "test": {**(run.to_dict() if run else {}), "scope": scope},
@@ -263,7 +446,7 @@ def _plan_ops(
                         "priority": "P1",
                         "confidence": "reported",
                         "text": f"Planned ({call.tool_name}): {redact(text)}",
-                        "support": [{"entry": call.entry_hash}],
+                        "support": [_quoted(call, text)],
                         "author": "offline",
                         "plan_status": status,
                     },

@@ -37,10 +37,12 @@ from ledger_app.models import (
     Verdict,
 )
 from ledger_app.selectors import presenters
+from ledger_app.selectors.diff import FoldDiff, fold_diff
 
 __all__ = [
     "MANIFEST_HASHES_SHOWN",
     "FactsQuery",
+    "FoldDiff",
     "context_ledger",
     "entries_known",
     "fact_at",
@@ -54,6 +56,7 @@ __all__ = [
     "fold_at",
     "fold_attempts",
     "fold_choices",
+    "fold_diff",
     "fold_get",
     "fold_neighbours",
     "fold_numbers",
@@ -198,11 +201,14 @@ def fact_seen(journal: Journal, fact_id: str) -> bool:
 
 
 def context_ledger(journal: Journal, fold: Fold | None) -> dict[str, Any]:
-    """What the context builder reads of the ledger after ``fold``: the active facts and
-    every pin (any lifecycle), as ``{"facts": {...}, "folds": n}``; one SQL query."""
+    """What the context builder reads of the ledger after ``fold``: the active facts, every
+    pin (any lifecycle) and the closed obligations (the records of completion the task state
+    shows next to their pins, issue 15), as ``{"facts": {...}, "folds": n}``; one SQL query."""
     if fold is None:
         return {"facts": {}, "folds": 0}
-    rows = _facts_after(fold.journal_id, fold.number).filter(Q(lifecycle="active") | Q(pin=True))
+    rows = _facts_after(fold.journal_id, fold.number).filter(
+        Q(lifecycle="active") | Q(pin=True) | Q(lifecycle="closed", category="open_obligation")
+    )
     return {
         "facts": {k: json.loads(d) for k, d in rows.values_list("fact_id", "data")},
         "folds": fold.number,

@@ -5,24 +5,90 @@ hashes to their :class:`~journal_app.models.Entry` rows, read once by
 :func:`ledger_app.selectors.entries_known`) and returns dataclasses or dicts. The htmx views
 render them; the API returns the ``*_out`` dicts, which match the schemas of
 :mod:`ledger_app.schemas`. One function per shape, so a page and its endpoint cannot disagree.
+
+This module shapes facts, folds and their deltas, loss reports, invariants and retirements;
+two seams live apart and are re-exported here under their old names: the support links
+every evidence cell uses (:mod:`ledger_app.selectors.links`) and the verifier page's
+attempts, proposals and verdicts (:mod:`ledger_app.selectors.verifier`).
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlencode
-
-from django.urls import reverse
 
 from journal_app.hashing import display
 from journal_app.models import Entry
 from ledger_app.facts import CATEGORIES, CONFIDENCES, LIFECYCLES, PRIORITIES, Fact, priority_rank
 from ledger_app.filters import FilterError, filter_facts, parse_facts
-from ledger_app.models import Fold, FoldAttempt, Proposal, RetirementRequest, Verdict
+from ledger_app.models import Fold, RetirementRequest
+from ledger_app.selectors.links import (
+    SupportLink,
+    evidence_fact,
+    fact_dom_id,
+    support_hashes,
+    support_links,
+)
+from ledger_app.selectors.verifier import (
+    JUDGES,
+    RAW_SHOWN,
+    ROUNDS,
+    AttemptRow,
+    ItemRow,
+    JudgeRow,
+    ProposalRow,
+    attempt_hashes,
+    attempt_out,
+    attempt_rows,
+    items_window,
+)
 from ledger_app.services.common import LedgerError
+
+__all__ = [  # the re-exported names first, then this module's own
+    "JUDGES",
+    "RAW_SHOWN",
+    "ROUNDS",
+    "AttemptRow",
+    "ItemRow",
+    "JudgeRow",
+    "ProposalRow",
+    "SupportLink",
+    "attempt_hashes",
+    "attempt_out",
+    "attempt_rows",
+    "evidence_fact",
+    "fact_dom_id",
+    "items_window",
+    "support_hashes",
+    "support_links",
+    "FACT_FIELDS",
+    "FACT_FILTERS",
+    "FactEvent",
+    "FactFilterInvalid",
+    "FactRow",
+    "FactSelection",
+    "OpRow",
+    "OpVerdicts",
+    "delta_hashes",
+    "delta_ops",
+    "fact_events",
+    "fact_order",
+    "fact_out",
+    "fact_rows",
+    "facts_select",
+    "fold_out",
+    "invariants_out",
+    "loss_out",
+    "op_rows",
+    "op_verdicts",
+    "ops_rejected",
+    "proposals_rejected",
+    "reducer_rejected",
+    "report_rows",
+    "reports",
+    "retirement_out",
+]
 
 #: The exact-match fact filters of the facts page and ``GET .../ledger`` (field -> values).
 FACT_FILTERS: dict[str, tuple[str, ...]] = {
@@ -44,16 +110,6 @@ FACT_FIELDS = (
     "author",
     "origin_fold",
 )
-#: Who gave a verdict, in the operator's words (``Verdict.judge``).
-JUDGES = {
-    "verifier": "verifier model",
-    "rules": "rules (the verifier's rubric applied mechanically)",
-    "reducer": "reducer (a dry run of its rules)",
-    "parser": "parser (the item could not become an op)",
-}
-ROUNDS = {0: "proposal", 1: "repair (the one repair, told why)", 2: "fallback"}
-#: Characters of a model's raw reply a page prints (the API returns them whole).
-RAW_SHOWN = 20_000
 
 
 class FactFilterInvalid(LedgerError):
@@ -61,103 +117,6 @@ class FactFilterInvalid(LedgerError):
 
     status = 422
     code = "invalid_filter"
-
-
-def fact_dom_id(fact_id: str) -> str:
-    """A stable HTML id for a fact (fact ids hold ``:`` and other characters ids avoid)."""
-    return "fact-" + hashlib.sha256(fact_id.encode("utf-8")).hexdigest()[:12]
-
-
-# Support links ----------------------------------------------------------------------------
-
-
-@dataclass
-class SupportLink:
-    """One support item of a fact (or one evidence hash), resolved in the fact's scope.
-
-    ``url`` opens the raw entry page (cited chunk or quote highlighted); ``api_url`` reads
-    it over the API. ``entry`` is ``None`` when the hash names no entry of this journal
-    (never valid support, DESIGN.md 5.1).
-    """
-
-    hash: str
-    url: str
-    api_url: str
-    quote: str = ""
-    chunk: int | None = None
-    entry: Entry | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The API's ``SupportOut``."""
-        e = self.entry
-        return {
-            "entry": self.hash,
-            "url": self.api_url,
-            "resolved": e is not None,
-            "seq": e.seq if e else None,
-            "kind": e.kind if e else None,
-            "role": e.role if e else None,
-            "quote": self.quote or None,
-            "chunk": self.chunk,
-        }
-
-
-def support_hashes(facts: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Every hex entry hash the facts' support cites (for one ``entries_known`` query)."""
-    return [
-        str(s.get("entry", ""))
-        for f in facts
-        for s in f.get("support", []) or []
-        if isinstance(s, dict)
-    ]
-
-
-def evidence_fact(hashes: Iterable[Any]) -> dict[str, Any]:
-    """A fact-shaped holder of bare evidence hashes, for :func:`support_links`."""
-    return {"support": [{"entry": str(h)} for h in hashes]}
-
-
-def support_links(fact: Mapping[str, Any] | None, known: Mapping[str, Entry]) -> list[SupportLink]:
-    """The support of ``fact`` as links, in order (the one helper of UI and API)."""
-    links = []
-    for item in (fact or {}).get("support", []) or []:
-        if not isinstance(item, dict):
-            continue
-        digest = str(item.get("entry", ""))
-        chunk = item.get("chunk")
-        if chunk is None and isinstance(item.get("chunks"), list) and item["chunks"]:
-            chunk = item["chunks"][0]
-        chunk = chunk if isinstance(chunk, int) and not isinstance(chunk, bool) else None
-        quote = item.get("quote") if isinstance(item.get("quote"), str) else ""
-        query: dict[str, Any] = {}
-        if chunk is not None:
-            query["chunk"] = chunk
-        chunks = item.get("chunks")
-        if isinstance(chunks, list) and len(chunks) == 2 and all(type(c) is int for c in chunks):
-            query["chunks"] = f"{chunks[0]}-{chunks[1]}"
-        span = item.get("range")
-        if isinstance(span, list) and len(span) == 2 and all(type(c) is int for c in span):
-            query["bytes"] = f"{span[0]}-{span[1]}"
-        if quote:
-            query["quote"] = quote
-        url = reverse("journal:entry", args=[display(digest)])
-        if query:
-            url += "?" + urlencode(query)
-        if quote:
-            url += "#quote"
-        elif chunk is not None:
-            url += f"#chunk-{chunk}"
-        links.append(
-            SupportLink(
-                hash=display(digest),
-                url=url,
-                api_url=f"/api/v1/entries/{display(digest)}",
-                quote=quote,
-                chunk=chunk,
-                entry=known.get(digest),
-            )
-        )
-    return links
 
 
 # Facts ------------------------------------------------------------------------------------
@@ -393,9 +352,10 @@ def delta_ops(delta: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [op if isinstance(op, dict) else {"op": repr(op)} for op in delta.get("ops", [])]
 
 
-def delta_hashes(delta: Mapping[str, Any]) -> list[str]:
-    """Every entry hash the delta's ops cite (support and evidence)."""
-    ops = delta_ops(delta)
+def delta_hashes(delta: Mapping[str, Any], window: slice | None = None) -> list[str]:
+    """Every entry hash the delta's ops cite (support and evidence); only the ops of
+    ``window`` (a page) when given."""
+    ops = delta_ops(delta)[window or slice(None)]
     hashes = support_hashes(op["fact"] for op in ops if isinstance(op.get("fact"), dict))
     return hashes + [
         str(h) for op in ops if isinstance(op.get("evidence"), list) for h in op["evidence"]
@@ -406,6 +366,7 @@ def op_rows(
     delta: Mapping[str, Any],
     known: Mapping[str, Entry],
     reviews: Mapping[str, int] | None = None,
+    window: slice | None = None,
 ) -> list[OpRow]:
     """Every op of ``delta`` with the reducer's verdict, support and evidence as links.
 
@@ -413,10 +374,12 @@ def op_rows(
         delta: the fold's parsed delta (with ``verdicts``).
         known: the cited entries (:func:`delta_hashes`).
         reviews: ``{fact_id: retirement request pk}`` of the fold (retire ops link them).
+        window: only the ops of this slice (a page), keeping their indexes in the delta.
     """
     verdicts = {v.get("index"): v for v in delta.get("verdicts", []) if isinstance(v, dict)}
     rows = []
-    for i, op in enumerate(delta_ops(delta)):
+    ops = list(enumerate(delta_ops(delta)))[window or slice(None)]
+    for i, op in ops:
         v = verdicts.get(i, {})
         fact = op.get("fact") if isinstance(op.get("fact"), dict) else None
         evidence = op.get("evidence") if isinstance(op.get("evidence"), list) else []
@@ -438,6 +401,37 @@ def op_rows(
             )
         )
     return rows
+
+
+@dataclass
+class OpVerdicts:
+    """The reducer's verdicts on a whole delta without shaping its ops (a fold page shows
+    one page of :func:`op_rows` but counts and lists rejections over all of them).
+
+    ``counts``: ops per status (``accepted``, ``rejected``, ``pending``); ``rejected``:
+    ``(index, op kind, fact id, reason)`` of each rejected op, in delta order.
+    """
+
+    total: int
+    counts: dict[str, int]
+    rejected: list[tuple[int, str, str, str]]
+
+
+def op_verdicts(delta: Mapping[str, Any]) -> OpVerdicts:
+    """:class:`OpVerdicts` of ``delta`` (an op without a verdict counts as ``unknown``)."""
+    verdicts = {v.get("index"): v for v in delta.get("verdicts", []) if isinstance(v, dict)}
+    counts = {"accepted": 0, "rejected": 0, "pending": 0}
+    rejected = []
+    ops = delta_ops(delta)
+    for i, op in enumerate(ops):
+        v = verdicts.get(i, {})
+        status = str(v.get("status", "unknown"))
+        counts[status] = counts.get(status, 0) + 1
+        if status == "rejected":
+            fact = op.get("fact") if isinstance(op.get("fact"), dict) else {}
+            fact_id = str(v.get("fact_id", "") or "") or str(fact.get("id", "") or op.get("id", ""))
+            rejected.append((i, str(op.get("op", "")), fact_id, str(v.get("reason", ""))))
+    return OpVerdicts(len(ops), counts, rejected)
 
 
 def loss_out(fold: Fold) -> dict[str, Any]:
@@ -545,185 +539,3 @@ def retirement_out(r: RetirementRequest) -> dict[str, Any]:
         "decided_in": r.decided_in.number if r.decided_in_id else None,
         "created_at": r.created_at,
     }
-
-
-# Attempts, proposals, verdicts ------------------------------------------------------------
-
-
-@dataclass
-class JudgeRow:
-    """One judge's two verdicts (entailment, temporal) on one proposed item."""
-
-    verdict: Verdict
-    label: str
-
-    def to_dict(self) -> dict[str, Any]:
-        v = self.verdict
-        return {
-            "judge": v.judge,
-            "label": self.label,
-            "entailment": v.entailment,
-            "entailment_reason": v.entailment_reason,
-            "temporal": v.temporal,
-            "temporal_reason": v.temporal_reason,
-            "accepted": v.accepted,
-        }
-
-
-@dataclass
-class ItemRow:
-    """One proposed item of a writer answer: claim, cited evidence, every judge's verdicts."""
-
-    key: str
-    op: str
-    claim: str
-    accepted: bool
-    support: list[SupportLink] = field(default_factory=list)
-    judges: list[JudgeRow] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "op": self.op,
-            "claim": self.claim,
-            "accepted": self.accepted,
-            "support": [s.to_dict() for s in self.support],
-            "verdicts": [j.to_dict() for j in self.judges],
-        }
-
-
-@dataclass
-class ProposalRow:
-    """One writer answer (proposal, repair, fallback) with its items."""
-
-    proposal: Proposal
-    label: str
-    items: list[ItemRow] = field(default_factory=list)
-    raw: str = ""
-    raw_clipped: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        p = self.proposal
-        return {
-            "round": p.round,
-            "kind": p.kind,
-            "label": self.label,
-            "error": p.error,
-            "verifier_error": p.verifier_error,
-            "raw": p.raw,
-            "verifier_raw": p.verifier_raw,
-            "ops": p.ops if isinstance(p.ops, list) else [],
-            "items": [i.to_dict() for i in self.items],
-            "rejected": sum(1 for i in self.items if not i.accepted),
-        }
-
-
-@dataclass
-class AttemptRow:
-    """One :class:`FoldAttempt` with its proposals."""
-
-    attempt: FoldAttempt
-    proposals: list[ProposalRow] = field(default_factory=list)
-
-    @property
-    def note(self) -> str:
-        return str(self.attempt.record.get("note", "") or "")
-
-    @property
-    def fallback_reason(self) -> str:
-        return str(self.attempt.record.get("fallback_reason", "") or "")
-
-    @property
-    def calls(self) -> list[dict[str, Any]]:
-        calls = self.attempt.record.get("model_calls")
-        return [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
-
-    @property
-    def usage(self) -> dict[str, Any]:
-        usage = self.attempt.record.get("model_usage")
-        return usage if isinstance(usage, dict) else {}
-
-    def to_dict(self) -> dict[str, Any]:
-        """The API's ``AttemptOut``."""
-        return {**attempt_out(self.attempt), "proposals": [p.to_dict() for p in self.proposals]}
-
-
-def attempt_out(a: FoldAttempt) -> dict[str, Any]:
-    """A fold attempt's summary (the API's ``AttemptSummaryOut``; failed attempts list)."""
-    record = a.record if isinstance(a.record, dict) else {}
-    calls = record.get("model_calls")
-    usage = record.get("model_usage")
-    return {
-        "id": a.pk,
-        "number": a.number,
-        "fold": a.fold.number if a.fold_id and a.fold else None,
-        "outcome": a.outcome,
-        "seq_start": a.seq_start,
-        "seq_end": a.seq_end,
-        "revision": a.revision,
-        "range_hash": display(a.range_hash),
-        "writer": a.writer,
-        "writer_label": a.writer_label,
-        "verifier": a.verifier,
-        "error": a.error,
-        "note": str(record.get("note", "") or ""),
-        "fallback_reason": str(record.get("fallback_reason", "") or ""),
-        "model_calls": [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else [],
-        "model_usage": usage if isinstance(usage, dict) else {},
-        "created_at": a.created_at,
-    }
-
-
-def attempt_hashes(proposals: Sequence[Proposal], verdicts: Sequence[Verdict]) -> list[str]:
-    """Every entry hash the proposals' facts and the verdicts cite."""
-    hashes = [str(h) for v in verdicts for h in (v.support if isinstance(v.support, list) else [])]
-    facts = [
-        op["fact"]
-        for p in proposals
-        for op in (p.ops if isinstance(p.ops, list) else [])
-        if isinstance(op, dict) and isinstance(op.get("fact"), dict)
-    ]
-    return hashes + support_hashes(facts)
-
-
-def attempt_rows(
-    attempts: Sequence[FoldAttempt],
-    proposals: Sequence[Proposal],
-    verdicts: Sequence[Verdict],
-    known: Mapping[str, Entry],
-) -> list[AttemptRow]:
-    """Attempts with their proposals, each proposed item and every judge's verdicts.
-
-    Args:
-        attempts, proposals, verdicts: as read by :func:`ledger_app.selectors.fold_attempts`
-            (proposals by attempt then round; verdicts by proposal then pk).
-        known: the cited entries (:func:`attempt_hashes`).
-    """
-    facts: dict[tuple[int, str], Fact] = {}
-    for p in proposals:
-        for op in p.ops if isinstance(p.ops, list) else []:
-            fact = op.get("fact") if isinstance(op, dict) else None
-            if isinstance(fact, dict):
-                facts[(p.pk, str(fact.get("id", "")))] = fact
-    items: dict[int, dict[str, ItemRow]] = {}
-    for v in verdicts:
-        row = items.setdefault(v.proposal_id, {}).get(v.key)
-        if row is None:
-            fact = facts.get((v.proposal_id, v.key))
-            cited = fact if fact and fact.get("support") else None
-            support = cited or evidence_fact(v.support or [])
-            row = ItemRow(v.key, v.op, v.claim, v.item_accepted, support_links(support, known))
-            items[v.proposal_id][v.key] = row
-        row.judges.append(JudgeRow(v, JUDGES.get(v.judge, v.judge)))
-    by_attempt: dict[int, list[ProposalRow]] = {}
-    for p in proposals:
-        by_attempt.setdefault(p.attempt_id, []).append(
-            ProposalRow(
-                p,
-                ROUNDS.get(p.round, f"round {p.round}") if p.kind != "offline" else "offline",
-                list(items.get(p.pk, {}).values()),
-                p.raw[:RAW_SHOWN],
-                len(p.raw) > RAW_SHOWN,
-            )
-        )
-    return [AttemptRow(a, by_attempt.get(a.pk, [])) for a in attempts]

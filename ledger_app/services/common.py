@@ -15,6 +15,7 @@ from typing import Any
 import rfc8785
 from django.conf import settings
 from django.db.models import Q, Sum
+from django.db.models.functions import Substr
 
 from journal_app.errors import DomainError
 from journal_app.identifiers import RULES_VERSION, Identifier, identifiers_load
@@ -27,7 +28,7 @@ from ledger_app.facts import Fact
 from ledger_app.loss import ledger_terms
 from ledger_app.mechanical import EntryView
 from ledger_app.model_writer.messages import STATE_FACT_LIMIT
-from ledger_app.models import Fold, FoldAttempt, LedgerFact, LedgerTerm
+from ledger_app.models import COMMAND_KEY_INDEXED, Fold, FoldAttempt, LedgerFact, LedgerTerm
 
 
 class LedgerError(DomainError):
@@ -111,7 +112,15 @@ def entry_view(entry: Entry) -> EntryView:
         derived=entry.derived,
         is_error=entry.is_error,
         meta=entry.meta_dict,
+        chunk_bytes=_chunk_bytes(entry),
     )
+
+
+def _chunk_bytes(entry: Entry) -> int:
+    # the journal's chunk size when its row is loaded already (no query per entry)
+    if Entry.journal.is_cached(entry):
+        return entry.journal.chunk_bytes
+    return settings.JOURNAL_CHUNK_BYTES
 
 
 def range_hash(hashes: Sequence[str]) -> str:
@@ -171,19 +180,43 @@ def current_facts(
     return {fact_id: json.loads(data) for fact_id, data in qs.values_list("fact_id", "data")}
 
 
-def writer_state(journal: Journal, head: Fold | None, *, models: bool = False) -> dict[str, Any]:
+def writer_state(
+    journal: Journal,
+    head: Fold | None,
+    *,
+    models: bool = False,
+    keys: tuple[Iterable[str], Iterable[str]] | None = None,
+) -> dict[str, Any]:
     """The part of the state a writer reads before a fold, from the rows (issue 18).
 
-    The offline and mechanical writers look up the active facts of repeated commands (to
-    supersede them) and the plan items (``todo:`` facts, any lifecycle, to close them);
-    a model writer is also shown the first ``STATE_FACT_LIMIT`` active facts by priority
-    and fold (:func:`ledger_app.model_writer.messages.state_json`), so ``models`` adds
-    those. Never the whole ledger.
+    Always the active pins (a writer matches cancellations against them). With ``keys``,
+    ``(command keys, fact ids)`` from the writer's ``state_keys(entries)`` (the offline and
+    mechanical writers declare what a fold over these entries can look up: the repeated
+    commands it may supersede, the plan items and call obligations it may close), only the
+    active facts with those command keys and the facts with those ids: a few indexed rows,
+    whatever the ledger's size. Without (a writer that declares nothing), every active fact
+    with a command key and every ``todo:`` fact, as before. A model writer (``models``) is
+    also shown the first ``STATE_FACT_LIMIT`` active facts by priority and fold
+    (:func:`ledger_app.model_writer.messages.state_json`). Never the whole ledger.
+
+    Returns:
+        ``{"facts": {id: fact}, "folds": n}``, a reducer state holding those facts.
     """
-    facts = current_facts(
-        journal,
-        where=Q(lifecycle="active", command_key__gt="") | Q(fact_id__startswith="todo:"),
-    )
+    pins = Q(pin=True, lifecycle="active")
+    rows = LedgerFact.objects.filter(journal=journal, until__isnull=True)
+    if keys is None:
+        where = Q(lifecycle="active", command_key__gt="") | Q(fact_id__startswith="todo:") | pins
+    else:
+        command_keys, ids = (sorted(set(k)) for k in keys)
+        where = pins
+        if command_keys:
+            # the indexed prefix finds the rows (ledgerfact_now_command), the key decides
+            rows = rows.alias(key_prefix=Substr("command_key", 1, COMMAND_KEY_INDEXED))
+            prefixes = sorted({k[:COMMAND_KEY_INDEXED] for k in command_keys})
+            where |= Q(lifecycle="active", key_prefix__in=prefixes, command_key__in=command_keys)
+        if ids:
+            where |= Q(fact_id__in=ids)
+    facts = {k: json.loads(d) for k, d in rows.filter(where).values_list("fact_id", "data")}
     if models:
         shown = (
             LedgerFact.objects.filter(journal=journal, until__isnull=True, lifecycle="active")
@@ -359,6 +392,37 @@ def active_tokens(
     return total
 
 
+#: priorities consolidation may evict (DESIGN.md 5.4; :func:`ledger_app.budget.plan_consolidation`)
+EVICTABLE_PRIORITIES = ("P2", "P3")
+
+
+def evictable_tokens(
+    journal: Journal, applied: Applied | None = None, previous: Fold | None = None
+) -> int:
+    """Tokens of the texts of the facts consolidation may evict (P2/P3, any lifecycle),
+    once ``applied`` is stored: the previous fold's figure (``manifest["storage"]
+    ["evictable_tokens"]``, carried from fold to fold like ``ledger_active``) or one
+    aggregate over the current rows, plus ``applied``'s changes. The fold's consolidation
+    gate reads it, so that a ledger whose P0/P1 facts alone are past the start is not
+    rebuilt after every fold for nothing to evict (issue 18)."""
+    total = _carried(previous, "storage", "evictable_tokens")
+    if total is None:
+        total = (
+            LedgerFact.objects.filter(
+                journal=journal, until__isnull=True, priority__in=EVICTABLE_PRIORITIES
+            )
+            .aggregate(n=Sum("tokens"))
+            .get("n")
+            or 0
+        )
+    if applied is not None:
+        for sign, changed in ((-1, applied.removed), (1, applied.added)):
+            for _, fact in changed:
+                if fact.get("priority") in EVICTABLE_PRIORITIES:
+                    total += sign * _tokens(fact)
+    return total
+
+
 def _tokens(fact: Fact) -> int:
     return count_tokens(str(fact.get("text", "")), settings.TOKEN_ENCODING)
 
@@ -454,20 +518,32 @@ def facts_store(journal: Journal, applied: Applied) -> None:
         rows.append(_row(journal, number, fact_id, fact, change))
     LedgerFact.objects.bulk_create(rows, batch_size=500)
     if applied.terms:
-        by_term = {_term(k): n for k, n in applied.terms.items()}
-        rows = list(LedgerTerm.objects.filter(journal=journal, term__in=list(by_term)))
-        existing = {r.term for r in rows}
-        for r in rows:
-            r.facts += by_term[r.term]
-        LedgerTerm.objects.bulk_update(rows, ["facts"], batch_size=500)
-        LedgerTerm.objects.bulk_create(
-            [
-                LedgerTerm(journal=journal, term=t, facts=n)
-                for t, n in by_term.items()
-                if t not in existing
-            ],
-            batch_size=500,
+        # read the counts, then one upsert of the new ones (same queries whichever terms
+        # exist already: a fold's query count does not depend on the ledger, issue 18)
+        counts = Counter({_term(k): n for k, n in applied.terms.items()})
+        counts.update(
+            dict(
+                LedgerTerm.objects.filter(journal=journal, term__in=list(counts)).values_list(
+                    "term", "facts"
+                )
+            )
         )
+        LedgerTerm.objects.bulk_create(
+            [LedgerTerm(journal=journal, term=t, facts=n) for t, n in sorted(counts.items())],
+            batch_size=500,
+            update_conflicts=True,
+            unique_fields=["journal", "term"],
+            update_fields=["facts"],
+        )
+
+
+def _consolidated_at(fields: Mapping[str, Any]) -> int:
+    """The ledger's active tokens after the last consolidation at or before this fold (0:
+    none yet), carried like the other storage figures, for the consolidation gate
+    (:func:`ledger_app.services.fold.consolidation_due`)."""
+    if fields.get("kind") == Fold.Kind.CONSOLIDATION:
+        return int((fields.get("manifest") or {}).get("tokens", {}).get("ledger_active") or 0)
+    return int(_carried(fields.get("previous"), "storage", "consolidated_at") or 0)
 
 
 def fold_store(
@@ -503,6 +579,8 @@ def fold_store(
             "state_bytes": len(state) if state is not None else int(last["state_bytes"]),
             "folds": 0 if checkpoint else int(last["folds"]) + 1,
             "delta_bytes": 0 if checkpoint else int(last["delta_bytes"]) + len(delta_text),
+            "evictable_tokens": evictable_tokens(journal, applied, fields.get("previous")),
+            "consolidated_at": _consolidated_at(fields),
         },
     }
     fold = Fold.objects.create(
@@ -651,24 +729,21 @@ def instructions_check(
 PINS_RECHECKED = 4
 
 
-def pins_to_check(journal: Journal, applied: Applied, total: int | None = None) -> dict[str, Fact]:
+def pins_to_check(journal: Journal, applied: Applied) -> dict[str, Fact]:
     """The pins a fold re-hashes against their entries (:func:`instructions_check`): the
     active pins it wrote or changed, plus a rotating window of :data:`PINS_RECHECKED`
     earlier active pins chosen by the fold's number. Bounded, whatever the ledger's size."""
     pins = {k: f for k, f in applied.added if f.get("pin") and f.get("lifecycle") == "active"}
     earlier = LedgerFact.objects.filter(
         journal=journal, until__isnull=True, pin=True, lifecycle="active"
-    ).order_by("pk")
-    if total is None:
-        total = earlier.count()
-    if total:
-        start = (applied.number * PINS_RECHECKED) % total
-        rows = list(earlier[start : start + PINS_RECHECKED].values_list("fact_id", "data"))
-        if len(rows) < PINS_RECHECKED and start:
-            rows += list(
-                earlier[: min(start, PINS_RECHECKED - len(rows))].values_list("fact_id", "data")
-            )
-        for fact_id, data in rows:
+    )
+    # two queries whatever the window (the pins' keys, then the window's facts): the
+    # fold's query count does not depend on the ledger (issue 18)
+    keys = list(earlier.order_by("pk").values_list("pk", flat=True))
+    if keys:
+        start = (applied.number * PINS_RECHECKED) % len(keys)
+        window = [keys[(start + i) % len(keys)] for i in range(min(PINS_RECHECKED, len(keys)))]
+        for fact_id, data in earlier.filter(pk__in=window).values_list("fact_id", "data"):
             if fact_id not in applied.after:
                 pins[fact_id] = json.loads(data)
     return pins

@@ -72,7 +72,9 @@ class _Plan:
     revision: int
 
 
-def _plan(journal: Journal, upto: int | None, models: bool = False) -> _Plan | FoldResult:
+def _plan(
+    journal: Journal, upto: int | None, models: bool = False, writer: Any = None
+) -> _Plan | FoldResult:
     previous = latest_fold(journal)
     last_range = latest_fold(journal, Fold.Kind.FOLD)
     start = (last_range.seq_end or 0) + 1 if last_range else 1
@@ -97,6 +99,9 @@ def _plan(journal: Journal, upto: int | None, models: bool = False) -> _Plan | F
     existing = Fold.objects.filter(journal=journal, range_hash=key).defer("state").first()
     if existing is not None:
         return FoldResult(existing, False, "this range is already folded")
+    views = [entry_view(e) for e in covered]
+    # a writer that declares what it reads (state_keys) gets only those facts (issue 18)
+    state_keys = getattr(writer, "state_keys", None)
     return _Plan(
         start=start,
         end=end,
@@ -105,8 +110,13 @@ def _plan(journal: Journal, upto: int | None, models: bool = False) -> _Plan | F
         key=key,
         previous=previous,
         number=(previous.number + 1) if previous else 1,
-        views=[entry_view(e) for e in covered],
-        prev_state=writer_state(journal, previous, models=models),
+        views=views,
+        prev_state=writer_state(
+            journal,
+            previous,
+            models=models,
+            keys=state_keys(views) if callable(state_keys) else None,
+        ),
         rounds=rounds,
         revision=journal.head_seq,
     )
@@ -253,6 +263,36 @@ def _with_receipt(result: FoldResult, recovery: hooks.FoldRecovery | None) -> Fo
     return result
 
 
+def consolidation_due(manifest: dict[str, Any]) -> bool:
+    """Whether a fold with this manifest is followed by a consolidation (DESIGN.md 5.4).
+
+    Consolidation starts by itself once the ledger passes ``LEDGER_CONSOLIDATE_AT_TOKENS``
+    (67,500 tokens of active fact text, ``manifest["tokens"]["ledger_active"]``), as a fold
+    of its own, when there is something to evict (P2/P3 facts,
+    ``manifest["storage"]["evictable_tokens"]`` > 0), and when it is worth a whole-ledger
+    pass: the evictable facts hold at least what an ordinary consolidation frees (the start
+    minus ``LEDGER_CHECKPOINT_TARGET_TOKENS``: 47,500 tokens), or the ledger has grown by
+    that much since the last consolidation (``storage["consolidated_at"]``, 0 before the
+    first). All three figures are carried from fold to fold, so the gate reads no ledger.
+    A ledger below the target after consolidating behaves as before (it grows by 47,500
+    tokens before the start); one whose P0/P1 facts alone pass the start
+    (``target_unreachable``) used to be rebuilt and re-planned after every fold, evicting
+    one fold's P2 facts at a time: now once per 47,500 tokens of growth (issue 18: fold
+    cost independent of ledger size). ``compact`` still runs the full check at its end.
+    """
+    start = settings.LEDGER_CONSOLIDATE_AT_TOKENS
+    active = int((manifest.get("tokens") or {}).get("ledger_active") or 0)
+    storage = manifest.get("storage") or {}
+    if active < start:
+        return False
+    if "evictable_tokens" not in storage:
+        return True  # a fold stored before these figures were kept: as before
+    evictable = int(storage["evictable_tokens"])
+    floor = max(1, start - settings.LEDGER_CHECKPOINT_TARGET_TOKENS)
+    grown = active - int(storage.get("consolidated_at") or 0)
+    return evictable > 0 and (evictable >= floor or grown >= floor)
+
+
 def ledger_fold(
     *,
     journal: Journal,
@@ -317,7 +357,7 @@ def ledger_fold(
     first: _Plan | None = None
     if getattr(w, "calls_models", False):
         journal = Journal.objects.select_related("session__tenant").get(pk=journal.pk)
-        planned = _plan(journal, upto, True)
+        planned = _plan(journal, upto, True, w)
         if isinstance(planned, FoldResult):
             return _with_receipt(planned, recovery)
         first = planned
@@ -348,6 +388,7 @@ def ledger_fold(
             journal,
             first.end if first is not None else upto,
             bool(getattr(w, "calls_models", False)),
+            w,
         )
         if isinstance(planned, FoldResult):
             return _with_receipt(planned, recovery)
@@ -385,7 +426,7 @@ def ledger_fold(
         pins_total = pins_count(journal, applied, previous)
         instructions = instructions_check(
             journal,
-            {"facts": pins_to_check(journal, applied, pins_total)},
+            {"facts": pins_to_check(journal, applied)},
             pins_total=pins_total,
         )
         outcome = composed.outcome
@@ -490,15 +531,8 @@ def ledger_fold(
                 )
         if recovery is not None and recovery.finish is not None:
             recovery.finish(fold, recovered)
-    # DESIGN.md 5.4: consolidation starts by itself once the ledger passes
-    # LEDGER_CONSOLIDATE_AT_TOKENS (67,500), as a fold of its own (target_unreachable when
-    # P0+P1 alone are over the target). The gate reads the fold's own running figure
-    # (manifest tokens.ledger_active, kept incrementally), so a fold below the figure never
-    # rebuilds the whole ledger state (issue 18: fold cost independent of ledger size);
-    # `compact` still runs the full check once at its end.
     consolidation = None
-    active = int(fold.manifest.get("tokens", {}).get("ledger_active") or 0)
-    if active >= settings.LEDGER_CONSOLIDATE_AT_TOKENS:
+    if consolidation_due(fold.manifest):
         consolidation = ledger_consolidate(journal=journal).fold
     return FoldResult(
         fold,

@@ -7,6 +7,9 @@ lost its last entries. :func:`ledger_integrity` re-derives from the primary sour
 each fold stores, reading only what a fold stores (number, kind, previous, seq bounds,
 revision, range hash, manifest, delta), never a full ledger state:
 
+* **figures**: each entry's token count, token source and source position (and its
+  artifact's figures) against the entry's ``figures_hash``, which binds them to its hash:
+  the ledger's token figures are read from them;
 * **journal head**: the journal's head against its last entry (seq and hash), and every
   fold's revision at or below it: a truncated journal is reported;
 * **fold chain**: numbers 1, 2, 3 ... each naming its predecessor; delta and manifest agree
@@ -33,15 +36,21 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from django.core.cache import cache
+from django.dispatch import Signal
+from django.utils import timezone
+
 from audit_app.models import AuditEvent
+from journal_app.chain import ArtifactFigures, check_figures
 from journal_app.content import content_text, is_authoritative
 from journal_app.hashing import display
-from journal_app.models import Entry, Journal
+from journal_app.models import Artifact, Entry, Journal
 from ledger_app.models import Fold, RetirementRequest
 from ledger_app.services.common import range_hash
 
 #: the checks :func:`ledger_integrity` runs, in the order they are reported
 CHECKS = (
+    "figures",
     "journal head",
     "fold chain",
     "ranges",
@@ -100,15 +109,53 @@ class _Row:
     pin_text: str | None = None
 
 
-def _entries(journal: Journal) -> tuple[dict[int, _Row], dict[str, _Row]]:
+def _entries(journal: Journal) -> tuple[dict[int, _Row], dict[str, _Row], list[Problem]]:
+    """The journal's entries as rows, by seq and by hash, and the figures problems.
+
+    Each entry's figures (token count and source, source position, its artifact's figures)
+    are checked against its ``figures_hash`` as they stream by: the ledger's token figures
+    come from them (issue 16: a tampered figure warns on the pages too).
+    """
+    artifacts = {
+        pk: ArtifactFigures(content_hash, size, tokens, source)
+        for pk, content_hash, size, tokens, source in Artifact.objects.filter(
+            pk__in=Entry.objects.filter(journal=journal, artifact__isnull=False).values(
+                "artifact_id"
+            )
+        ).values_list("pk", "content_hash", "byte_size", "token_count", "token_source")
+    }
     by_seq: dict[int, _Row] = {}
-    for seq, h, kind, role, is_error, derived, tokens in (
+    figures: list[Problem] = []
+    for seq, h, kind, role, is_error, derived, tokens, source, ref, artifact, stored in (
         Entry.objects.filter(journal=journal)
         .order_by("seq")
-        .values_list("seq", "entry_hash", "kind", "role", "is_error", "derived", "token_count")
+        .values_list(
+            "seq",
+            "entry_hash",
+            "kind",
+            "role",
+            "is_error",
+            "derived",
+            "token_count",
+            "token_source",
+            "source_ref",
+            "artifact_id",
+            "figures_hash",
+        )  # fmt: skip
         .iterator(chunk_size=5000)
     ):
         by_seq[seq] = _Row(seq, h, kind, role, is_error, derived, tokens)
+        figures += [
+            Problem("figures", f"entry seq {seq}: {detail}", entry=display(h))
+            for detail in check_figures(
+                entry_hash=h,
+                token_count=tokens,
+                token_source=source,
+                source_ref=ref,
+                artifact=artifacts.get(artifact),
+                figures_hash_stored=stored,
+            )
+        ]
     for seq, body, meta in (
         Entry.objects.filter(
             journal=journal, kind="message", role__in=("system", "developer", "user")
@@ -118,9 +165,9 @@ def _entries(journal: Journal) -> tuple[dict[int, _Row], dict[str, _Row]]:
     ):
         row = by_seq[seq]
         text = content_text(row.kind, json.loads(body))
-        if is_authoritative(row.kind, row.role, row.derived, json.loads(meta)) and text:
+        if is_authoritative(row.kind, row.role, row.derived, json.loads(meta), text=text) and text:
             row.pin_text = text
-    return by_seq, {r.entry_hash: r for r in by_seq.values()}
+    return by_seq, {r.entry_hash: r for r in by_seq.values()}, figures
 
 
 def _cited(ops: list[Any]) -> list[str]:
@@ -143,8 +190,7 @@ def _cited(ops: list[Any]) -> list[str]:
 class _Checker:
     def __init__(self, journal: Journal) -> None:
         self.journal = journal
-        self.problems: list[Problem] = []
-        self.by_seq, self.by_hash = _entries(journal)
+        self.by_seq, self.by_hash, self.problems = _entries(journal)
 
     def add(self, check: str, detail: str, **where: Any) -> None:
         self.problems.append(Problem(check, detail, **where))
@@ -583,35 +629,96 @@ def ledger_integrity(*, journal: Journal) -> list[Problem]:
     return checker.problems
 
 
-#: seconds a page reuses the verification of an unchanged ledger (UI warning only)
-WARNING_TTL = 3600  # keyed by head and last fold: a new fold or entry is a new key
+#: sent by a page that finds no stored check for the ledger's state, with ``journal_id``;
+#: ``ledger_app.receivers`` queues the ``check_ledger`` task after commit (the services
+#: cannot import the tasks, which import them)
+check_wanted = Signal()
+
+#: cache key of a journal's stored check (:func:`ledger_check`), and of its queued marker
+_CHECK_KEY = "ledger-check:{pk}"
+_QUEUED_KEY = "ledger-check-queued:{pk}:{state}"
+#: seconds a queued check is trusted to be on its way before a page queues it again
+QUEUED_TTL = 600
 
 
-def ledger_warnings(*, journal: Journal) -> list[str]:
-    """Why ``journal``'s ledger does not verify, for the UI's warning; ``[]`` when it does.
+def _state(journal: Journal) -> list[Any]:
+    """What a stored check is keyed by: the journal's head and its last fold (1 query)."""
+    last = Fold.objects.filter(journal=journal).order_by("-number").values_list("pk", flat=True)
+    return [journal.head_seq, journal.head_hash, last.first()]
 
-    Runs the replay (:func:`ledger_app.services.verify.ledger_verify`) and
-    :func:`ledger_integrity`, and caches the answer for :data:`WARNING_TTL` seconds under
-    the journal's head and its last fold, so browsing an unchanged ledger does not replay it
-    on every page (``verify_ledger`` itself never caches).
+
+@dataclass(frozen=True)
+class LedgerCheck:
+    """A stored full check of one journal's ledger, for the pages (:func:`ledger_warnings`).
+
+    Attributes:
+        state: ``[head_seq, head_hash, last fold pk]`` the check ran at.
+        problems: at most :data:`MAX_WARNINGS` sentences, the replay's mismatch first;
+            empty when the ledger verified.
+        checked_at: ISO time of the check.
+    """
+
+    state: list[Any]
+    problems: list[str]
+    checked_at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+#: problems a page lists (the command lists all)
+MAX_WARNINGS = 5
+
+
+def ledger_check(*, journal: Journal) -> LedgerCheck:
+    """Run the full check of ``journal``'s ledger and store it for the pages.
+
+    The replay (:func:`ledger_app.services.verify.ledger_verify`) and
+    :func:`ledger_integrity` (figures, head, chain, ranges, manifests, pins, support,
+    retirements, reviews), stored in the cache (no expiry) under the journal with the state
+    it ran at. Run by the ``check_ledger`` task (:mod:`ledger_app.tasks`), which a page
+    queues when the stored check is missing or older than the ledger; pages only read it.
+    Read-only on the database; idempotent.
 
     Returns:
-        At most 5 problems as sentences (the replay's first mismatch first).
+        The stored :class:`LedgerCheck`.
     """
-    from django.core.cache import cache
-
     from ledger_app.services.verify import ledger_verify
 
-    last = Fold.objects.filter(journal=journal).order_by("-number").values_list("pk", flat=True)
-    key = f"ledger-warnings:{journal.pk}:{journal.head_seq}:{last.first()}"
-    cached = cache.get(key)
-    if cached is not None:
-        return list(cached)
+    journal = Journal.objects.get(pk=journal.pk)
+    state = _state(journal)
     out: list[str] = []
     report = ledger_verify(journal=journal)
     if not report.ok:
         m = report.mismatch or {}
         out.append(f"replay: fold {m.get('fold')} ({m.get('check')}): {m.get('detail')}")
     out += [str(p) for p in ledger_integrity(journal=journal)]
-    cache.set(key, out[:5], WARNING_TTL)
-    return out[:5]
+    check = LedgerCheck(
+        state=state, problems=out[:MAX_WARNINGS], checked_at=timezone.now().isoformat()
+    )
+    cache.set(_CHECK_KEY.format(pk=journal.pk), check.to_dict(), None)
+    return check
+
+
+def ledger_warnings(*, journal: Journal) -> list[str]:
+    """Why ``journal``'s ledger does not verify, for the UI's warning; ``[]`` when it does.
+
+    Reads the stored :func:`ledger_check` (one cache read and one query for the ledger's
+    state, whatever the journal's size: a page never runs the check itself). When no check
+    is stored for the current state (a new entry or fold since, or none yet), the check is
+    queued once per state (:data:`check_wanted`, whose receiver queues the ``check_ledger``
+    task after commit) and the last stored problems are shown meanwhile. With eager tasks
+    (the embedded default, no worker) the check runs when the request's transaction
+    commits; behind a worker it runs there. The stored checks live in the cache: set
+    ``CACHE_URL`` (Redis) so web and worker processes share them.
+
+    Returns:
+        At most :data:`MAX_WARNINGS` problems as sentences (the replay's mismatch first).
+    """
+    stored = cache.get(_CHECK_KEY.format(pk=journal.pk))
+    state = _state(journal)
+    if stored is None or stored["state"] != state:
+        queued = _QUEUED_KEY.format(pk=journal.pk, state=":".join(map(str, state)))
+        if cache.add(queued, True, QUEUED_TTL):
+            check_wanted.send(sender=Journal, journal_id=journal.pk)
+    return list(stored["problems"]) if stored else []

@@ -32,13 +32,18 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from django.apps import apps
+from django.db import transaction
 from django.utils.dateparse import parse_datetime
 
 from audit_app.services import annotation_add, audit_record, comment_add
+from journal_app.formats import ledgerkeep_export
 from journal_app.models import Entry, Journal, Membership
+from journal_app.services import journal_import
+from journal_app.services.imports import ImportResult
 from ledger_app import reducer
 from ledger_app.models import Fold, FoldAttempt, Proposal, RetirementRequest, Verdict
 from ledger_app.services.common import (
@@ -563,3 +568,51 @@ def _review_request(work: _Reimport, rec: Mapping[str, Any]) -> None:
     manifest["review"] = {**(manifest.get("review") or {}), "request": decided[0]["pk"]}
     rec_any: Any = rec
     rec_any["manifest"] = manifest
+
+
+@dataclass
+class TranscriptImport:
+    """What :func:`transcript_import` did: the journal import and each journal's ledger.
+
+    Attributes:
+        imported: the journal's :class:`journal_app.services.imports.ImportResult`.
+        ledgers: journal pk -> :class:`ReimportResult`, for a ledgerkeep export only.
+    """
+
+    imported: ImportResult
+    ledgers: dict[int, ReimportResult] = field(default_factory=dict)
+
+
+def transcript_import(*, path: str | Path, **options: Any) -> TranscriptImport:
+    """Import a transcript, and a ledgerkeep export's ledger with it, in one transaction.
+
+    The one import every entry point calls: the ``import_journal`` command directly, the
+    upload API through :mod:`journal_app.hooks` (registered by ``ledger_app.apps``). The
+    journal comes from :func:`journal_app.services.journal_import`; for a ledgerkeep export
+    :func:`ledger_reimport` then re-creates, per imported journal, its folds, verdicts,
+    retirements and decisions, comments, annotations and receipts, re-verified (issue 16,
+    item 9).
+
+    Args:
+        path: the transcript file (or OpenCode export folder).
+        options: ``fmt``, ``tenant``, ``session``, ``lane``, ``branch``, ``progress``,
+            ``on_parsed``, passed to :func:`journal_app.services.journal_import` as given.
+
+    Returns:
+        :class:`TranscriptImport`.
+
+    Raises:
+        Whatever :func:`journal_app.services.journal_import` raises, and
+        :class:`ReimportInvalid` (422) / :class:`ReimportConflict` (409). In every case
+        nothing is written: the journal's rows roll back with the ledger's.
+    """
+    with transaction.atomic():
+        imported = journal_import(path=path, **options)
+        ledgers: dict[int, ReimportResult] = {}
+        if imported.parsed.format == ledgerkeep_export.NAME:
+            _, records = ledgerkeep_export.export_records(path)
+            for j in imported.journals:
+                ledgers[j.pk] = ledger_reimport(
+                    journal=j, records=records, mapping=reimport_mapping(journal=j, records=records)
+                )
+    return TranscriptImport(imported=imported, ledgers=ledgers)

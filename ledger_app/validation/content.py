@@ -303,11 +303,68 @@ def content_problems(
     return problems
 
 
+#: Shortest reasoning text looked for in the frontend view, characters (shorter ones are
+#: common words, not a leak).
+HIDDEN_MIN_CHARS = 20
+
+
+class HiddenTexts:
+    """The journal's reasoning texts, searched for in a text all at once (DESIGN.md 9: hidden
+    reasoning never reaches a client).
+
+    An Aho-Corasick automaton (``pyahocorasick``, a maintained C library) over the first
+    :data:`HIDDEN_MIN_CHARS` characters of each reasoning text of at least that length; a hit
+    is confirmed by comparing the whole reasoning text at that place. Cost: linear in the text
+    searched plus the hits, instead of one substring search per reasoning text (issue 13: the
+    old check was items x reasoning texts).
+    """
+
+    def __init__(self, reasoning: Sequence[str]) -> None:
+        self.by_head: dict[str, list[str]] = {}
+        for t in reasoning:
+            if isinstance(t, str) and len(t.strip()) >= HIDDEN_MIN_CHARS:
+                self.by_head.setdefault(t[:HIDDEN_MIN_CHARS], []).append(t)
+        self.automaton: Any = None
+        if self.by_head:
+            import ahocorasick
+
+            self.automaton = ahocorasick.Automaton()
+            for head in self.by_head:
+                self.automaton.add_word(head, head)
+            self.automaton.make_automaton()
+
+    def found_in(self, text: str) -> bool:
+        """Whether ``text`` holds one of the reasoning texts whole."""
+        if self.automaton is None or len(text) < HIDDEN_MIN_CHARS:
+            return False
+        for end, head in self.automaton.iter(text):
+            start = end - len(head) + 1
+            if any(text.startswith(h, start) for h in self.by_head[head]):
+                return True
+        return False
+
+
+def memo_findings() -> Callable[[str], list[tuple[int, int, str, str]]]:
+    """:func:`journal_app.privacy.findings` remembering each text it scanned (one build's
+    worth, like :func:`memo_scanner`): the frontend view's filter and its check then scan a
+    text once."""
+    seen: dict[str, list[tuple[int, int, str, str]]] = {}
+
+    def find(text: str) -> list[tuple[int, int, str, str]]:
+        found = seen.get(text)
+        if found is None:
+            found = seen[text] = privacy.findings(text)
+        return found
+
+    return find
+
+
 def validate_frontend(
     view: Mapping[str, Any],
     *,
     reasoning: Sequence[str] = (),
     entry_of: Mapping[int, str] | None = None,
+    findings: Callable[[str], list[tuple[int, int, str, str]]] | None = None,
 ) -> ValidationReport:
     """Check the client-visible view: nothing private in it (DESIGN.md sections 6 and 9).
 
@@ -316,6 +373,12 @@ def validate_frontend(
             :func:`ledger_app.context.frontend_view`.
         reasoning: texts of the journal's reasoning entries; none may appear in the view.
         entry_of: seq -> entry hex, to name the entry of each problem.
+        findings: :func:`journal_app.privacy.findings` or a memo of it (:func:`memo_findings`)
+            shared with the frontend view's filter, so a text is scanned once per build.
+
+    One pass (issue 13): each item's text is scanned once for secrets and reasoning blocks,
+    and searched for every reasoning text at once (:class:`HiddenTexts`, Aho-Corasick), so
+    the check is linear in the view's size and the reasoning's size together.
 
     Returns:
         :class:`ValidationReport` for ``no_secrets``, ``no_hidden_reasoning``,
@@ -329,7 +392,8 @@ def validate_frontend(
         problems.append(
             Problem("malformed_message", "the frontend view has no items", None, "items")
         )
-    hidden = [t for t in reasoning if isinstance(t, str) and len(t.strip()) >= 20]
+    hidden = HiddenTexts(reasoning)
+    find = findings or privacy.findings
     for i, item in enumerate(items):
         where = f"items[{i}]"
         if not isinstance(item, dict):
@@ -361,7 +425,8 @@ def validate_frontend(
             )
         text = item.get("text")
         if isinstance(text, str) and text:
-            if any(h in text for h in hidden):
+            shows_hidden = hidden.found_in(text)
+            if shows_hidden:
                 problems.append(
                     Problem(
                         "no_hidden_reasoning",
@@ -371,8 +436,8 @@ def validate_frontend(
                         entry,
                     )
                 )
-            found = privacy.findings(text)
-            if any(f[3] == "reasoning" for f in found) and not any(h in text for h in hidden):
+            found = find(text)
+            if any(f[3] == "reasoning" for f in found) and not shows_hidden:
                 problems.append(
                     Problem(
                         "no_hidden_reasoning",

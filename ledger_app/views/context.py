@@ -7,13 +7,15 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
 from journal_app import selectors as journal_selectors
 from journal_app.views import HtmxHttpRequest, scope_kwargs
-from ledger_app.context_service import ContextError, context_preview
+from ledger_app.context import capped
+from ledger_app.context_service import VIEWS, ContextError, context_preview
 from ledger_app.selectors import presenters
 from ledger_app.views.common import partial, scope_context
 
@@ -92,27 +94,60 @@ def _model_rows(view: dict[str, Any] | None) -> list[dict[str, Any]]:
     return rows
 
 
+#: Items (messages, frontend items, decisions) per page of the open view.
+PER_PAGE = 50
+#: Characters of one text shown; the rest is counted, never sent (a tool result can be MBs).
+TEXT_SHOWN = 2_000
+
+
+def _clipped(text: Any) -> dict[str, Any]:
+    """``{"text", "more"}``: ``text`` cut to :data:`TEXT_SHOWN` characters and how many
+    characters were left out."""
+    text = "" if text is None else str(text)
+    if len(text) <= TEXT_SHOWN:
+        return {"text": text, "more": 0}
+    return {"text": text[:TEXT_SHOWN], "more": len(text) - TEXT_SHOWN}
+
+
+def _page_rows(view: str, result: Any, rows: list[dict[str, Any]]) -> list[Any]:
+    """The open view's rows: model messages, frontend items or trace decisions."""
+    if view == "model":
+        return rows
+    if view == "frontend":
+        return list((result.frontend_view or {}).get("items") or [])
+    return list(result.debug_trace.get("decisions") or [])
+
+
 @login_required
 def context_views(
     request: HtmxHttpRequest, tenant: str, session: str, lane: str, branch: str
 ) -> HttpResponse:
-    """The three context views of one state side by side (DESIGN.md 6 and 8).
+    """The three context views of one state (DESIGN.md 6 and 8), one open at a time, paged.
 
     GET parameters (tokens): ``working_budget``, ``hard_limit``, ``tail_tokens``,
-    ``revision`` (default: the head) and ``format`` (``openai`` or ``anthropic``). A budget
-    not given is the settings' default, applied by
-    :func:`ledger_app.context_service.context_preview` (hard limit ``LEDGER_WINDOW_TOKENS``,
-    working budget ``LEDGER_FOLD_THRESHOLD_TOKENS``; the tail a quarter of the budget), the
-    same defaults as a fold's invariants panel; the form then shows the budgets used.
-    Writes nothing. Shows the model view, the frontend view, the debug trace (each compaction
-    decision, reason, token effect) and the validation of each invariant. A bad parameter
-    answers 400 with the form and the message; an htmx request gets only ``#context-views``.
+    ``revision`` (default: the head), ``format`` (``openai`` or ``anthropic``), ``view``
+    (``model``, ``frontend`` or ``debug``: the view shown open; the others are collapsed to
+    their counts) and ``page`` (of the open view, :data:`PER_PAGE` items; each text cut to
+    :data:`TEXT_SHOWN` characters with the count of the rest). A budget not given is the
+    settings' default, applied by :func:`ledger_app.context_service.context_preview`
+    (the same defaults as a fold's invariants panel); the form then shows the budgets used.
+    The frontend view (a privacy scan of every entry) is built only when it is the open one.
+
+    The form is a plain GET form: every control, the open view and the page are in the URL,
+    so Back and Forward restore the controls and the result together and the permalink
+    names the current view (issue 17). Writes nothing. A bad parameter answers 400 with the
+    form and the message. The page's size is bounded by the budgets and the page size, not
+    by the session (issue 13).
     """
     journal = journal_selectors.get_journal_for_user(request.user, tenant, session, lane, branch)
+    view = request.GET.get("view", "") or "model"
+    if view not in VIEWS:
+        view = "model"
     form = {
         **{name: request.GET.get(name, "") for name in BUDGETS},
         "revision": request.GET.get("revision", ""),
         "format": request.GET.get("format", "") or "openai",
+        "view": view,
     }
     error = ""
     result = None
@@ -127,6 +162,7 @@ def context_views(
             journal=journal,
             revision=revision,
             target_format=form["format"],
+            views=("model", "debug", "frontend") if view == "frontend" else ("model", "debug"),
             **{k: v for k, v in budgets.items() if v is not None},
         )
     except (ValueError, ContextError) as exc:
@@ -136,9 +172,37 @@ def context_views(
     for name in BUDGETS:
         if not form[name] and used.get(name) is not None:
             form[name] = str(used[name])
+    model_rows = _model_rows(result.model_view) if result else []
+    page = None
+    if result is not None:
+        page = Paginator(_page_rows(view, result, model_rows), PER_PAGE).get_page(
+            request.GET.get("page") or "1"
+        )
+    shown: list[Any] = []
+    for row in page.object_list if page is not None else []:
+        if view == "model":
+            shown.append({**row, "parts": [{**p, **_clipped(p["text"])} for p in row["parts"]]})
+        elif view == "frontend":
+            shown.append({**row, **_clipped(row.get("text"))})
+        else:
+            shown.append({**row, **_clipped_reason(row)})
+    validation = result.to_dict(cap=PER_PAGE)["validation"] if result else {}
+    counts = {
+        "model": len(model_rows),
+        "frontend": len(result.frontend_view.get("items") or [])
+        if result is not None and result.frontend_view is not None
+        else None,
+        "debug": len(trace.get("decisions") or []),
+    }
     context = {
         **scope_context(journal),
         "form": form,
+        "view": view,
+        "tabs": [
+            {"name": "model", "label": "Model view", "count": counts["model"]},
+            {"name": "frontend", "label": "Frontend view", "count": counts["frontend"]},
+            {"name": "debug", "label": "Debug trace", "count": counts["debug"]},
+        ],
         "defaults": {
             "hard_limit": settings.LEDGER_WINDOW_TOKENS,
             "working_budget": settings.LEDGER_FOLD_THRESHOLD_TOKENS,
@@ -146,10 +210,14 @@ def context_views(
         "formats": CONTEXT_FORMATS,
         "error": error,
         "result": result,
-        "model_rows": _model_rows(result.model_view) if result else [],
-        "frontend": result.frontend_view if result else {},
+        "page": page,
+        "shown": shown,
+        "counts": counts,
+        "frontend": (result.frontend_view or {}) if result else {},
         "trace": trace,
-        "reports": presenters.reports(result.validation) if result else [],
+        "notes": capped(trace.get("notes") or [], PER_PAGE),
+        "artifacts": capped(trace.get("artifacts") or [], PER_PAGE),
+        "reports": presenters.reports(validation),
         "context_url": reverse("ledger:context", kwargs=scope_kwargs(journal)),
         "permalink": request.build_absolute_uri(request.get_full_path()),
     }
@@ -159,3 +227,9 @@ def context_views(
         context,
         status=400 if error else 200,
     )
+
+
+def _clipped_reason(decision: dict[str, Any]) -> dict[str, Any]:
+    """A decision's reason cut like a text (:func:`_clipped`), as ``reason``/``reason_more``."""
+    cut = _clipped(decision.get("reason"))
+    return {"reason": cut["text"], "reason_more": cut["more"]}

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
+from django.core.paginator import Page, Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -16,13 +16,16 @@ from journal_app import selectors as journal_selectors
 from journal_app.views import HtmxHttpRequest, is_panel, render_panel, scope_kwargs
 from ledger_app import selectors
 from ledger_app.context_service import ContextError, fold_invariants
-from ledger_app.diff import state_diff
 from ledger_app.selectors import presenters, ui
 from ledger_app.services.integrity import ledger_warnings
 from ledger_app.views.common import FALLBACK_NOTICE, partial, scope_context
 
 FOLDS_PER_PAGE = 50
 DIFF_PER_PAGE = 100
+#: ops (fold page, verifier page) and proposed items (verifier page) a page lists (issue 13)
+OPS_PER_PAGE = 100
+#: rejected ops the fold page's summary names (each linked to its page)
+REJECTED_SHOWN = 100
 FAILED_ATTEMPTS_SHOWN = 10
 
 
@@ -67,22 +70,48 @@ def fold_list(
     return render(request, partial(request, "ledger_app/folds.html", "fold-list"), context)
 
 
+def _ops_page(request: HttpRequest, total: int) -> tuple[Page, slice]:
+    """Page ``?page=`` of ``total`` ops (:data:`OPS_PER_PAGE` a page) and its slice."""
+    page = Paginator(range(total), OPS_PER_PAGE).get_page(request.GET.get("page") or "1")
+    start = (page.number - 1) * OPS_PER_PAGE
+    return page, slice(start, start + OPS_PER_PAGE)
+
+
+def _rejected_shown(verdicts: presenters.OpVerdicts, page: Page) -> list[dict[str, Any]]:
+    """The first :data:`REJECTED_SHOWN` rejected ops, each with the page that lists it."""
+    return [
+        {
+            "index": i,
+            "op": op,
+            "fact_id": fact_id,
+            "reason": reason,
+            "page": i // OPS_PER_PAGE + 1,
+            "here": i // OPS_PER_PAGE + 1 == page.number,
+        }
+        for i, op, fact_id, reason in verdicts.rejected[:REJECTED_SHOWN]
+    ]
+
+
 @login_required
 def fold_detail(
     request: HttpRequest, tenant: str, session: str, lane: str, branch: str, number: int
 ) -> HttpResponse:
-    """One fold: its manifest, its loss report and every op of its delta with verdict and
-    reason (rejections first in the summary). An htmx request targeting ``#side-panel`` gets
-    the ``#panel`` region."""
+    """One fold: its manifest, its loss report and the ops of its delta with verdict and
+    reason, :data:`OPS_PER_PAGE` a page (``?page=N``, a count and a permalink per page; the
+    rejections summarised first over the whole delta). Queries do not grow with the number
+    of ops: only the page's cited entries are read (issue 13 item 5). An htmx request
+    targeting ``#side-panel`` gets the ``#panel`` region."""
     journal = journal_selectors.get_journal_for_user(request.user, tenant, session, lane, branch)
     fold = selectors.fold_get(journal, number)
     delta = fold.delta_dict
-    known = selectors.entries_known(journal, presenters.delta_hashes(delta))
-    rows = presenters.op_rows(delta, known, selectors.fold_reviews(fold))
-    counts = {s: sum(1 for r in rows if r.status == s) for s in ("accepted", "rejected", "pending")}
+    verdicts = presenters.op_verdicts(delta)
+    page, window = _ops_page(request, verdicts.total)
+    known = selectors.entries_known(journal, presenters.delta_hashes(delta, window))
+    rows = presenters.op_rows(delta, known, selectors.fold_reviews(fold), window)
     neighbours = selectors.fold_neighbours(journal, number)
     kwargs = scope_kwargs(journal)
     covered = fold.manifest.get("covered")
+    full_url = reverse("ledger:fold", kwargs={**kwargs, "number": fold.number})
     context = {
         **scope_context(journal),
         "verify_problems": ledger_warnings(journal=journal),
@@ -94,8 +123,11 @@ def fold_detail(
         "note": fold.manifest.get("note", ""),
         "loss": presenters.loss_out(fold),
         "rows": rows,
-        "rejected": [r for r in rows if r.status == "rejected"],
-        "counts": counts,
+        "page": page,
+        "ops_total": verdicts.total,
+        "rejected": _rejected_shown(verdicts, page),
+        "rejected_total": len(verdicts.rejected),
+        "counts": verdicts.counts,
         "previous_number": number - 1 if number - 1 in neighbours else None,
         "next_number": number + 1 if number + 1 in neighbours else None,
         "fallback_notice": FALLBACK_NOTICE,
@@ -103,9 +135,9 @@ def fold_detail(
         "invariants_url": reverse(
             "ledger:fold_invariants", kwargs={**kwargs, "number": fold.number}
         ),
-        "full_url": reverse("ledger:fold", kwargs={**kwargs, "number": fold.number}),
+        "full_url": full_url,
         "permalink": request.build_absolute_uri(
-            reverse("ledger:fold", kwargs={**kwargs, "number": fold.number})
+            full_url + (f"?page={page.number}" if page.number > 1 else "")
         ),
     }
     if is_panel(request):
@@ -133,47 +165,53 @@ def fold_diff(
 ) -> HttpResponse:
     """The ledger's difference from the state after fold ``a`` to the state after fold ``b``:
     facts added, removed (evicted) and changed (a word diff of the text, support hashes added
-    and removed, other fields before and after), 100 per page, with the fold each fact was born
-    in (``origin_fold``). Fold 0 is the empty ledger before the first fold. ``?status=added``,
-    ``changed`` or ``removed`` narrows it; an htmx request gets ``#diff-view``."""
+    and removed, other fields before and after with hashes, folds and facts linked), 100 per
+    page with a count, each with the fold its fact was born in. Fold 0 is the empty ledger
+    before the first fold. ``?status=added``, ``changed`` or ``removed`` narrows it,
+    ``?page=N`` pages it; an htmx request gets ``#diff-view``.
+
+    Read from the stored fact versions (:func:`ledger_app.selectors.diff.fold_diff`): a
+    fixed number of queries whatever the size of the ledger or of the diff (issue 13).
+    """
     journal = journal_selectors.get_journal_for_user(request.user, tenant, session, lane, branch)
-    folds = {f.number: f for f in selectors.fold_choices(journal)}
+    numbers = selectors.fold_numbers(journal)
     for n in (a, b):
-        if n != 0 and n not in folds:
+        if n != 0 and n not in numbers:
             raise Http404(f"no fold {n}")
     status = request.GET.get("status", "")
     if status not in ui.DIFF_STATUSES:
         status = ""
-    diff = state_diff(selectors.state_at(folds.get(a)), selectors.state_at(folds.get(b)))
-    shown = [c for c in diff.changes if not status or c.status == status]
-    page = Paginator(shown, DIFF_PER_PAGE).get_page(request.GET.get("page") or "1")
-    changes = list(page.object_list)
-    fields = {id(c): ui.field_rows(c.changes) for c in changes}
-    known = selectors.entries_known(journal, presenters.support_hashes(c.fact for c in changes))
+    diff = selectors.fold_diff(journal, a, b, status=status)
+    page = Paginator(diff, DIFF_PER_PAGE).get_page(request.GET.get("page") or "1")
+    diff_rows = list(page.object_list)
+    kwargs = scope_kwargs(journal)
+    links = ui.ScopeLinks(kwargs)
+    known = selectors.entries_known(
+        journal, presenters.support_hashes(r.change.fact for r in diff_rows)
+    )
     rows = [
         {
-            "change": c,
-            "fields": fields[id(c)],
-            "support": presenters.support_links(c.fact, known),
-            "dom_id": presenters.fact_dom_id(c.fact_id),
+            "change": r.change,
+            "born": r.born,
+            "born_url": links.fold(r.born).url if r.born else "",
+            "fields": ui.field_rows(r.change.changes, links),
+            "support": presenters.support_links(r.change.fact, known),
+            "dom_id": presenters.fact_dom_id(r.change.fact_id),
         }
-        for c in changes
+        for r in diff_rows
     ]
-    kwargs = scope_kwargs(journal)
     here = reverse("ledger:fold_diff", kwargs={**kwargs, "a": a, "b": b})
     context = {
         **scope_context(journal),
         "a": a,
         "b": b,
-        "fold_a": folds.get(a),
-        "fold_b": folds.get(b),
         "diff": diff,
         "counts": diff.counts,
         "status": status,
         "statuses": ui.DIFF_STATUSES,
         "rows": rows,
         "page": page,
-        "numbers": sorted(folds),
+        "numbers": numbers,
         "diff_url": here,
         "compare_url": reverse("ledger:fold_compare", kwargs=kwargs),
         "swap_url": reverse("ledger:fold_diff", kwargs={**kwargs, "a": b, "b": a}),
@@ -193,32 +231,49 @@ def fold_verdicts(
     entries, with the quote when there is one) and every judge's two verdicts (entailment and
     temporal) with reasons; the fallback reason and note. Then the reducer's verdicts on the
     fold's delta, rejected ops highlighted: for mechanical folds that is all there is, and
-    the page says which writer ran. Bounded queries (no per-item query). The same data is
+    the page says which writer ran. Proposed items and ops are paginated together,
+    :data:`OPS_PER_PAGE` of each a page (``?page=N``, counts and a permalink per page).
+    Bounded queries (no per-item query; issue 13 item 5). The same data is
     ``GET .../folds/{n}/proposals``.
     """
     journal = journal_selectors.get_journal_for_user(request.user, tenant, session, lane, branch)
     fold = selectors.fold_get(journal, number)
     attempts, proposals, verdicts = selectors.fold_attempts(journal, fold)
     delta = fold.delta_dict
-    known = selectors.entries_known(
-        journal, presenters.attempt_hashes(proposals, verdicts) + presenters.delta_hashes(delta)
-    )
+    op_verdicts = presenters.op_verdicts(delta)
+    known = selectors.entries_known(journal, presenters.attempt_hashes(proposals, verdicts))
     rows_attempts = presenters.attempt_rows(attempts, proposals, verdicts, known)
-    rows = presenters.op_rows(delta, known)
+    judged = any(p.items for a in rows_attempts for p in a.proposals)
+    n_items = sum(len(p.items) for a in rows_attempts for p in a.proposals)
+    page, window = _ops_page(request, max(n_items, op_verdicts.total))
+    presenters.items_window(rows_attempts, window)
+    items_shown = sum(len(p.items) for a in rows_attempts for p in a.proposals)
+    known = selectors.entries_known(journal, presenters.delta_hashes(delta, window))
+    rows = presenters.op_rows(delta, known, window=window)
     kwargs = scope_kwargs(journal)
+    here = reverse("ledger:verdicts", kwargs={**kwargs, "number": fold.number})
     context = {
         **scope_context(journal),
         "fold": fold,
         "attempts": rows_attempts,
-        "judged": any(p.items for a in rows_attempts for p in a.proposals),
+        "judged": judged,
         "rows": rows,
-        "rejected": [r for r in rows if r.status == "rejected"],
+        "page": page,
+        "items_total": n_items,
+        "ops_total": op_verdicts.total,
+        "items_shown": items_shown,
+        "items_first": window.start + 1,
+        "items_last": window.start + items_shown,
+        "ops_first": window.start + 1,
+        "ops_last": window.start + len(rows),
+        "rejected_total": len(op_verdicts.rejected),
         "writer_label": _writer_label(fold.manifest),
         "note": fold.manifest.get("note", ""),
         "fallback_notice": FALLBACK_NOTICE,
         "fold_url": reverse("ledger:fold", kwargs={**kwargs, "number": fold.number}),
+        "verifier_url": here,
         "permalink": request.build_absolute_uri(
-            reverse("ledger:verdicts", kwargs={**kwargs, "number": fold.number})
+            here + (f"?page={page.number}" if page.number > 1 else "")
         ),
     }
     return render(request, "ledger_app/verdicts.html", context)

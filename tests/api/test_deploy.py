@@ -9,17 +9,28 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from config.production import (
+    SECRET_KEY_INSECURE_PREFIX,
+    SECRET_KEY_MIN_LENGTH,
+    SECRET_KEY_MIN_UNIQUE_CHARACTERS,
+    secret_key_problem,
+)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _production_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "LOG_"))}
     env.update(
-        DJANGO_DEBUG="false",
-        DJANGO_SECRET_KEY=secrets.token_urlsafe(50),
-        DJANGO_ALLOWED_HOSTS="ledgerkeep.example",
-        DATABASE_URL=f"sqlite:///{tmp_path / 'deploy.sqlite3'}",
-        **extra,
+        {
+            "DJANGO_DEBUG": "false",
+            "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+            "DJANGO_ALLOWED_HOSTS": "ledgerkeep.example",
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'deploy.sqlite3'}",
+            **extra,
+        }
     )
     return env
 
@@ -100,3 +111,40 @@ def test_https_off_serves_plain_http_without_secure_cookies(tmp_path):
 
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["False", "0", "False", "False"]
+
+
+@pytest.mark.parametrize(
+    ("key", "why"),
+    [
+        ("x", "is 1 characters long"),
+        ("abcd" * 20, "has 4 distinct characters"),
+        ("django-insecure-" + secrets.token_urlsafe(50), "starts with 'django-insecure-'"),
+    ],
+)
+def test_debug_off_with_a_weak_secret_key_is_a_startup_error_naming_the_variable(
+    tmp_path, key, why
+):
+    env = _production_env(tmp_path, DJANGO_SECRET_KEY=key)
+
+    r = _manage(env, "check")
+
+    assert r.returncode != 0
+    assert f"DJANGO_SECRET_KEY {why}" in r.stderr and "DJANGO_DEBUG is off" in r.stderr
+    assert f"={key}" not in r.stderr and repr(key) not in r.stderr  # the key is not printed
+
+
+def test_a_weak_key_is_what_djangos_w009_calls_weak():
+    from django.core.checks.security import base
+
+    assert SECRET_KEY_MIN_LENGTH == base.SECRET_KEY_MIN_LENGTH
+    assert SECRET_KEY_MIN_UNIQUE_CHARACTERS == base.SECRET_KEY_MIN_UNIQUE_CHARACTERS
+    assert SECRET_KEY_INSECURE_PREFIX == base.SECRET_KEY_INSECURE_PREFIX
+    default = "public-default"
+    assert secret_key_problem("a" * 49 + "bcde", development_default=default) is None
+    assert "49 characters" in secret_key_problem("abcde" * 9 + "abcd", development_default=default)
+    assert "not set" in secret_key_problem(default, development_default=default)
+
+
+def test_debug_on_keeps_working_with_any_key(tmp_path):
+    env = _production_env(tmp_path, DJANGO_DEBUG="true", DJANGO_SECRET_KEY="x")
+    assert _manage(env, "check").returncode == 0

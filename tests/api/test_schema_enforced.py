@@ -10,8 +10,10 @@ import jsonschema
 import pytest
 
 from config.api import api as ninja_api
+from journal_app.formats.base import message
 from journal_app.models import Entry
 from tests.api.conftest import pending_retirement
+from tests.factories import journal_build
 
 pytestmark = pytest.mark.django_db
 
@@ -77,3 +79,41 @@ def test_the_url_limit_is_a_setting(api, settings):
     settings.API_MAX_URL_BYTES = 100
     assert api.get("/sessions", pad="x" * 200).status_code == 414
     assert api.get("/sessions").status_code == 200
+
+
+READ = "/api/v1/sessions/{session}/{lane}/{branch}/recovery/read"
+
+
+def test_the_schema_says_a_read_names_exactly_one_of_seq_and_entry(api):
+    """Two routes, each with its one required path parameter: a request the schema allows
+    always names exactly one, which is what the service enforces (issue 16)."""
+    paths = api.client.get("/api/v1/openapi.json").json()["paths"]
+    reads = sorted(p for p in paths if p.startswith(READ))
+    assert reads == [READ + "/entry/{entry}", READ + "/seq/{seq}"]
+    for path, name in ((READ + "/seq/{seq}", "seq"), (READ + "/entry/{entry}", "entry")):
+        params = {p["name"]: p for p in paths[path]["get"]["parameters"]}
+        assert set(params) == {"session", "lane", "branch", name}
+        assert params[name]["in"] == "path" and params[name]["required"] is True
+    seq = {p["name"]: p for p in paths[READ + "/seq/{seq}"]["get"]["parameters"]}["seq"]
+    assert seq["schema"]["type"] == "integer" and seq["schema"]["minimum"] == 1
+
+
+def test_both_read_routes_read_the_same_entry(api, tenant):
+    journal = journal_build(tenant=tenant, key="s1", items=[message("user", "hello")])
+    entry = Entry.objects.get(journal=journal, seq=1)
+    base = "/sessions/s1/main/main/recovery/read"
+    by_seq = api.get(base + "/seq/1")
+    by_hash = api.get(base + f"/entry/sha256:{entry.entry_hash}")
+    assert by_seq.status_code == 200, by_seq.content
+    assert by_seq.json() == by_hash.json()
+    assert by_seq.json()["entry"] == "sha256:" + entry.entry_hash
+    assert api.get(base + "/seq/2").status_code == 404
+    assert api.get(base + "/seq/0").json()["field"] == "seq"
+
+
+def test_the_import_form_schema_refuses_unknown_fields_as_the_server_does(api):
+    doc = api.client.get("/api/v1/openapi.json").json()
+    body = doc["paths"]["/api/v1/sessions/{session}/{lane}/{branch}/import"]["post"]
+    schema = body["requestBody"]["content"]["multipart/form-data"]["schema"]
+    assert schema["additionalProperties"] is False
+    assert set(schema["properties"]) == {"file", "format"}

@@ -135,3 +135,43 @@ def test_requests_on_real_objects(method, path, reviewer_api, real_objects):
     names = {p.name for p in operation.path_parameters}
     fixed = {name: value for name, value in real_objects.items() if name in names}
     _run(operation, GenerationMode.POSITIVE, reviewer_api.key, fixed)
+
+
+#: Rules relating two fields, which JSON Schema cannot state (it has no keyword comparing
+#: one property with another): ``POST /validate``'s ``output_reserve`` must be below its
+#: ``hard_limit`` (ledger_app.context_api).
+RELATIONS = ("leaves no room in the hard limit",)
+
+
+def schema_allows_it(ctx, response, case) -> None:
+    """A request generated from the schema (positive mode) is not refused as invalid (422
+    ``validation_error``): the server enforces no rule the schema does not state (issue 16).
+    Domain refusals (``invalid_query`` for a query with no searchable term, ...) are rules
+    on meaning the schema cannot state and stay allowed."""
+    if response.status_code != 422 or response.json().get("code") != "validation_error":
+        return
+    if any(rule in response.json()["message"] for rule in RELATIONS):
+        return
+    raise AssertionError(
+        f"{case.operation.label}: the schema allows path={case.path_parameters} "
+        f"query={case.query} body={case.body!r} but the server refused it: "
+        f"{response.json()['message']}"
+    )
+
+
+@pytest.mark.parametrize(("method", "path"), OPERATIONS)
+def test_what_the_schema_allows_is_not_refused(method, path, reviewer_api, real_objects):
+    operation = _operation(method, path)
+    names = {p.name for p in operation.path_parameters}
+    fixed = {name: value for name, value in real_objects.items() if name in names}
+    strategy = operation.as_strategy(generation_mode=GenerationMode.POSITIVE, path_parameters=fixed)
+
+    @BOUNDED
+    @given(case=strategy)
+    def check(case) -> None:
+        case.call_and_validate(
+            headers={"Authorization": f"Bearer {reviewer_api.key}"},
+            checks=[not_a_server_error, schema_allows_it],
+        )
+
+    check()

@@ -51,7 +51,11 @@ def test_it_fills_the_figures_hash_of_entries_written_before_it(back_to_the_leav
         source_ref=first.source_ref,
         artifact=None,
     )
-    assert journal_verify(journals=[Journal.objects.get(pk=journal.pk)]).ok
+    # the columns of 0007's journal table only (later migrations add more)
+    at_0007 = Journal.objects.only(
+        "session", "lane", "branch", "head_seq", "head_hash", "chunk_bytes"
+    )
+    assert journal_verify(journals=[at_0007.get(pk=journal.pk)]).ok
     if connection.vendor == "postgresql":  # the append-only trigger is on again
         with pytest.raises(Exception, match="append-only"), connection.cursor() as cur:
             cur.execute("UPDATE journal_app_entry SET token_count = 1 WHERE id = %s", [first.pk])

@@ -142,10 +142,11 @@ def test_it_lists_sessions_with_counts(client, member, journal):
     body = response.content.decode()
     assert response.status_code == 200
     assert "Fix refund rounding" in body
-    assert '<td class="num">11</td>' in body  # entries and head seq
-    assert '<td class="num">1</td>' in body  # one fold
+    assert '<td class="num" data-label="Entries">11</td>' in body
+    assert '<td class="num" data-label="Head seq">11</td>' in body
+    assert '<td class="num" data-label="Folds">1</td>' in body  # one fold
     assert 'href="/t/acme/refunds/"' in body
-    assert '<th scope="col">Tenant</th>' in body
+    assert '<th scope="col" class="col-tenant">Tenant</th>' in body
     assert "Permalink" in body
 
 
@@ -182,11 +183,11 @@ def test_it_paginates_thirty_sessions(client, acme, member, django_assert_max_nu
     # +3 over the table itself: source times of the heads, totals over every match
     with django_assert_max_num_queries(12):
         first = client.get("/").content.decode()
-    assert first.count('<th scope="row"><a href="/t/acme/') == 25
+    assert first.count('<th scope="row" data-label="Key"><a href="/t/acme/') == 25
     assert "Page 1 of 2" in first
     assert 'href="?page=2"' in first
     second = client.get("/", {"page": 2}).content.decode()
-    assert second.count('<th scope="row"><a href="/t/acme/') == 5
+    assert second.count('<th scope="row" data-label="Key"><a href="/t/acme/') == 5
 
 
 def _row_of(body, key):
@@ -212,9 +213,9 @@ def test_it_counts_open_obligations_and_pending_reviews(client, acme, member, jo
     )
     client.force_login(member)
     row = _row_of(client.get("/").content.decode(), "refunds")
-    assert row.count('<td class="num">13</td>') == 2  # entries and head seq
-    assert '<td class="num">2</td>' in row  # two folds
-    assert '<td class="num"><strong>1</strong></td>' in row  # t2 did not complete
+    assert row.count('">13</td>') == 2  # entries and head seq
+    assert '<td class="num" data-label="Folds">2</td>' in row  # two folds
+    assert 'data-label="Open obligations"><strong>1</strong></td>' in row  # t2 did not complete
     assert ">1</a>" in row and "/ledger/reviews/?tenant=acme" in row  # one pending review
 
 

@@ -257,7 +257,7 @@ def test_rounds_leave_the_verbatim_part_only_when_a_fold_covers_them():
         calls.append(upto)
         return offline_fold(entries, upto=upto)
 
-    result = build(entries, 215, fold=fold, tail_tokens=10)
+    result = build(entries, 230, fold=fold, tail_tokens=10)
     assert result.status == "ok", result.failure
     assert calls == [9]  # one fold, up to the protected tail (the correction at seq 10)
     assert result.debug_trace["rounds"]["covered_upto"] == 9
@@ -381,8 +381,8 @@ def test_the_three_views_are_separate_objects():
 
 def test_building_twice_gives_the_same_request():
     entries = views(sample_items())
-    a = build(entries, 215, tail_tokens=10)
-    b = build(entries, 215, tail_tokens=10)
+    a = build(entries, 230, tail_tokens=10)
+    b = build(entries, 230, tail_tokens=10)
     assert a.status == "ok" and a.debug_trace["rounds"]["folded_out"]
     assert a.model_view == b.model_view and a.debug_trace["decisions"] == b.debug_trace["decisions"]
 
@@ -424,7 +424,7 @@ def test_every_corpus_path_is_covered():
 
 def test_trace_records_each_decision_with_reason_and_token_effect():
     entries = views(sample_items())
-    result = build(entries, 215, tail_tokens=10)
+    result = build(entries, 230, tail_tokens=10)
     for d in result.debug_trace["decisions"]:
         assert {"step", "action", "reason", "tokens_before", "tokens_after", "effect"} <= set(d)
         assert d["effect"] == d["tokens_after"] - d["tokens_before"]

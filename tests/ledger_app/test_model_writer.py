@@ -183,7 +183,7 @@ def test_deployed_and_accepted_with_readable_citations_falls_back(scripted):
     [failure] = [f for f in facts if f["category"] == "blocker"]
     assert failure["text"].startswith("FAILED") and "exit 1" in failure["text"]
     assert "health check failed" in failure["text"]
-    assert {"entry": _hash(journal, 7)} in failure["support"]
+    assert _hash(journal, 7) in [s["entry"] for s in failure["support"]]
     read = next(f for f in facts if f["category"] == "history")
     assert read["priority"] == "P3"
     kinds = list(fold.attempts.get().proposals.values_list("kind", flat=True))

@@ -107,9 +107,12 @@ def test_verify_finds_a_changed_delta_fact_row_or_checkpoint(settings):
     }
 
 
-def test_identifiers_are_stored_at_append_and_read_by_the_loss_report(settings):
+def test_identifiers_are_stored_at_append_and_read_by_the_loss_report(
+    settings, django_capture_on_commit_callbacks
+):
     j = _journal()
-    journal_append(journal=j, items=_round(1))
+    with django_capture_on_commit_callbacks(execute=True):  # derived after commit (issue 13)
+        journal_append(journal=j, items=_round(1))
     call = Entry.objects.get(journal=j, seq=2)
     stored = EntryIdentifiers.objects.get(entry=call).values
     assert ["command", "pytest billing/step_1.py"] in stored

@@ -41,29 +41,31 @@ def outsider():
     ).user
 
 
-def _columns(body: str) -> dict[str, str]:
-    """The text of each of the three columns, by heading."""
-    model = body.index('id="model-h"')
-    frontend = body.index('id="frontend-h"')
-    debug = body.index('id="debug-h"')
-    assert model < frontend < debug
-    return {"model": body[model:frontend], "frontend": body[frontend:debug], "debug": body[debug:]}
+def _view(client, view: str, **params: str) -> tuple[str, str]:
+    """The whole page with ``view`` open, and the open view's section (from its heading)."""
+    response = client.get(reverse("ledger:context", args=SCOPE), {**params, "view": view})
+    assert response.status_code == 200
+    body = response.content.decode()
+    start = body.index(f'id="{view}-h"')
+    return body, body[start : body.index("</section>", start)]
 
 
 def test_it_shows_the_three_views_with_the_pin_in_the_model_view(client, member, journal):
     fold_build(journal)
     client.force_login(member)
-    response = client.get(reverse("ledger:context", args=SCOPE))
+    body, model = _view(client, "model")
 
-    assert response.status_code == 200
-    body = response.content.decode()
-    for heading in ("Model view", "Frontend view", "Debug trace", "Validation"):
+    for heading in ("Model view", "Validation"):
         assert f">{heading}</h2>" in body
-    cols = _columns(body)
-    assert PIN in cols["model"]
-    assert PIN not in cols["frontend"]  # system instructions are not user-facing history
-    assert "Correction: only change billing/refunds.py." in cols["frontend"]
-    assert "the request is" in cols["debug"] and "nothing to compact" in cols["debug"]
+    for tab in ("Model view", "Frontend view", "Debug trace"):  # the others, collapsed
+        assert f">{tab}</a>" in body
+    assert 'id="frontend-h"' not in body and 'id="debug-h"' not in body
+    assert PIN in model
+    _, frontend = _view(client, "frontend")
+    assert PIN not in frontend  # system instructions are not user-facing history
+    assert "Correction: only change billing/refunds.py." in frontend
+    _, debug = _view(client, "debug")
+    assert "the request is" in debug and "nothing to compact" in debug
     assert "<code>pin_verbatim</code>: ok" in body and "<code>orphan_tool_call</code>: ok" in body
     # the default budgets are the settings' (LEDGER_FOLD_THRESHOLD_TOKENS, LEDGER_WINDOW_TOKENS)
     assert "working budget 32,000, hard limit 270,000" in body
@@ -74,15 +76,11 @@ def test_it_shows_the_three_views_with_the_pin_in_the_model_view(client, member,
 def test_the_format_and_tail_come_from_the_query_string(client, member, journal):
     fold_build(journal)
     client.force_login(member)
-    response = client.get(
-        reverse("ledger:context", args=SCOPE), {"tail_tokens": "50", "format": "anthropic"}
-    )
+    body, model = _view(client, "model", tail_tokens="50", format="anthropic")
 
-    body = response.content.decode()
-    assert response.status_code == 200
-    model = _columns(body)["model"]
     assert "anthropic-messages" in model and PIN in model
-    assert "working 32,000, hard 270,000, tail 50" in body
+    _, debug = _view(client, "debug", tail_tokens="50", format="anthropic")
+    assert "working 32,000, hard 270,000, tail 50" in debug
 
 
 def test_the_default_budgets_follow_the_settings_like_the_invariants_panel(
@@ -116,7 +114,8 @@ def test_budgets_too_small_show_the_explicit_failure_and_the_broken_invariant(
     assert "Explicit failure" in body and "the request cannot be made valid" in body
     assert '<code>within_working_budget</code>: <span class="reason">the request is' in body
     assert "over the working budget of 100" in body
-    assert "no request (explicit failure)" in _columns(body)["model"]
+    start = body.index('id="model-h"')
+    assert "no request (explicit failure)" in body[start:]
     assert not Fold.objects.filter(journal=journal).exists()  # nothing folded by a preview
 
 

@@ -50,10 +50,10 @@ def test_search_read_and_analyst_through_the_api(client):
     bad = client.get(base + "/search", {"q": "0042_add_refund_index", "cursor": changed}, **auth)
     assert bad.status_code == 400 and "cursor refused (tampered)" in bad.json()["message"]
 
-    read = client.get(base + "/read", {"seq": case.call.seq}, **auth)
+    read = client.get(base + f"/read/seq/{case.call.seq}", **auth)
     assert read.status_code == 200 and read.json()["verified"] is True
     assert read.json()["content"]["arguments"]["command"] == MIGRATE
-    secret = client.get(base + "/read", {"seq": case.journal.head_seq}, **auth).json()
+    secret = client.get(base + f"/read/seq/{case.journal.head_seq}", **auth).json()
     assert secret["filtered"] is True and SECRET not in secret["text"]
 
     answer = client.post(
@@ -79,9 +79,7 @@ def test_the_api_refuses_other_scopes_and_bad_input(client):
     reused = client.get(BASE.format("other") + "/search", {"q": "billing", "cursor": token}, **auth)
     assert reused.status_code == 400 and "(scope)" in reused.json()["message"]
     assert (
-        client.get(
-            BASE.format("other") + "/read", {"entry": case.call.entry_hash}, **auth
-        ).status_code
+        client.get(BASE.format("other") + f"/read/entry/{case.call.entry_hash}", **auth).status_code
         == 404
     )
     assert client.get(BASE.format("mig") + "/search", {"q": "--"}, **auth).status_code == 422

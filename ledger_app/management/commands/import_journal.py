@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import transaction
 from django.db.models import Sum
 from django.utils import timezone
 from tqdm import tqdm
 
-from journal_app.formats import FORMATS, FormatError, ParsedSession, ledgerkeep_export
+from journal_app.formats import FORMATS, FormatError, ParsedSession
 from journal_app.hashing import display
-from journal_app.services import ConflictError, JournalError, journal_import
+from journal_app.services import ConflictError, JournalError
 from ledger_app.models import Fold, TaskRun
 from ledger_app.services.common import LedgerError
-from ledger_app.services.reimport import ReimportResult, ledger_reimport, reimport_mapping
+from ledger_app.services.reimport import ReimportResult, transcript_import
 
 
 class Command(BaseCommand):
@@ -51,42 +51,34 @@ class Command(BaseCommand):
         def on_parsed(parsed: ParsedSession) -> None:
             nonlocal bar
             if not quiet:
-                self.stderr.write(
-                    f"parsed {opts['path']} as {parsed.format}: {len(parsed.entries)} entries"
-                )
+                self.stderr.write(f"reading {opts['path']} as {parsed.format}")
                 bar = tqdm(
-                    total=len(parsed.entries),
-                    unit="entry",
-                    desc="hashing and writing",
+                    total=_source_bytes(opts["path"]),
+                    unit="B",
+                    unit_scale=True,
+                    unit_divisor=1_000_000,
+                    desc="reading, hashing and writing",
                     file=self.stderr._out,
                 )
 
         def progress(done: int, total: int) -> None:
+            # bytes of the source read so far (the bar shows MB and MB/s)
             if bar is not None:
                 bar.n = done
                 bar.refresh()
 
-        reimported: dict[int, ReimportResult] = {}
         try:
-            with transaction.atomic():
-                result = journal_import(
-                    path=opts["path"],
-                    fmt=opts["fmt"],
-                    tenant=opts["tenant"],
-                    session=opts["session"],
-                    lane=opts["lane"],
-                    branch=opts["branch"],
-                    progress=progress,
-                    on_parsed=on_parsed,
-                )
-                if result.parsed.format == ledgerkeep_export.NAME:
-                    _, records = ledgerkeep_export.export_records(opts["path"])
-                    for j in result.journals:
-                        reimported[j.pk] = ledger_reimport(
-                            journal=j,
-                            records=records,
-                            mapping=reimport_mapping(journal=j, records=records),
-                        )
+            done = transcript_import(
+                path=opts["path"],
+                fmt=opts["fmt"],
+                tenant=opts["tenant"],
+                session=opts["session"],
+                lane=opts["lane"],
+                branch=opts["branch"],
+                progress=progress,
+                on_parsed=on_parsed,
+            )
+            result, reimported = done.imported, done.ledgers
         except LedgerError as exc:
             raise CommandError(
                 f"import of {opts['path']} refused, nothing written: {exc}"
@@ -118,7 +110,7 @@ class Command(BaseCommand):
             f"contents   messages {c.get('message', 0)}, tool calls {c.get('tool_call', 0)}, "
             f"tool results {c.get('tool_result', 0)} ({c.get('failed_tool_results', 0)} failed), "
             f"reasoning {c.get('reasoning', 0)}, events {c.get('event', 0)}, derived {c.get('derived', 0)}",
-            f"artifacts  {len({e.artifact_id for e in result.append.entries if e.artifact_id})} "
+            f"artifacts  {result.artifacts} "
             "oversized tool results referenced as artifacts by the new entries",
         ]
         lines += [
@@ -128,6 +120,14 @@ class Command(BaseCommand):
         scope = f"{result.journal.session.tenant.slug}/{result.journal.session.key}"
         lines.append(f"next       manage.py verify_journal {scope}   |   manage.py compact {scope}")
         self.stdout.write("\n".join(lines))
+
+
+def _source_bytes(path: str) -> int:
+    """Bytes of a source file, or of every file in an export folder."""
+    p = Path(path)
+    if p.is_dir():
+        return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+    return p.stat().st_size if p.exists() else 0
 
 
 def _reimported(journal: Any, r: ReimportResult) -> str:

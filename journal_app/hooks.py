@@ -1,0 +1,32 @@
+"""Extension point of the transcript import: the ledger's re-import (pure registry, no Django).
+
+Imports flow ``journal_app <- audit_app <- ledger_app``, so the journal's API cannot call the
+ledger. The ledger registers here, at start-up (``ledger_app.apps``), the one import service
+every entry point calls (:func:`ledger_app.services.reimport.transcript_import`: the
+journal import, then, for a ledgerkeep export, its folds, verdicts, retirements, comments
+and receipts, in one transaction). The upload API (``journal_app.api``) and the
+``import_journal`` command both go through it (issue 16). With nothing registered
+(ledger_app not installed) the API imports the journal alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+#: ``service(*, path, fmt, tenant, session, lane, branch) -> result`` where ``result`` has
+#: ``imported`` (the journal's ``ImportResult``) and ``ledgers`` (journal pk -> what was
+#: re-created, with ``to_dict()``).
+TranscriptImport = Callable[..., Any]
+_service: TranscriptImport | None = None
+
+
+def transcript_import_register(service: TranscriptImport | None) -> None:
+    """Set the import service (``None`` clears it)."""
+    global _service
+    _service = service
+
+
+def transcript_import_service() -> TranscriptImport | None:
+    """The registered import service, or ``None``."""
+    return _service

@@ -1,0 +1,116 @@
+"""What a turn ended with: cancellations, conclusions and carried-out instructions. Pure.
+
+Issue 15, items 4, 6 and 7, for the offline writer (:class:`ledger_app.offline.OfflineWriter`):
+
+* :func:`cancellations`: sentences of an authoritative user or developer message that lift an
+  earlier instruction ("never mind", "scratch that", "ignore my previous instruction", "no
+  longer need ..."), and :func:`cancelled_pin`, the earlier pin they most likely lift (most
+  words in common, else the latest). The writer proposes a ``retire`` of that pin; the
+  reducer sends it to the review queue (DESIGN.md 5.2: authoritative evidence from a later
+  fold, then a reviewer).
+* :func:`conclusion`: the text an assistant ended a turn with (what it concluded, delivered,
+  or asks the user), kept as a ``reported`` fact so folding the turn does not lose it.
+* :func:`completes`: whether a successful state-changing tool result carried out an
+  instruction (it names a word of the instruction in its call or output), so the instruction's
+  pin can be shown as done with its evidence.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ledger_app.facts import Fact
+
+CANCEL = re.compile(
+    r"\b(?:never ?mind|scratch that|forget (?:about )?(?:that|it|what i said|my (?:earlier|previous|"
+    r"last)\b)|disregard (?:that|my|the (?:earlier|previous|last))|ignore (?:that|my (?:earlier|"
+    r"previous|last)|the (?:earlier|previous|last) (?:instruction|request|message))|"
+    r"(?:cancel|drop|undo) (?:that|my (?:earlier|previous|last) (?:instruction|request))|"
+    r"(?:do not|don't|no need to) (?:do|bother with) (?:that|it) (?:any ?more|after all)|"
+    r"no longer (?:need|want|required|necessary|applies)|(?:is|are) no longer (?:needed|required|"
+    r"necessary|a requirement)|you (?:can|may) (?:now )?(?:ignore|skip|drop) (?:the|that|my))\b",
+    re.I,
+)
+AWAITS_USER = re.compile(
+    r"\?\s*$|\b(?:would you like|do you want|shall i|should i|let me know|next steps?|"
+    r"please (?:confirm|review|test|check)|awaiting your|once you)\b",
+    re.I,
+)
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{3,}")
+_STOP = frozenset(
+    "this that with from have will would should could please about there their them then "
+    "than what when where which while into your yours make sure also just like want need "
+    "more some only each every other instead using used file files code".split()
+)
+
+
+def words(text: str) -> set[str]:
+    """Lower-cased content words of ``text`` (4+ characters, common words left out)."""
+    return {w.lower().strip("./-") for w in _WORD.findall(text)} - _STOP
+
+
+def cancellations(sentences: list[str]) -> list[str]:
+    """The sentences (of one authoritative message) that cancel an earlier instruction."""
+    return [s for s in sentences if CANCEL.search(s)]
+
+
+def cancelled_pin(sentence: str, pins: Mapping[str, Fact]) -> str | None:
+    """The id of the active user/developer pin ``sentence`` most likely lifts, or ``None``.
+
+    Args:
+        sentence: a cancelling sentence (:func:`cancellations`).
+        pins: active P0 pins of the ledger before the fold, in ledger order.
+
+    Returns:
+        The pin sharing most content words with the sentence; with none shared, the latest
+        ``objective`` pin (a bare "never mind" lifts the last request). ``None`` when there
+        is no pin.
+    """
+    said = words(sentence)
+    best, best_score = None, 0
+    latest = None
+    for fid, fact in pins.items():
+        if not fact.get("pin") or fact.get("lifecycle") != "active":
+            continue
+        if fact.get("category") == "objective":
+            latest = fid
+        score = len(said & words(str(fact.get("text", ""))))
+        if score > best_score:
+            best, best_score = fid, score
+    return best or latest
+
+
+def conclusion(text: str, limit: int = 400) -> tuple[str, str, bool]:
+    """``(excerpt, quote, awaits_user)`` of an assistant's closing message.
+
+    ``excerpt`` is the whitespace-collapsed text cut to ``limit`` characters; ``quote`` the
+    first non-empty line verbatim (exact text for the support item); ``awaits_user`` whether
+    the message ends by asking the user or handing them next steps (:data:`AWAITS_USER`).
+    """
+    flat = " ".join(text.split())
+    excerpt = flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    quote = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    tail = flat[-300:]
+    return excerpt, quote[:200], bool(AWAITS_USER.search(tail))
+
+
+def completes(instruction: str, call_text: str, output: str) -> bool:
+    """Whether a successful call/result pair names a content word of ``instruction``.
+
+    A weak but mechanical link: the instruction "drop the table orders_old" is carried out
+    by ``psql -c 'DROP TABLE orders_old'`` (shares ``orders_old``), not by ``ls``.
+    """
+    wanted = words(instruction)
+    return bool(wanted & (words(call_text) | words(output[:4000])))
+
+
+def pins_of(state: Mapping[str, Any]) -> dict[str, Fact]:
+    """The active P0 pins of a writer state (``state["facts"]``), in order."""
+    facts: Mapping[str, Fact] = state.get("facts", {})
+    return {
+        fid: f
+        for fid, f in facts.items()
+        if f.get("pin") and f.get("priority") == "P0" and f.get("lifecycle") == "active"
+    }

@@ -1,0 +1,44 @@
+"""The benchmark runner's one table and its size flags (issue 13, item 6). No timing."""
+
+from __future__ import annotations
+
+from bench.__main__ import _call, table_lines
+
+
+class _Module:
+    def __init__(self) -> None:
+        self.seen: dict = {}
+
+    def run(self, *, small: bool = False, full: bool = False) -> dict:
+        self.seen = {"small": small, "full": full}
+        return {}
+
+
+class _Old:
+    def run(self, *, small: bool = False) -> dict:
+        return {"small": small}
+
+
+def test_the_table_has_one_line_per_summary_row_with_goal_measured_and_met():
+    lines = table_lines(
+        {
+            "ingest": [
+                {"metric": "append", "value": 0.5, "unit": "x", "target": ">= 1/3", "met": True},
+                {"metric": "append, eager", "value": 12_000.0, "unit": "entries/s"},
+            ],
+            "verify": [{"metric": "verify", "value": 0.2, "target": ">= 1/2", "met": False}],
+        }
+    )
+    assert lines[0] == (
+        "benchmark", "metric", "goal", "measured", "unit", "baseline", "ratio", "met"
+    )  # fmt: skip
+    assert lines[1] == ("ingest", "append", ">= 1/3", "0.5", "x", "-", "-", "met")
+    assert lines[2][-1] == "" and lines[2][3] == "12,000"
+    assert lines[3] == ("verify", "verify", ">= 1/2", "0.2", "", "-", "-", "MISSED")
+
+
+def test_full_reaches_only_benchmarks_that_take_it():
+    module = _Module()
+    _call(module, small=False, profile=False, full=True)
+    assert module.seen == {"small": False, "full": True}
+    assert _call(_Old(), small=True, profile=False, full=True) == {"small": True}
