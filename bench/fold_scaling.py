@@ -520,8 +520,14 @@ def seed_ledger(journal: Any, facts: int, *, template_entries: int = 600) -> int
             facts_store(journal, dataclasses.replace(applied, removed=[], added=[], terms=terms))
         state = _checkpoint_text(journal, dataclasses.replace(applied, removed=[], added=[]))
         fold.state = state
+        # the seeded ledger stands for one its last consolidation left at this size (its
+        # P1 copies are not evictable): growth is counted from here, as after a real one
         fold.manifest["storage"].update(
-            checkpoint=True, state_bytes=len(state), folds=0, delta_bytes=0
+            checkpoint=True,
+            state_bytes=len(state),
+            folds=0,
+            delta_bytes=0,
+            consolidated_at=fold.manifest["tokens"]["ledger_active"],
         )
         fold.save(update_fields=["state", "manifest"])
     if consolidation_due(fold.manifest):

@@ -178,17 +178,18 @@ MENTION_KINDS = ("path", "url", "number", "hash", "id", "migration")
 MENTION_LIMIT = 100
 
 
-def mentions(text: str, *views: EntryView) -> str:
+def mentions(text: str, *views: EntryView, kinds: tuple[str, ...] = MENTION_KINDS) -> str:
     """``"; mentions: a.py, 5 files, ..."``: identifiers of ``views`` (paths, URLs, numbers
-    with units, hashes, ids) that ``text`` lacks, at most :data:`MENTION_LIMIT`, read from
-    the filtered text (:func:`journal_app.identifiers.identifiers_of`: never a secret);
-    ``""`` when there are none."""
+    with units, hashes, ids; ``kinds`` of :data:`MENTION_KINDS`) that ``text`` lacks, at most
+    :data:`MENTION_LIMIT`, read from the filtered text
+    (:func:`journal_app.identifiers.identifiers_of`: never a secret); ``""`` when there are
+    none."""
     found: list[str] = []
     for v in views:
         for ident in identifiers_of(
             kind=v.kind, text=v.text, content=v.content, tool_call_id=v.tool_call_id
         ):
-            if ident.kind in MENTION_KINDS and ident.value not in text and ident.value not in found:
+            if ident.kind in kinds and ident.value not in text and ident.value not in found:
                 found.append(ident.value)
     if not found:
         return ""
@@ -310,7 +311,14 @@ def outcome_fact(call: EntryView, result: EntryView) -> Fact:
     else:
         prefix = {"rejected": "REJECTED: ", "plan_rejected": "REJECTED: "}.get(seen.kind, "")
         text = f"{prefix}{what}{code}: {seen.summary}"
-    text += mentions(text, call, result)
+    # a failed or interrupted run's numbers are partial output, never results (DESIGN.md
+    # case 05): its fact names paths, URLs and ids, not numbers
+    kinds = (
+        tuple(k for k in MENTION_KINDS if k != "number")
+        if seen.kind == "failure"
+        else MENTION_KINDS
+    )
+    text += mentions(text, call, result, kinds=kinds)
     support = [
         cite(call, seen.quote if seen.quote_in_call else _call_quote(call)),
         cite(

@@ -31,7 +31,7 @@ import rfc8785
 
 from journal_app.chunking import DEFAULT_CHUNK_BYTES, chunk_bounds
 from journal_app.hashing import canonical_body
-from journal_app.privacy import redact_secrets
+from journal_app.privacy import filter_text
 
 #: Longest quote a support item carries (characters).
 QUOTE_CHARS = 200
@@ -86,7 +86,9 @@ class Outcome:
 
 
 def _redact(text: str) -> str:
-    return redact_secrets(text)[0]
+    """``text`` with secrets and hidden reasoning replaced (:func:`journal_app.privacy.filter_text`):
+    a fact is read by operators and by the model, and neither may see either."""
+    return filter_text(text).text
 
 
 def _clip(text: str, limit: int) -> str:
@@ -222,7 +224,7 @@ def read_outcome(
         search_cmd and code == 1 and (_SANDBOX_EMPTY.search(output) or not _ERROR.search(output))
     ) or ((name in _SEARCH_TOOLS or search_cmd) and not is_error and _NO_MATCH.match(output)):
         return Outcome("no_match", "found no match", (lines[0] if lines else "")[:QUOTE_CHARS])
-    if is_error:
+    if is_error or (code is not None and code != 0):  # a non-zero exit is a failure
         line = _decisive(lines, True)
         detail = f": {_clip(_redact(line), 200)}" if line else ""
         return Outcome("failure", f"failed{detail}", line[:QUOTE_CHARS], path=path)
@@ -294,7 +296,7 @@ def support_item(
 
     Returns:
         ``{"entry", "quote", "range", "chunks"}``; ``{"entry"}`` alone when the quote is
-        empty or not in the body. A quote holding a secret keeps its range, drops its text.
+        empty or not in the body. A quote holding a secret or hidden reasoning keeps its range, drops its text.
     """
     item: dict[str, Any] = {"entry": entry_hash}
     quote = quote.strip()
@@ -306,7 +308,7 @@ def support_item(
     if start < 0:
         return item
     end = start + len(fragment)
-    if _redact(quote) == quote:
+    if not filter_text(quote).filtered:
         item["quote"] = quote
     item["range"] = [start, end]
     item["chunks"] = [

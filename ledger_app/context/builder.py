@@ -214,6 +214,8 @@ class Builder:
             summaries=self.summaries,
             clean=self._redact,
         )
+        if getattr(self, "soft_checkpoint", False):
+            self.facts.make_soft()
         self.inactive_pins = self.facts.inactive_pins
         if hasattr(self, "task_text"):
             self.set_task_text(self.task_state())

@@ -127,6 +127,20 @@ class Checkpoint:
         self._texts: dict[tuple[int, int | None], tuple[str, list[str], int]] = {}
         self._costs: dict[int, int] = {}
         self._prefix: list[tuple[int, int, int]] | None = None
+        #: Set by the recovery step when the budget has no room for a checkpoint that carries
+        #: no P0/P1 fact and no imported summary: it is then planned at 0 tokens and shown
+        #: only in the room left (:meth:`make_soft`)
+        self.soft = False
+
+    def make_soft(self) -> bool:
+        """Plan a checkpoint with no P0/P1 fact at 0 tokens from now on; ``True`` when that
+        changes any planned cost (the caller records the decision)."""
+        if self.soft:
+            return False
+        self.soft = True
+        self._costs.clear()
+        self._texts.clear()
+        return True
 
     def eligible(self, dropped: int) -> list[dict[str, Any]]:
         """Facts with support in one of the first ``dropped`` droppable rounds."""
@@ -164,6 +178,19 @@ class Checkpoint:
         ]
         shown: list[str] = []
         left: list[str] = [str(f.get("id")) for f in optional]
+        if self.soft and dropped > 0 and not must and not self.summaries and fill is not None:
+            # nothing the checkpoint must carry and no room planned for it (:attr:`soft`):
+            # shown only when its header and its note fit in the room left (else no message
+            # at all, never a bare header; the trace lists the facts left out)
+            nl = self.meter.text("\n")
+            fill -= self.meter.per_message + self.meter.text(head) + nl
+            least = (
+                self.meter.text(OMITTED.format(n=len(optional)))
+                if optional
+                else self.meter.text(self._no_facts(dropped))
+            ) + nl
+            if fill < least:
+                return "", left, 0
         if dropped > 0 and not must and not optional:
             lines.append(self._no_facts(dropped))
         if dropped == 0 and fill is not None:
@@ -199,7 +226,9 @@ class Checkpoint:
 
     def cost(self, dropped: int) -> int:
         """Tokens of the checkpoint with its P0/P1 facts only, summed per line (an upper bound
-        of the joined text in practice; the built request is counted exactly anyway).
+        of the joined text in practice; the built request is counted exactly anyway); 0 when
+        it has no P0/P1 fact and no imported summary once :attr:`soft` (then it only fills
+        the room left).
 
         Constant time after the first call: each fact's line is counted once and the sums
         over the first ``k`` droppable rounds are prefix sums (issue 13)."""
@@ -210,6 +239,9 @@ class Checkpoint:
             if self._prefix is None:
                 self._prefix = self._prefix_sums()
             lines, n, optional = self._prefix[min(dropped, len(self._prefix) - 1)]
+            if self.soft and n == 0 and not self.summaries:
+                self._costs[dropped] = 0  # optional: shown only in room left (:meth:`text`)
+                return 0
             cached = (
                 self.meter.per_message
                 + self.meter.text(self._head(dropped))

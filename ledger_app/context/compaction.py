@@ -217,7 +217,8 @@ def restore(b: Builder, step: int, target: int) -> None:
 
 
 def recover(b: Builder, report: ValidationReport, limit: int, tail_start: int) -> None:
-    """Step 6, the one controlled recovery compaction: a receipt that does not verify falls
+    """Step 6, the one controlled recovery compaction: a checkpoint with no P0/P1 fact is
+    planned at no cost (shown only in room left), a receipt that does not verify falls
     back to the journal's own text (shrunk), receipts everywhere, the tail shrinks to the
     last complete round, every result may be shrunk, then the newest folded rounds that fit
     come back. ``tail_start`` is the first seq of the protected tail."""
@@ -237,6 +238,18 @@ def recover(b: Builder, report: ValidationReport, limit: int, tail_start: int) -
                     was,
                     b.total(),
                 )
+    if b.total() > limit and b.n_dropped > 0:
+        was = b.total()
+        b.soft_checkpoint = True
+        if b.facts.make_soft() and b.total() < was:
+            b.decide(
+                6,
+                "checkpoint",
+                "the checkpoint carries no P0/P1 fact and there is no room for its note: it "
+                "is shown only if room is left (the folded rounds stay in the journal)",
+                was,
+                b.total(),
+            )
     kept = [p for p in b.plans if not p.dropped]
     project(b, kept, 6, limit)
     body = [p for p in b.plans if not p.dropped]

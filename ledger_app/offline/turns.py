@@ -46,9 +46,16 @@ _STOP = frozenset(
 )
 
 
+#: A word that names a thing rather than an action: it holds ``_``, ``.``, ``/`` or a digit
+_IDENTIFIER_LIKE = re.compile(r"[_./0-9]")
+
+
 def words(text: str) -> set[str]:
-    """Lower-cased content words of ``text`` (4+ characters, common words left out)."""
-    return {w.lower().strip("./-") for w in _WORD.findall(text)} - _STOP
+    """Lower-cased content words of ``text`` (4+ characters, common words left out); a path
+    also gives its last part (``billing/refunds.py`` names ``refunds.py``)."""
+    found = {w.lower().strip("./-") for w in _WORD.findall(text)}
+    found |= {w.rsplit("/", 1)[1] for w in found if "/" in w and len(w.rsplit("/", 1)[1]) >= 4}
+    return found - _STOP
 
 
 def cancellations(sentences: list[str]) -> list[str]:
@@ -100,10 +107,13 @@ def completes(instruction: str, call_text: str, output: str) -> bool:
     """Whether a successful call/result pair names a content word of ``instruction``.
 
     A weak but mechanical link: the instruction "drop the table orders_old" is carried out
-    by ``psql -c 'DROP TABLE orders_old'`` (shares ``orders_old``), not by ``ls``.
+    by ``psql -c 'DROP TABLE orders_old'`` (shares ``orders_old``), not by ``ls``; "run every
+    check" is not carried out by ``check 7`` (one plain shared word is not enough).
     """
-    wanted = words(instruction)
-    return bool(wanted & (words(call_text) | words(output[:4000])))
+    shared = words(instruction) & (words(call_text) | words(output[:4000]))
+    # one plain word ("check" in "run every check") is too weak to mark a P0 instruction
+    # done: an identifier-like word (``orders_old``, ``refunds.py``, ``v2``) or two words
+    return len(shared) >= 2 or any(_IDENTIFIER_LIKE.search(w) for w in shared)
 
 
 def pins_of(state: Mapping[str, Any]) -> dict[str, Fact]:

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from journal_app.privacy import filter_text
 from ledger_app.facts import Fact
 from ledger_app.mechanical import (
     EDITOR_COMMANDS,
@@ -79,7 +80,7 @@ def _quoted(view: EntryView, quote: str) -> dict[str, Any]:
     """A support item for ``quote`` in ``view``: byte range and chunks when the quote is exact
     text of the entry, else the quote alone (a normalised sentence)."""
     item = cite(view, quote)
-    if "quote" not in item and "range" not in item and quote:
+    if "quote" not in item and "range" not in item and quote and not filter_text(quote).filtered:
         item["quote"] = quote
     return item
 
@@ -310,6 +311,8 @@ class OfflineWriter:
                     }
                 )
             elif e.kind == "tool_call":
+                # the turn went on: a message before a call narrates it, it concludes nothing
+                turn.said = None
                 result = j.results.get(e.tool_call_id)
                 items = plan_items(e)
                 if items is not None and result is not None and not result.is_error:

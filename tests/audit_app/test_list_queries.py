@@ -32,7 +32,8 @@ BOUNDS = {
     "facts_filtered": 9,
     "folds": 7,  # issue 16: the verify warning's cache key
     "fold": 8,  # issue 16: the verify warning's cache key
-    "diff": 7,
+    "diff": 10,  # issue 17: from fact rows: fold numbers, both sides digests (2), changed rows,
+    # their births, cited entries, the row count (fixed, whatever the ledger size)
     "reviews": 5,
     "audit_log": 9,
 }

@@ -345,10 +345,16 @@ def test_21_the_summary_does_not_grow_across_compactions(tmp_path):
     result = h.build(1500, tail_tokens=5)
     assert result.status == "ok"
     assert result.report.tokens < before
-    assert "PREVIOUS_COMPACTION_SUMMARY" not in blob(result)  # derived: never a source
     summaries = [
         m for m in result.model_view["messages"] if str(m.get("content", "")).startswith("[ledger")
     ]
+    # derived: never a source nor a pin of its own; its text, if any fits, only inside the
+    # checkpoint, labelled as the source's own summary (issue 15, item 5)
+    for m in result.model_view["messages"]:
+        if "PREVIOUS_COMPACTION_SUMMARY" in str(m.get("content", "")):
+            assert m in summaries and "- imported summary at seq 1 (" in m["content"]
+    pins = [f["text"] for f in offline_fold(h.entries)[0]["facts"].values() if f.get("pin")]
+    assert pins and not any("PREVIOUS_COMPACTION_SUMMARY" in t for t in pins)
     assert all(h.meter.text(m["content"]) <= s["summary_budget_tokens"] for m in summaries)
     again = h.build(1500, tail_tokens=5)
     assert again.model_view == result.model_view

@@ -185,7 +185,7 @@ def test_a_failed_read_at_a_small_budget_leaves_later_contexts_as_rich(tenant):
     journal = journal_build(tenant=tenant, items=items)
     fold_build(journal)
     large = context_build(journal=journal, working_budget=50_000, hard_limit=50_000)
-    small = context_build(journal=journal, working_budget=40, hard_limit=40)
+    small = context_build(journal=journal, working_budget=5, hard_limit=5)
     assert small.status == "failed"
     after = context_build(journal=journal, working_budget=50_000, hard_limit=50_000)
     assert after.model_view == large.model_view

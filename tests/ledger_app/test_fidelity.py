@@ -482,3 +482,48 @@ def test_an_applied_edit_supersedes_the_rejected_edit_of_the_same_file():
     )
     assert ops[1]["op"] == "supersede" and ops[1]["id"] == ops[0]["fact"]["id"]
     assert ops[2]["op"] == "add"  # another file: nothing to supersede
+
+
+@pytest.mark.parametrize(
+    ("command", "output", "code", "kind"),
+    [
+        (
+            "python manage.py migrate payments",
+            "Applying payments.0097_auto... FAILED",
+            1,
+            "failure",
+        ),
+        ("make build", "done", 2, "failure"),
+        ("make build", "done", 0, "success"),
+        ("rg TODO src", "", 1, "no_match"),  # rg/grep exit 1: no match, not a failure
+    ],
+)
+def test_a_non_zero_exit_is_a_failure_unless_a_search_found_nothing(command, output, code, kind):
+    from ledger_app.outcomes import read_outcome
+
+    seen = read_outcome(
+        tool_name="exec",
+        arguments={"command": command},
+        command=command,
+        output=output,
+        is_error=False,
+        result_content={"output": output, "exit_code": code},
+    )
+    assert (seen.kind if seen.kind in ("failure", "no_match") else "success") == kind
+
+
+@pytest.mark.parametrize(
+    ("instruction", "call", "output", "done"),
+    [
+        ("Drop the table orders_old.", "psql -c 'DROP TABLE orders_old'", "DROP TABLE", True),
+        ("Run every check and fix what fails.", "check 7", "check 7: ok", False),
+        ("Rebuild the search index and restart worker.", "rebuild index; restart worker", "", True),
+        ("Update refunds.py rounding.", "sed -i s/x/y/ billing/refunds.py", "", True),
+    ],
+)
+def test_an_instruction_is_done_only_on_a_named_thing_or_two_shared_words(
+    instruction, call, output, done
+):
+    from ledger_app.offline.turns import completes
+
+    assert completes(instruction, call, output) is done
