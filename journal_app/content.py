@@ -34,6 +34,13 @@ def content_text(kind: str, content: dict[str, Any]) -> str:
 AUTHORITATIVE_ROLES = ("system", "developer", "user")
 
 
+#: Version of the pin rules (:func:`is_authoritative`) a fold's delta is written against
+#: (``delta["pin_rules"]``): 1 pinned every non-derived system/developer/user message; 2
+#: leaves harness records out (issue 15, item 5). ``verify_ledger`` checks a delta against
+#: the rules it names, so ledgers folded before the change still verify.
+PIN_RULES = 2
+
+
 def is_authoritative(
     kind: str, role: str, derived: bool, meta: dict[str, Any], *, text: str
 ) -> bool:

@@ -96,6 +96,9 @@ class ParsedEntry:
     #: the lane this entry belongs to when one source holds several lines of work (an
     #: OpenCode export of several sessions); ``""`` = the lane the import names
     lane: str = ""
+    #: the branch this entry belongs to when the source records a fork (a Claude Code
+    #: rewind: records off the live ``parentUuid`` path); ``""`` = the branch the import names
+    branch: str = ""
     #: a provider-reported token figure of this entry, ``(tokens, source label)`` such as
     #: ``(42, "provider:completion_tokens")``: ``journal_append`` stores it as the entry's
     #: ``token_count`` / ``token_source`` instead of counting with tiktoken (DESIGN.md

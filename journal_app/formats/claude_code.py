@@ -114,13 +114,14 @@ def stream(source: Source) -> EntryStream:
     path = source.path
     if source.kind != "jsonl":
         raise FormatError(path, "", "", "a Claude Code session must be a JSONL file")
-    final_usage = _final_usage_by_message_id(source.rows(first_pass=True))
+    final_usage, rewound = _first_pass(source.rows(first_pass=True))
     skipped: dict[str, int] = {}
     session_id = ""
     title = ""
     usage_given: set[str] = set()
     call_names: dict[str, str] = {}
     repeats = Repeats(path, "uuid", "uuid")
+    rewinds: dict[str, int] = {}
 
     for number, obj in source.rows():
         where = f"line {number}"
@@ -151,9 +152,16 @@ def stream(source: Source) -> EntryStream:
         else:
             rest = {k: v for k, v in obj.items() if k != "type"}
             new = [_event(where, {"type": rtype, **rest}, {})]
+        branch = rewound.get(obj.get("uuid")) if isinstance(obj.get("uuid"), str) else None
+        if branch:  # a rewound branch: its own journal branch, never the live context
+            for e in new:
+                e.branch = branch
+            rewinds[branch] = rewinds.get(branch, 0) + len(new)
         yield from new
 
     metadata: dict[str, Any] = {"skipped": skipped}
+    if rewinds:  # entries per rewound branch (journaled on branches of their own)
+        metadata["rewound_branches"] = rewinds
     record_repeats(metadata, repeats)
     return ParsedSession(
         format=NAME,
@@ -170,14 +178,66 @@ def _tname(value: Any) -> str:
 
 def _final_usage_by_message_id(rows: Iterable[tuple[int, Any]]) -> dict[str, Any]:
     """Map each assistant ``message.id`` to the usage of its last line (the final count)."""
+    return _first_pass(rows)[0]
+
+
+def _first_pass(rows: Iterable[tuple[int, Any]]) -> tuple[dict[str, Any], dict[str, str]]:
+    """One read of the rows: each assistant ``message.id``'s final usage, and the branch of
+    every record off the live path (:func:`_abandoned`); a few strings per record."""
     usage: dict[str, Any] = {}
+    parents: dict[str, str | None] = {}
+    leaf = ""
     for _, obj in rows:
-        if not isinstance(obj, dict) or obj.get("type") != "assistant":
+        if not isinstance(obj, dict):
+            continue
+        uuid = obj.get("uuid")
+        if isinstance(uuid, str) and not obj.get("isSidechain"):
+            parent = obj.get("parentUuid") or obj.get("logicalParentUuid")
+            parents.setdefault(uuid, parent if isinstance(parent, str) else None)
+            if obj.get("type") in ("user", "assistant"):
+                leaf = uuid
+        if obj.get("type") != "assistant":
             continue
         msg = obj.get("message")
         if isinstance(msg, dict) and isinstance(msg.get("id"), str) and "usage" in msg:
             usage[msg["id"]] = msg["usage"]
-    return usage
+    return usage, _abandoned(parents, leaf)
+
+
+def _abandoned(parents: dict[str, str | None], leaf: str) -> dict[str, str]:
+    """``uuid -> branch name`` of the records on a rewound branch (issue 15, item 5).
+
+    The live path runs from the last user/assistant record (``leaf``) up its ``parentUuid``
+    links (``logicalParentUuid`` across a compaction boundary). A record off that path whose
+    ancestors reach it was left by a rewind (edit-and-resend): it belongs to the branch
+    ``rewound-<first 8 of the uuid where it left the live path>``. A record whose ancestors
+    never reach the live path (a missing link) stays on the live branch: nothing is guessed.
+    """
+    live: set[str] = set()
+    node: str | None = leaf
+    while node and node not in live:
+        live.add(node)
+        node = parents.get(node)
+    out: dict[str, str] = {}
+    root_of: dict[str, str | None] = {}  # uuid -> the first record off the live path, or None
+    for uuid in parents:
+        if uuid in live or uuid in root_of:
+            continue
+        chain: list[str] = []
+        node, root = uuid, None
+        while node and node not in live and node not in root_of and node in parents:
+            chain.append(node)
+            node = parents.get(node)
+        if node in root_of:
+            root = root_of[node]
+        elif node in live:
+            root = chain[-1] if chain else None
+        for n in chain:
+            root_of[n] = root
+    for uuid, root in root_of.items():
+        if root is not None:
+            out[uuid] = f"rewound-{root[:8]}"
+    return out
 
 
 def _message_record(

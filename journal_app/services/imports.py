@@ -112,7 +112,9 @@ def journal_import(
     Returns:
         :class:`ImportResult`. Importing the same file into the same scope again is a no-op
         (every entry hashes identically). A source holding several lines of work (an
-        OpenCode export of several sessions) becomes one journal per lane of the session.
+        OpenCode export of several sessions) becomes one journal per lane of the session; a
+        source that records forks (a Claude Code rewind) one journal per branch, the live
+        branch first (``journal``) and each abandoned one on its own (``journals``).
 
     Raises:
         FormatError: unreadable or malformed source (names file, line/index, field).
@@ -130,7 +132,7 @@ def journal_import(
     key = session or default_session_key(path)
     counts: dict[str, int] = {}
     total = AppendResult(appended=0, unchanged=0, head_seq=0)
-    lanes: dict[str, _Lane] = {}
+    lanes: dict[tuple[str, str], _Lane] = {}
     artifacts = 0
     entries = 0
 
@@ -172,15 +174,17 @@ def journal_import(
             entries += 1
             _count(counts, item)
             lane_name = item.lane or lane
-            state = lanes.get(lane_name)
+            branch_name = item.branch or branch
+            state = lanes.get((lane_name, branch_name))
             if state is None:
                 try:
-                    j = journal_ensure(session=s, lane=lane_name, branch=branch)
+                    j = journal_ensure(session=s, lane=lane_name, branch=branch_name)
                 except JournalError as exc:
-                    if lane_name == lane:
+                    if lane_name == lane and branch_name == branch:
                         raise
-                    raise FormatError(path, item.source_ref, "lane", str(exc)) from None
-                state = lanes[lane_name] = _Lane(journal=j)
+                    field_name = "lane" if lane_name != lane else "branch"
+                    raise FormatError(path, item.source_ref, field_name, str(exc)) from None
+                state = lanes[(lane_name, branch_name)] = _Lane(journal=j)
             state.batch.append(item)
             state.batch_bytes += _size(item)
             if len(state.batch) >= BATCH_ENTRIES or state.batch_bytes >= BATCH_BYTES:
@@ -203,7 +207,9 @@ def journal_import(
         if created:  # the session's descriptors are known once the whole source is read
             Session.objects.filter(pk=s.pk).update(title=parsed.title[:300], meta=meta_text)
         journals: list[Journal] = []
-        for state in lanes.values():
+        named = lanes.get((lane, branch))  # the scope the import names comes first
+        ordered = [named] if named else []
+        for state in [*ordered, *(x for x in lanes.values() if x is not named)]:
             j = state.journal
             if j.ended_at is None:
                 # a transcript file is the record of a run that stopped

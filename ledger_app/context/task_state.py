@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from journal_app.harness import harness_kind
 from ledger_app.context.common import args_text, clip, short
 from ledger_app.mechanical import EntryView
 from ledger_app.offline import plan_items
@@ -41,7 +42,9 @@ def _injected(e: EntryView) -> bool:
 
 
 def current_goal(entries: Sequence[EntryView]) -> EntryView | None:
-    """The latest user message that is neither derived nor injected, with text (the goal)."""
+    """The latest user message that is neither derived, injected nor a harness record
+    (:func:`journal_app.harness.harness_kind`: a caveat or an interrupt marker is not what
+    the user asked for), with text (the goal)."""
     for e in reversed(entries):
         if (
             e.kind == "message"
@@ -49,6 +52,7 @@ def current_goal(entries: Sequence[EntryView]) -> EntryView | None:
             and not e.derived
             and not _injected(e)
             and e.text.strip()
+            and not harness_kind(kind=e.kind, role=e.role, text=e.text, meta=e.meta)
         ):
             return e
     return None

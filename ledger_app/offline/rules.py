@@ -76,7 +76,11 @@ def check_item(
             (r, run) for r, run in runs if run is not None or is_test_command(journal.command(r))
         ]
         text = str(fact.get("text", ""))
-        if is_success_claim(fact):
+        # a reported history fact ("Assistant concluded (seq 9): deployed ...") records who
+        # said what; it claims nothing, so the success-claim rules do not apply to it
+        attribution = fact.get("category") == "history" and fact.get("confidence") == "reported"
+        claim = is_success_claim(fact) and not attribution
+        if claim:
             for r in results:
                 if journal.failed(r):
                     entail.append(
@@ -100,14 +104,14 @@ def check_item(
                     "a universal claim is not entailed by scoped evidence: the cited run "
                     f"covers only {scopes}"
                 )
-        if is_success_claim(fact) and not fact.get("outcome") and OVERCLAIM.search(text):
+        if claim and not fact.get("outcome") and OVERCLAIM.search(text):
             if not any(_executed(journal, r) for r in results):
                 entail.append(
                     "a success claim (deployed, passed, fixed, live) needs an execution result "
                     "that shows it; it cites only "
                     + (_kinds(journal, cited) or "nothing from the journal")
                 )
-        if is_success_claim(fact) and not fact.get("outcome"):
+        if claim and not fact.get("outcome"):
             # a tool outcome states what happened at its seq; a claim must still hold
             for r in results:
                 later = _later_failure(journal, r)

@@ -71,9 +71,10 @@ def cancelled_pin(sentence: str, pins: Mapping[str, Fact]) -> str | None:
         pins: active P0 pins of the ledger before the fold, in ledger order.
 
     Returns:
-        The pin sharing most content words with the sentence; with none shared, the latest
-        ``objective`` pin (a bare "never mind" lifts the last request). ``None`` when there
-        is no pin.
+        The pin sharing most content words with the sentence (a tie: the later pin); with
+        none shared, the latest ``objective`` pin (a bare "never mind" lifts the last
+        request). A pin that is itself a cancellation is never the answer. ``None`` when
+        there is no pin.
     """
     said = words(sentence)
     best, best_score = None, 0
@@ -81,10 +82,13 @@ def cancelled_pin(sentence: str, pins: Mapping[str, Fact]) -> str | None:
     for fid, fact in pins.items():
         if not fact.get("pin") or fact.get("lifecycle") != "active":
             continue
+        text = str(fact.get("text", ""))
+        if CANCEL.search(text):
+            continue  # an earlier cancellation is not an instruction to lift
         if fact.get("category") == "objective":
             latest = fid
-        score = len(said & words(str(fact.get("text", ""))))
-        if score > best_score:
+        score = len(said & words(text))
+        if score and score >= best_score:  # a tie goes to the later pin (ledger order)
             best, best_score = fid, score
     return best or latest
 
@@ -101,6 +105,19 @@ def conclusion(text: str, limit: int = 400) -> tuple[str, str, bool]:
     quote = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
     tail = flat[-300:]
     return excerpt, quote[:200], bool(AWAITS_USER.search(tail))
+
+
+#: Where an instruction moves to its next step ("drop X, then deploy Y"; "A; B"; lines)
+_STEP = re.compile(r"(?:,?\s+(?:and\s+)?then\b|\bafter that\b|\bafterwards\b|;|\n)", re.I)
+
+
+def instruction_parts(text: str) -> list[str]:
+    """The steps of an instruction, each needing its own evidence before the instruction is
+    shown done (issue 15, item 4): ``text`` split at "then", "after that", ";" and line
+    breaks, keeping the parts that hold a content word (:func:`words`); ``[text]`` when it
+    has one step."""
+    parts = [p.strip() for p in _STEP.split(text) if words(p)]
+    return parts or [text]
 
 
 def completes(instruction: str, call_text: str, output: str) -> bool:

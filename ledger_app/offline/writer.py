@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from journal_app.privacy import filter_text
@@ -62,7 +62,14 @@ from ledger_app.offline.testruns import (
     is_test_command,
     run_scope,
 )
-from ledger_app.offline.turns import cancellations, cancelled_pin, completes, conclusion, pins_of
+from ledger_app.offline.turns import (
+    cancellations,
+    cancelled_pin,
+    completes,
+    conclusion,
+    instruction_parts,
+    pins_of,
+)
 from ledger_app.outcomes import QUOTE_CHARS, path_of
 from ledger_app.pending import CALL_KEY, late_result_closes
 
@@ -93,12 +100,20 @@ class _Turn:
     instruction: EntryView | None = None
     said: EntryView | None = None
     done: tuple[EntryView, EntryView, Fact] | None = None
+    #: the instruction's steps (:func:`instruction_parts`) and those a result carried out
+    parts: list[str] = field(default_factory=list)
+    carried: set[int] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        if self.instruction is not None:
+            self.parts = instruction_parts(self.instruction.text)
 
     def record(self, call: EntryView, result: EntryView, fact: Fact) -> None:
         if self.instruction is None:
             return
         if fact.get("outcome") == "failure":
-            self.done = None  # a failure after the evidence: not shown to be carried out
+            # a failure after the evidence: not shown to be carried out
+            self.done, self.carried = None, set()
             return
         if (
             fact.get("result") not in ("success", None)
@@ -108,7 +123,11 @@ class _Turn:
         ):
             # reads find, test runs check: neither carries an instruction out
             return
-        if completes(self.instruction.text, call.text, result.text):
+        # every step needs its own evidence: "drop X, then deploy Y" is not done by the drop
+        for i, part in enumerate(self.parts):
+            if i not in self.carried and completes(part, call.text, result.text):
+                self.carried.add(i)
+        if self.parts and len(self.carried) == len(self.parts):
             self.done = (call, result, fact)
 
     def end(self, final: bool = False) -> list[dict[str, Any]]:

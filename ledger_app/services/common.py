@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db.models import Q, Sum
 from django.db.models.functions import Substr
 
+from journal_app.content import AUTHORITATIVE_ROLES
 from journal_app.errors import DomainError
 from journal_app.identifiers import RULES_VERSION, Identifier, identifiers_load
 from journal_app.models import Entry, EntryIdentifiers, Journal
@@ -597,7 +598,7 @@ def fold_store(
 
 
 def _info(e: Entry, fold_number: int) -> dict[str, Any]:
-    return {
+    info = {
         "seq": e.seq,
         "kind": e.kind,
         "role": e.role,
@@ -605,6 +606,10 @@ def _info(e: Entry, fold_number: int) -> dict[str, Any]:
         "derived": e.derived,
         "fold": fold_number,
     }
+    if e.kind == "message" and e.role in AUTHORITATIVE_ROLES and not e.derived:
+        if not e.authoritative:  # a harness record (issue 15): never authorises a retirement
+            info["harness"] = True
+    return info
 
 
 def _cited(ops: Sequence[dict[str, Any]]) -> set[str]:

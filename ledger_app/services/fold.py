@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 
+from journal_app.content import PIN_RULES
 from journal_app.models import Entry, Journal
 from journal_app.rounds import complete_prefix_end, group_rounds
 from journal_app.tokens import source_label
@@ -416,6 +417,7 @@ def ledger_fold(
             "revision": journal.head_seq,
             "evidence": _evidence(journal, covered, ops, number, journal.head_seq),
             "required_pins": required_pins(views),
+            "pin_rules": PIN_RULES,
             "ops": ops,
         }
         try:

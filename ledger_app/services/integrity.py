@@ -107,6 +107,9 @@ class _Row:
     derived: bool
     token_count: int
     pin_text: str | None = None
+    #: the pin text under pin rules 1 (before harness records were told apart, issue 15):
+    #: what a delta without ``pin_rules`` was written against
+    legacy_pin_text: str | None = None
 
 
 def _entries(journal: Journal) -> tuple[dict[int, _Row], dict[str, _Row], list[Problem]]:
@@ -167,6 +170,8 @@ def _entries(journal: Journal) -> tuple[dict[int, _Row], dict[str, _Row], list[P
         text = content_text(row.kind, json.loads(body))
         if is_authoritative(row.kind, row.role, row.derived, json.loads(meta), text=text) and text:
             row.pin_text = text
+        if not row.derived and text:
+            row.legacy_pin_text = text
     return by_seq, {r.entry_hash: r for r in by_seq.values()}, figures
 
 
@@ -343,10 +348,17 @@ class _Checker:
         self.pins(fold, delta, rows)
 
     def pins(self, fold: Fold, delta: dict[str, Any], rows: list[_Row]) -> None:
+        """The delta's required pins and pin facts against the journal, under the pin rules
+        the delta names (``delta["pin_rules"]``, 1 when absent: :data:`PIN_RULES`)."""
         n = fold.number
-        sources = {r.entry_hash: r for r in rows if r.pin_text is not None}
+        legacy = int(delta.get("pin_rules") or 1) < 2
+
+        def pin_text(r: _Row) -> str | None:
+            return r.legacy_pin_text if legacy else r.pin_text
+
+        sources = {r.entry_hash: r for r in rows if pin_text(r) is not None}
         if fold.kind == Fold.Kind.FOLD:
-            want = [{"entry": h, "text": r.pin_text} for h, r in sources.items()]
+            want = [{"entry": h, "text": pin_text(r)} for h, r in sources.items()]
             if delta.get("required_pins") != want:
                 self.add(
                     "pins",
@@ -363,7 +375,7 @@ class _Checker:
             h = support[0].get("entry") if isinstance(support[0], dict) else None
             source = self.by_hash.get(h or "")
             fact_id = str(fact.get("id"))
-            if source is None or source.pin_text is None:
+            if source is None or pin_text(source) is None:
                 self.add(
                     "pins",
                     "a pin citing an entry that is not an authoritative message of this journal",
@@ -371,7 +383,7 @@ class _Checker:
                     fact=fact_id,
                     entry=h,
                 )
-            elif fact.get("text") != source.pin_text:
+            elif fact.get("text") != pin_text(source):
                 self.add(
                     "pins",
                     f"pin text differs from entry seq {source.seq}",

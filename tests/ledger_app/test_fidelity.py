@@ -527,3 +527,76 @@ def test_an_instruction_is_done_only_on_a_named_thing_or_two_shared_words(
     from ledger_app.offline.turns import completes
 
     assert completes(instruction, call, output) is done
+
+
+def test_a_two_step_instruction_is_done_only_when_both_steps_ran():
+    """Fresh-eyes finding: "drop the table, then deploy build 42" was shown done after the
+    drop alone; each step needs its own execution result."""
+    from ledger_app.offline.turns import instruction_parts
+
+    text = "Drop the table tmp_users, then deploy build 42 to staging."
+    assert instruction_parts(text) == ["Drop the table tmp_users", "deploy build 42 to staging."]
+
+    def session(*steps):
+        entries = [_v(1, "message", "user", text)]
+        for n, (cmd, out) in enumerate(steps):
+            seq = 2 + 2 * n
+            entries += [
+                _v(
+                    seq,
+                    "tool_call",
+                    text=cmd,
+                    tool_call_id=f"c{n}",
+                    tool_name="exec",
+                    content={"arguments": {"command": cmd}},
+                ),
+                _v(
+                    seq + 1,
+                    "tool_result",
+                    "tool",
+                    out,
+                    tool_call_id=f"c{n}",
+                    content={"output": out, "exit_code": 0},
+                ),
+            ]
+        return entries
+
+    def done(entries):
+        ops = OfflineWriter().propose(entries, {"facts": {}})
+        return [o["fact"]["id"] for o in ops if o["fact"]["id"].startswith("done:")]
+
+    drop_only = session(("psql -c 'DROP TABLE tmp_users'", "DROP TABLE"))
+    assert done(drop_only) == []
+    both = session(
+        ("psql -c 'DROP TABLE tmp_users'", "DROP TABLE"),
+        ("./deploy.sh --env staging --release 42", "deployed build 42 to staging"),
+    )
+    assert len(done(both)) == 1
+
+
+def test_a_later_cancellation_lifts_the_instruction_not_the_earlier_cancellation():
+    """Fresh-eyes finding: "Scratch that: forget about rotating the API keys" proposed
+    retiring the earlier "Never mind, cancel that: do not rotate the API keys." (a tie on
+    shared words went to the first pin); a cancellation is never the pin lifted."""
+    from ledger_app.offline.turns import cancelled_pin
+
+    def pin(n, text):
+        return {
+            "id": f"pin:{n}",
+            "pin": True,
+            "lifecycle": "active",
+            "category": "objective",
+            "priority": "P0",
+            "text": text,
+        }
+
+    pins = {
+        p["id"]: p
+        for p in (
+            pin(1, "Also rotate the API keys on prod tonight."),
+            pin(2, "Never mind, cancel that: do not rotate the API keys."),
+            pin(3, "Update the changelog."),
+        )
+    }
+    assert cancelled_pin("Scratch that: forget about rotating the API keys.", pins) == "pin:1"
+    assert cancelled_pin("Forget the changelog.", pins) == "pin:3"

@@ -109,6 +109,16 @@ def test_a_user_entry_from_the_same_fold_retires_no_pin():
     assert r.results[0].status == "rejected"
 
 
+def test_a_later_harness_record_retires_no_pin():
+    """A harness record (a user-role message the harness wrote, issue 15) is journaled with
+    ``harness`` in the delta's evidence: it speaks for no one and authorises nothing."""
+    delta = later([{"op": "retire", "id": "pin:u1", "evidence": [U2]}])
+    delta["evidence"][U2] = {**delta["evidence"][U2], "harness": True}
+    r = apply_delta(first_state(), delta)
+    assert r.results[0].status == "rejected" and "authoritative" in r.results[0].reason
+    assert "pending_retirement" not in r.state["facts"]["pin:u1"]
+
+
 def test_a_later_user_entry_makes_a_retirement_pending_until_approved():
     r = apply_delta(first_state(), later([{"op": "retire", "id": "pin:u1", "evidence": [U2]}]))
     assert r.results[0].status == "pending"
