@@ -197,6 +197,18 @@ def api_key_holder_ok(key: ApiKey) -> bool:
     ).exists()
 
 
+def key_live(key: ApiKey) -> ApiKey | None:
+    """``key`` read again: the row when it is still unrevoked and its holder still holds the
+    role it needs (:func:`api_key_holder_ok`), else ``None``. One query; for long-lived
+    holders of a key object (the MCP server) that must follow a revocation at once."""
+    fresh = (
+        ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True)
+        .select_related("tenant", "user")
+        .first()
+    )
+    return fresh if fresh is not None and api_key_holder_ok(fresh) else None
+
+
 def api_key_authenticate(*, raw: str) -> ApiKey | None:
     """The live key whose secret is ``raw``, or ``None``.
 

@@ -119,6 +119,13 @@ class Journal(models.Model):
     head_seq = models.PositiveBigIntegerField(default=0)
     head_hash = models.CharField(max_length=64, blank=True)
     chunk_bytes = models.PositiveIntegerField(default=4096)
+    last_source_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="the source's time of the newest timed entry appended "
+        "(journal_app.times.entry_time); null: the source gives no times. The sessions "
+        "list's last activity sorts and filters on it (issue 17)",
+    )
     unfolded_tokens = models.PositiveBigIntegerField(
         null=True,
         default=0,

@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -38,6 +38,7 @@ from django.utils import timezone
 from journal_app.hashing import strip_prefix
 from journal_app.models import Artifact, Entry, Journal, Membership, Session, Tenant
 from journal_app.rounds import Round, group_rounds
+from journal_app.times import entry_time as entry_time  # re-exported: views, ledger
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -144,7 +145,8 @@ def sessions_for_user(
             RetirementRequest.objects.filter(journal__session=OuterRef("pk"), status="pending"),
             "journal__session",
         ),
-        last_activity=Subquery(newest),
+        source_at=Max("journals__last_source_at"),
+        last_activity=Coalesce(Max("journals__last_source_at"), Subquery(newest)),
         token_total=Coalesce(
             Subquery(
                 Entry.objects.filter(journal__session=OuterRef("pk"))
@@ -196,18 +198,6 @@ def session_totals(sessions: QuerySet[Session]) -> dict[str, int]:
     }
 
 
-def source_times(session_ids: Sequence[int]) -> dict[int, datetime]:
-    """The source's time of each session's newest head entry (``timestamp`` in its metadata),
-    by session id; sessions whose heads carry no time are absent. One query."""
-    out: dict[int, datetime] = {}
-    heads = Entry.objects.filter(journal__session__in=session_ids, seq=F("journal__head_seq"))
-    for sid, meta in heads.values_list("journal__session_id", "meta"):
-        at = entry_time(json.loads(meta or "{}"))
-        if at is not None and (sid not in out or at > out[sid]):
-            out[sid] = at
-    return out
-
-
 def journal_start(journal: Journal) -> datetime | None:
     """The source's time of the journal's first timed entry (looks at the first 20 entries),
     the origin of the timeline's relative times; ``None`` when the source has no times."""
@@ -217,29 +207,6 @@ def journal_start(journal: Journal) -> datetime | None:
         at = entry_time(json.loads(meta or "{}"))
         if at is not None:
             return at
-    return None
-
-
-_TIME_KEYS = ("timestamp", "step_timestamp", "created_at", "time", "ts")
-
-
-def entry_time(meta: dict[str, Any]) -> datetime | None:
-    """When the source says an entry happened: the first of ``timestamp``, ``step_timestamp``,
-    ``created_at``, ``time``, ``ts`` in its metadata, as an aware datetime (ISO 8601 text, or
-    seconds/milliseconds since the epoch); ``None`` when absent or unreadable."""
-    for key in _TIME_KEYS:
-        value = meta.get(key)
-        if value is None or isinstance(value, bool):
-            continue
-        try:
-            if isinstance(value, (int, float)):
-                seconds = value / 1000 if value > 10**11 else value
-                return datetime.fromtimestamp(seconds, tz=UTC)
-            if isinstance(value, str) and value:
-                at = datetime.fromisoformat(value.replace("Z", "+00:00"))
-                return at if at.tzinfo else at.replace(tzinfo=UTC)
-        except (ValueError, OverflowError, OSError):
-            continue
     return None
 
 

@@ -162,10 +162,9 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
     page = Paginator(sessions, SESSIONS_PER_PAGE).get_page(_page_number(request))
     rows = list(page.object_list)
     open_obligations = selectors.open_obligations_by_session(rows)
-    source_time = selectors.source_times([s.pk for s in rows])
-    for s in rows:
+    for s in rows:  # last activity: the source's time when it has one (sorted on the same)
         s.open_obligations = open_obligations.get(s.pk, 0)
-        s.source_time = source_time.get(s.pk)
+        s.source_time = s.source_at
     filtered = bool(q or tenant or lane or activity)
     context = {
         "q": q,
@@ -644,13 +643,15 @@ def entry_context(request: HttpRequest, entry: Entry) -> dict[str, Any]:
     chunk_no = _parse_int(request.GET.get("chunk"))
     wanted_chunks = cited_chunks(request)
     byte_range = _parse_range(request.GET.get("bytes"))
+    if byte_range is not None:  # "A-B" is end-exclusive, as support ranges are; "A" one byte
+        byte_range = (byte_range[0], max(byte_range[1], byte_range[0] + 1))
     chunks = []
     char_at = 0
     for c in entry.chunks.order_by("position"):
         piece = raw[c.offset : c.offset + c.length].decode("utf-8", errors="replace")
         in_bytes = (
             byte_range is not None
-            and c.offset <= byte_range[1]
+            and c.offset < byte_range[1]
             and byte_range[0] < (c.offset + c.length)
         )
         chunks.append(
@@ -671,10 +672,11 @@ def entry_context(request: HttpRequest, entry: Entry) -> dict[str, Any]:
     text = shown.text
     quote_in_text = _split_quote(text, quote)
     quote_in_body = None if quote_in_text else _split_quote(body_shown, quote)
-    # an exact byte range of the body (end inclusive), shown exactly when nothing is masked
+    # an exact byte range of the body ([start, end), the support item's ``range``), shown
+    # exactly when nothing is masked
     bytes_in_body = None
     if byte_range is not None and not spans and not quote_in_body and byte_range[0] < len(raw):
-        start, end = byte_range[0], min(byte_range[1] + 1, len(raw))
+        start, end = byte_range[0], min(byte_range[1], len(raw))
         bytes_in_body = (
             raw[:start].decode("utf-8", errors="replace"),
             raw[start:end].decode("utf-8", errors="replace"),

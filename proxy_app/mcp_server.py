@@ -26,7 +26,7 @@ from django.http import Http404
 from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 
-from journal_app.auth import ApiCaller
+from journal_app.auth import ApiCaller, key_live
 from journal_app.errors import DomainError
 from journal_app.hashing import display
 from journal_app.models import ApiKey, Journal
@@ -68,7 +68,8 @@ def build_server(*, key: ApiKey, session: str, lane: str = "main", branch: str =
     """An MCP server whose tools act in (key's tenant, ``session``, ``lane``, ``branch``).
 
     The journal is looked up on every call, so a server started before the runtime's first
-    entry works once the session exists.
+    entry works once the session exists; the key is checked again at every call
+    (:func:`journal_app.auth.key_live`), so revoking it stops the server's tools.
     """
     caller = ApiCaller(key)
     server = FastMCP(
@@ -83,8 +84,18 @@ def build_server(*, key: ApiKey, session: str, lane: str = "main", branch: str =
     def journal() -> Journal:
         return caller.journal(session, lane, branch)
 
+    def checked() -> Any:
+        # the key is checked again at every call, as the REST API checks it at every
+        # request: a key revoked, or whose user left the role, stops working at once
+        if key_live(key) is None:
+            raise ToolError(
+                "unauthenticated: the server's API key was revoked or its user no longer "
+                "holds the role it needs"
+            )
+        return None
+
     def run(fn: Callable[[], Any]) -> Any:
-        return sync_to_async(lambda: _call(fn), thread_sensitive=True)()
+        return sync_to_async(lambda: (checked(), _call(fn))[1], thread_sensitive=True)()
 
     @server.tool()
     async def search(query: str, cursor: str | None = None, limit: int = 10) -> dict[str, Any]:

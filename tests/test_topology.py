@@ -302,3 +302,25 @@ def test_every_way_of_starting_the_web_process_reads_the_gunicorn_config():
     assert '"-c", "python:config.gunicorn"' in (ROOT / "Dockerfile").read_text()
     production = (ROOT / "README.md").read_text().split("## Run in production")[1]
     assert "gunicorn -c python:config.gunicorn config.wsgi:application" in production
+
+
+@pytest.mark.django_db
+def test_the_web_healthcheck_answers_when_allowed_hosts_is_set(live_server, settings):
+    """Fresh-eyes finding: with ``DJANGO_ALLOWED_HOSTS=ledger.example.com`` (as the README
+    tells a TLS deployment to set) the healthcheck's request to 127.0.0.1 got a 400, so the
+    web service would be unhealthy. The healthcheck, run as compose runs it, against a live
+    server that allows only that host."""
+    settings.ALLOWED_HOSTS = ["ledger.example.com"]
+    test = _compose()["services"]["web"]["healthcheck"]["test"]
+    assert test[:3] == ["CMD", "python", "-c"]
+    code = test[3].replace("http://127.0.0.1:8000", live_server.url)
+    env = {**os.environ, "DJANGO_ALLOWED_HOSTS": "ledger.example.com,.example.org"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    env["DJANGO_ALLOWED_HOSTS"] = "other.example.com"  # a host the server refuses: unhealthy
+    refused = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert refused.returncode != 0 and "400" in refused.stderr

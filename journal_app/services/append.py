@@ -34,6 +34,7 @@ from journal_app.models import (
 from journal_app.services.errors import ConflictError, GapError
 from journal_app.services.scope import BATCH, artifact_store
 from journal_app.signals import entries_appended
+from journal_app.times import entry_time
 
 Progress = Callable[[int, int], None]
 
@@ -49,6 +50,16 @@ class AppendResult:
     unchanged: int
     head_seq: int
     entries: list[Entry] = field(default_factory=list)
+
+
+def _newest_time(fresh: Sequence[PreparedEntry], look: int = 50) -> datetime | None:
+    """The source's time (:func:`journal_app.times.entry_time`) of the newest of the last
+    ``look`` entries of a batch that has one; ``None`` when none of them does."""
+    for p in reversed(fresh[-look:]):
+        at = entry_time(json.loads(p.meta or "{}"))
+        if at is not None:
+            return at
+    return None
 
 
 def _artifact_figures(artifact: Artifact | None) -> ArtifactFigures | None:
@@ -397,7 +408,10 @@ def journal_append(
             journal.head_hash = fresh[-1].entry_hash
             if journal.unfolded_tokens is not None:  # None: not counted yet (older journals)
                 journal.unfolded_tokens += sum(p.token_count for p in fresh)
-            journal.save(update_fields=["head_seq", "head_hash", "unfolded_tokens"])
+            journal.last_source_at = _newest_time(fresh) or journal.last_source_at
+            journal.save(
+                update_fields=["head_seq", "head_hash", "unfolded_tokens", "last_source_at"]
+            )
             if notify:
                 appended_notify(journal, len(fresh))
     caller.head_seq, caller.head_hash = journal.head_seq, journal.head_hash

@@ -234,7 +234,28 @@ def test_it_filters_sessions_by_tenant_lane_and_activity(client, acme, member, j
     assert "No session matches these filters" in body
     body = client.get("/", {"tenant": "globex"}).content.decode()  # not a member: nothing
     assert "No session matches these filters" in body
+    assert '<option value="globex" selected>globex (not a tenant of yours)</option>' in body
     assert '<option value="other">other</option>' in client.get("/").content.decode()
+
+
+def test_last_activity_sorts_and_filters_on_the_time_it_shows(client, acme, member, journal):
+    """Fresh-eyes finding (issue 17): the column showed the source's time while the sort
+    and the activity filter used the import time. A session imported now whose source says
+    2025 is idle, sorts last, and shows 2025."""
+    old = journal_build(
+        tenant=acme,
+        key="from-2025",
+        items=[message("user", "old work", metadata={"timestamp": "2025-09-25T02:10:00Z"})],
+    )
+    assert old.last_source_at is not None and old.last_source_at.year == 2025
+    client.force_login(member)
+    body = client.get("/", {"activity": "idle"}).content.decode()
+    assert "/t/acme/from-2025/" in body and "/t/acme/refunds/" not in body
+    body = client.get("/", {"activity": "day"}).content.decode()
+    assert "/t/acme/from-2025/" not in body and "/t/acme/refunds/" in body
+    body = client.get("/", {"sort": "activity"}).content.decode()
+    assert body.index("/t/acme/refunds/") < body.index("/t/acme/from-2025/")
+    assert "2025-09-25 02:10" in body
 
 
 # Session overview -------------------------------------------------------------------------

@@ -149,8 +149,25 @@ def test_it_highlights_a_byte_range_exactly(client, member, long_entry):
     client.force_login(member)
     raw = long_entry.body.encode()
     start = raw.index(b"word")
-    body = client.get(_entry_url(long_entry, f"?bytes={start}-{start + 8}")).content.decode()
-    assert '<mark id="bytes" class="cited">word word</mark>' in body
+    body = client.get(_entry_url(long_entry, f"?bytes={start}-{start + 9}")).content.decode()
+    assert '<mark id="bytes" class="cited">word word</mark>' in body  # [start, end)
+
+
+def test_a_support_items_range_highlights_exactly_its_quote(client, member, journal):
+    """Fresh-eyes finding (issue 17): the mark ran one byte past the quote (the range was
+    drawn end-inclusive; support ranges are end-exclusive)."""
+    from ledger_app.outcomes import support_item
+    from ledger_app.selectors.links import support_links
+
+    client.force_login(member)
+    entry = Entry.objects.filter(journal=journal, kind="message").order_by("seq").first()
+    quote = entry.text.split()[0] + " " + entry.text.split()[1]
+    item = support_item(entry_hash=entry.entry_hash, content=entry.content, quote=quote)
+    assert item["range"][1] - item["range"][0] == len(quote.encode())
+    item.pop("quote", None)  # the range alone: the page must mark exactly those bytes
+    (link,) = support_links({"support": [item]}, {entry.entry_hash: entry})
+    body = client.get(link.url).content.decode()
+    assert f'<mark id="bytes" class="cited">{quote}</mark>' in body
 
 
 def test_it_marks_the_whole_entry_when_the_item_names_nothing_finer(client, member, journal):

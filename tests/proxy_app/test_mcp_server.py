@@ -136,6 +136,23 @@ def test_another_tenants_key_finds_no_session(prepared):
     assert result.content[0].text.split(": ", 1)[1].startswith("not_found:")
 
 
+def test_a_key_revoked_while_the_server_runs_stops_its_tools(prepared):
+    """Fresh-eyes finding (issue 16, item 6): the key was checked once at start, so a
+    revoked key kept working until the server restarted."""
+    env, _, _ = prepared
+    key = manage(env, "create_api_key", "acme", "--name", "revoked-later", "--quiet")
+
+    async def steps(s):
+        before = await s.call_tool("ledger", {})
+        await anyio.to_thread.run_sync(lambda: manage(env, "revoke_api_key", key))
+        after = await s.call_tool("ledger", {})
+        return before, after
+
+    before, after = call(env, key, steps)
+    assert payload(before)["facts"]
+    assert after.isError and "unauthenticated" in after.content[0].text
+
+
 def test_a_wrong_key_does_not_start(prepared):
     env, _, _ = prepared
     done = subprocess.run(
