@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ledger_app.facts import Fact
+from ledger_app.mechanical import EntryView, is_pin_source
+from ledger_app.offline.heuristics import sentences
 
 CANCEL = re.compile(
     r"\b(?:never ?mind|scratch that|forget (?:about )?(?:that|it|what i said|my (?:earlier|previous|"
@@ -58,9 +60,30 @@ def words(text: str) -> set[str]:
     return found - _STOP
 
 
-def cancellations(sentences: list[str]) -> list[str]:
+def cancellations(parts: list[str]) -> list[str]:
     """The sentences (of one authoritative message) that cancel an earlier instruction."""
-    return [s for s in sentences if CANCEL.search(s)]
+    return [s for s in parts if CANCEL.search(s)]
+
+
+def cancellation_boundary(views: list[EntryView]) -> int | None:
+    """The seq a fold over ``views`` (one fold's range, in seq order) should end at so that
+    an authoritative cancellation falls in the next fold, or ``None``.
+
+    DESIGN.md 5.2: a P0 pin retires only on authoritative evidence *from a later fold*. A
+    transcript imported whole would fold "rotate the keys" and "never mind, don't" together,
+    and the cancellation could propose nothing (fresh-eyes finding, issue 15 item 7). So a
+    range holding a pin source and, after it, an authoritative message with a cancelling
+    sentence ends just before that message (a user or developer message opens a round, so
+    the cut is a round boundary); the next fold starts at it and proposes the retirement.
+    """
+    pinned = False
+    for v in views:
+        if v.kind != "message" or not is_pin_source(v):
+            continue
+        if pinned and cancellations(sentences(v.text)):
+            return v.seq - 1
+        pinned = True
+    return None
 
 
 def cancelled_pin(sentence: str, pins: Mapping[str, Fact]) -> str | None:

@@ -28,6 +28,7 @@ from ledger_app.model_writer import (
     compose,
 )
 from ledger_app.models import Fold, FoldAttempt, Proposal, RetirementRequest, Verdict
+from ledger_app.offline.turns import cancellation_boundary
 from ledger_app.services.common import (
     FoldFailed,
     FoldRefused,
@@ -94,6 +95,10 @@ def _plan(
     end = complete_prefix_end(rounds)
     if end is None or end < start:
         return FoldResult(None, False, "nothing to fold: no complete API round after the last fold")
+    asking = [entry_view(e) for e in entries if e.seq <= end and e.kind == "message"]
+    cut = cancellation_boundary([v for v in asking if v.role in ("user", "developer")])
+    if cut is not None and cut >= start:
+        end = cut  # a cancellation goes to the next fold, where it may retire a pin
     covered = [e for e in entries if e.seq <= end]
     hashes = [e.entry_hash for e in covered]
     key = range_hash(hashes)
