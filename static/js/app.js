@@ -110,23 +110,30 @@
     evt.detail.isError = false;
     const title = `${REASONS[xhr.status] || "Error"} (${xhr.status})`;
     toast(title, errorText(doc, xhr.status) + " The page was left as it was.", xhr.status >= 500 ? xhr.responseText : "");
+    syncControls(true);
   });
+  // the table did not change: its selects and boxes go back to what the URL (and the table)
+  // say, so the controls never claim a filter that is not applied; typed text is kept
   document.addEventListener("htmx:sendError", function () {
     toast("The server could not be reached", "Check the connection and try again; the page was left as it was.");
+    syncControls(true);
   });
   document.addEventListener("htmx:timeout", function () {
     toast("The server took too long", "Try again; the page was left as it was.");
+    syncControls(true);
   });
   document.addEventListener("htmx:historyCacheMissLoadError", function () {
     toast("This page could not be restored", "Reload it to see it again.");
   });
 
   // 2. State in the URL -------------------------------------------------------------------------
-  function syncControls() {
+  function syncControls(choicesOnly) {
     const params = new URLSearchParams(location.search);
     document.querySelectorAll("form[data-url-state]").forEach((form) => {
       form.querySelectorAll("input[name], select[name], textarea[name]").forEach((el) => {
         if (el.type === "hidden" || el.type === "submit") return;
+        const choice = el.tagName === "SELECT" || el.type === "checkbox" || el.type === "radio";
+        if (choicesOnly === true && !choice) return;
         const value = params.get(el.name);
         if (el.type === "checkbox" || el.type === "radio") {
           el.checked = params.getAll(el.name).includes(el.value);
@@ -153,7 +160,7 @@
     syncControls();
     syncPermalink(document.querySelector("[data-permalink]"));
   });
-  window.addEventListener("pageshow", syncControls);
+  window.addEventListener("pageshow", () => syncControls());
   document.body.addEventListener("htmx:pushedIntoHistory", function (evt) {
     syncPermalink(evt.target);
   });

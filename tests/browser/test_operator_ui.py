@@ -392,6 +392,14 @@ def test_operator_journeys_on_the_largest_corpus_session(
     expect(page.locator("#fact-table")).to_be_visible()
     _axe(page, "facts + toast")
     _shot(page, f"error-toast-404-{tag}")
+    # the server unreachable: a toast, and the select goes back to what the table shows
+    page.goto(facts)
+    unreachable = lambda url: "category=blocker" in url  # noqa: E731
+    page.route(unreachable, lambda route: route.abort())
+    page.select_option("#filter-category", "blocker")
+    expect(page.locator("#toasts .toast").last).to_contain_text("could not be reached")
+    expect(page.locator("#filter-category")).to_have_value("")
+    page.unroute(unreachable)
 
     # a reviewer deciding a request already decided in another tab (409), in place
     first, second = RetirementRequest.objects.filter(status="pending").order_by("pk")[:2]
