@@ -600,6 +600,17 @@ def may_read_audit_log(user: User, tenant: Tenant) -> bool:
     return admin and user.has_perm(AUDIT_LOG_PERMISSION)
 
 
+def may_export(user: User, tenant: Tenant) -> bool:
+    """True when ``user`` may export the tenant's sessions: the ``audit_app.export_session``
+    permission and an admin membership (the raw-read role: the export holds stored bytes), a
+    superuser always; the export view's rule, so its button is shown only to those it
+    would not refuse (issue 17, fresh-eyes finding)."""
+    if getattr(user, "is_superuser", False):
+        return True
+    admin = Membership.objects.filter(user=user, tenant=tenant, role=Membership.Role.ADMIN).exists()
+    return admin and user.has_perm("audit_app.export_session")
+
+
 def failure_summary(session: Session, journals: Sequence[Journal]) -> dict[str, Any]:
     """Failed and rejected model work of a session (issue 17 item 5): ``attempts`` (the newest
     20 failed fold attempts: the model was unreachable, no fold stored; with ``journal``),

@@ -242,6 +242,7 @@ def session_overview(request: HttpRequest, tenant: str, session: str) -> HttpRes
         "scale": scale,
         "failures": failures,
         "may_read_audit": selectors.may_read_audit_log(request.user, s.tenant),
+        "may_export": selectors.may_export(request.user, s.tenant),
         "annotations": annotations,
         "verdicts": [("good", "good compaction example"), ("bad", "bad compaction example")],
         "meta": json.dumps(s.meta_dict, indent=2, ensure_ascii=False, sort_keys=True),

@@ -274,7 +274,8 @@ def test_it_shows_the_session_overview_with_lanes_and_a_token_chart(client, acme
     assert 'class="series-journal"' in body and 'class="fold-point fold-accepted"' in body
     assert reverse("ledger:fold", args=["acme", "refunds", "main", "main", 1]) in body
     assert "Tokens over the journal of main/main" in body
-    assert reverse("ledger:export", args=["acme", "refunds"]) in body
+    # an operator may not export (stored bytes: admins only), so no button (fresh eyes)
+    assert reverse("ledger:export", args=["acme", "refunds"]) not in body
     assert "Label this session" in body
     alpha = client.get(
         reverse("journal:session", args=["acme", "refunds"]), {"journal": "alpha/main"}
@@ -644,3 +645,22 @@ def test_a_page_groups_rounds_from_a_window_not_the_whole_journal(acme, monkeypa
     tail = selectors.page_rounds(j, 119, 121)
     assert tail[-1].at_tail and tail[-1].seqs == [120, 121]
     assert min(s for r in tail for s in r.seqs) >= 118
+
+
+def test_the_export_button_is_shown_to_the_admins_the_export_serves(client, acme, journal):
+    from django.contrib.auth.models import Permission
+
+    from journal_app.models import Membership
+
+    url = reverse("journal:session", args=["acme", "refunds"])
+    export = reverse("ledger:export", args=["acme", "refunds"])
+    admin = MembershipFactory(tenant=acme, role=Membership.Role.ADMIN).user
+    admin.user_permissions.add(Permission.objects.get(codename="export_session"))
+    reviewer = MembershipFactory(tenant=acme, role=Membership.Role.REVIEWER).user
+    client.force_login(reviewer)
+    assert export not in client.get(url).content.decode()
+    assert client.get(export).status_code == 403  # what the hidden button would have given
+    client.force_login(admin)
+    assert export in client.get(url).content.decode()
+    assert client.get(export).status_code == 200
+

@@ -94,7 +94,7 @@ def test_the_folds_page_filters_rejections_fallbacks_and_failures(client, member
     assert "proposal</small>" in rejections  # reducer and proposal counts apart
     failures = client.get(url, {"show": "failures"}).content.decode()
     assert '<tr id="fold-' not in failures and "timed out" in failures
-    assert "No fold of this scope matches" in failures
+    assert "No stored fold failed: the failed attempts above stored none." in failures
     bogus = client.get(url, {"show": "nonsense"}).content.decode()
     assert bogus.count('<tr id="fold-') == folded.folds.count()
 
