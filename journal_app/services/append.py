@@ -32,9 +32,10 @@ from journal_app.models import (
     Journal,
 )
 from journal_app.services.errors import ConflictError, GapError
-from journal_app.services.scope import BATCH, artifact_store
+from journal_app.services.scope import BATCH, ArtifactItem, artifacts_store
 from journal_app.signals import entries_appended
 from journal_app.times import entry_time
+from journal_app.tokens import source_label
 
 Progress = Callable[[int, int], None]
 
@@ -202,18 +203,28 @@ def _insert(
     """
     tenant = journal.session.tenant
     threshold = settings.ARTIFACT_THRESHOLD_TOKENS
+    ours = source_label(settings.TOKEN_ENCODING)
     bulk = connection.vendor == "postgresql"
     now = timezone.now()
     rows: list[Entry] = []
     done = done0
     for start in range(0, len(prepared), COPY_BATCH if bulk else BATCH):
         batch = prepared[start : start + (COPY_BATCH if bulk else BATCH)]
-        entries = []
-        for p in batch:
-            artifact = None
-            if p.kind == "tool_result" and p.token_count > threshold:
-                artifact, _ = artifact_store(tenant=tenant, content=p.text, source_tool=p.tool_name)
-            entries.append(_entry_row(journal, p, artifact, now))
+        large = [p for p in batch if p.kind == "tool_result" and p.token_count > threshold]
+        stored = artifacts_store(
+            tenant=tenant,
+            items=[
+                ArtifactItem(
+                    p.text,
+                    p.tool_name,
+                    # the entry's own count is of the same text: reused when it is ours
+                    token_count=p.token_count if p.token_source == ours else None,
+                )
+                for p in large
+            ],
+        )
+        artifact_of = {id(p): a for p, (a, _) in zip(large, stored, strict=True)}
+        entries = [_entry_row(journal, p, artifact_of.get(id(p)), now) for p in batch]
         if bulk:
             for e, pk in zip(entries, _next_ids(Entry, len(entries)), strict=True):
                 e.pk = pk

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -85,37 +87,87 @@ def artifact_store(
         ``(artifact, created)``. Content whose sha256 already exists for the tenant returns
         the existing artifact and ``created=False`` (no A -> B -> C reload loop, seed 001).
 
-    The bytes are written atomically and hash-checked (:mod:`journal_app.artifact_storage`):
-    a file already at the content-addressed name counts only when its hash matches, else
-    it is replaced, for a new artifact and an existing one alike.
+    One item of :func:`artifacts_store` (the same rules).
 
     Raises:
         ArtifactWriteError: the bytes could not be stored with their hash.
     """
-    data = content.encode("utf-8")
-    digest = chunk_hash(data)
-    existing = Artifact.objects.filter(tenant=tenant, content_hash=digest).first()
-    name = existing.storage_name if existing is not None else f"artifacts/{tenant.slug}/{digest}"
-    try:
-        artifact_bytes_put(name=name, data=data, digest=digest)
-    except ArtifactBytesError as exc:
-        raise ArtifactWriteError(f"{exc}; nothing written") from exc
-    if existing is not None:
-        return existing, False
-    mtype = media_type or media_type_of(content)
-    artifact = Artifact(
-        tenant=tenant,
-        content_hash=digest,
-        media_type=mtype,
-        byte_size=len(data),
-        token_count=count_tokens(content, settings.TOKEN_ENCODING),
-        token_source=source_label(settings.TOKEN_ENCODING),
-        preview=make_preview(content, mtype),
-        source_tool=source_tool[:200],
-        storage_name=name,
-    )
-    artifact.save()
-    return artifact, True
+    return artifacts_store(
+        tenant=tenant, items=[ArtifactItem(content, source_tool, media_type=media_type)]
+    )[0]
+
+
+@dataclass(frozen=True)
+class ArtifactItem:
+    """One content to store as an artifact: its text, the tool that produced it, and its
+    token count when the caller has it already (the append counted the entry: the same
+    text, so it is not counted twice)."""
+
+    content: str
+    source_tool: str = ""
+    token_count: int | None = None
+    media_type: str | None = None
+
+
+def artifacts_store(
+    *, tenant: Tenant, items: Sequence[ArtifactItem]
+) -> list[tuple[Artifact, bool]]:
+    """Store each item's content once per tenant, content-addressed (DESIGN.md section 4):
+    one query finds the contents already stored, new ones are inserted in one statement.
+
+    The bytes are written atomically and hash-checked (:mod:`journal_app.artifact_storage`):
+    a file already at the content-addressed name counts only when its hash matches, else
+    it is replaced, for a new artifact and an existing one alike.
+
+    Returns:
+        ``[(artifact, created)]`` in the order of ``items``; the same content twice gives
+        the same artifact (created once).
+
+    Raises:
+        ArtifactWriteError: the bytes could not be stored with their hash.
+    """
+    blobs = [item.content.encode("utf-8") for item in items]
+    digests = [chunk_hash(data) for data in blobs]
+    known = {
+        a.content_hash: a
+        for a in Artifact.objects.filter(tenant=tenant, content_hash__in=set(digests))
+    }
+    out: list[tuple[Artifact, bool]] = []
+    new: dict[str, Artifact] = {}
+    for item, data, digest in zip(items, blobs, digests, strict=True):
+        existing = known.get(digest) or new.get(digest)
+        name = (
+            existing.storage_name if existing is not None else f"artifacts/{tenant.slug}/{digest}"
+        )
+        if digest not in new:  # the same bytes twice in one batch: written once
+            try:
+                artifact_bytes_put(name=name, data=data, digest=digest)
+            except ArtifactBytesError as exc:
+                raise ArtifactWriteError(f"{exc}; nothing written") from exc
+        if existing is not None:
+            out.append((existing, False))
+            continue
+        mtype = item.media_type or media_type_of(item.content)
+        artifact = Artifact(
+            tenant=tenant,
+            content_hash=digest,
+            media_type=mtype,
+            byte_size=len(data),
+            token_count=(
+                item.token_count
+                if item.token_count is not None
+                else count_tokens(item.content, settings.TOKEN_ENCODING)
+            ),
+            token_source=source_label(settings.TOKEN_ENCODING),
+            preview=make_preview(item.content, mtype),
+            source_tool=item.source_tool[:200],
+            storage_name=name,
+        )
+        new[digest] = artifact
+        out.append((artifact, True))
+    if new:
+        Artifact.objects.bulk_create(list(new.values()))
+    return out
 
 
 def artifact_read(*, artifact: Artifact) -> tuple[str, bool]:

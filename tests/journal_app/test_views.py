@@ -663,4 +663,3 @@ def test_the_export_button_is_shown_to_the_admins_the_export_serves(client, acme
     client.force_login(admin)
     assert export in client.get(url).content.decode()
     assert client.get(export).status_code == 200
-
