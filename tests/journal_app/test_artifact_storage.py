@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from hypothesis import given
+from hypothesis import strategies as st
 
 from journal_app.artifact_storage import artifact_bytes_put, artifact_orphans
 from journal_app.hashing import chunk_hash
@@ -140,3 +142,21 @@ def test_gc_artifacts_lists_then_deletes_the_orphans_of_a_failed_import(media, s
     assert (media / kept.storage_name).exists() and fresh.exists()
     assert artifact_check(kept) == []
     assert artifact_orphans(referenced={kept.storage_name}, min_age=timedelta(0)) != []
+
+
+@given(
+    st.lists(
+        st.lists(
+            st.sampled_from(["ok", "error", "FAIL", "failed", "x", "not found", "Traceback"]),
+            max_size=5,
+        ).map(" ".join),
+        max_size=40,
+    )
+)
+def test_the_preview_error_scan_finds_the_lines_a_per_line_search_finds(lines):
+    """One scan of the joined text (issue 13: the preview is recomputed by verify) gives the
+    same first error lines, in order, as a search of each line."""
+    from journal_app.artifacts import _ERROR_LINE, PREVIEW_ERROR_LINES, _error_lines
+
+    want = [ln for ln in lines if _ERROR_LINE.search(ln)][:PREVIEW_ERROR_LINES]
+    assert _error_lines(lines, PREVIEW_ERROR_LINES) == want
