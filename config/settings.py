@@ -221,6 +221,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
 # Requests per API key (django-ratelimit, config/api.py): "N/s", "N/m", "N/h", "N/d" or
 # "N/<k><unit>" (e.g. "500/5m"); "off" for no limit. Over it: 429 with Retry-After.
 API_RATE_LIMIT = env_rate("API_RATE_LIMIT", "6000/m")
+#: refused API keys per client address (key guessing), then 429 (journal_app.auth)
+API_AUTH_FAILURE_RATE = env_rate("API_AUTH_FAILURE_RATE", "30/m")
 
 # The cache holds the rate-limit counters: in-process by default (one count per process),
 # Redis when CACHE_URL is set (one count for every web process; docker-compose sets it).

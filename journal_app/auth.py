@@ -85,10 +85,12 @@ class RateLimited(DomainError):
     status = 429
     code = "rate_limited"
 
-    def __init__(self, prefix: str, rate: str, retry_after: int) -> None:
+    def __init__(self, prefix: str, rate: str, retry_after: int, what: str = "") -> None:
         self.retry_after = retry_after
         super().__init__(
-            f"key {prefix} is over its rate limit of {rate} requests; retry after {retry_after} s"
+            what
+            or f"key {prefix} is over its rate limit of {rate} requests"
+            f"; retry after {retry_after} s"
         )
 
 
@@ -333,6 +335,34 @@ def check_rate_limit(request: HttpRequest, key: ApiKey) -> None:
         raise RateLimited(key.prefix, rate, max(1, int(usage["time_left"])))
 
 
+def check_failure_limit(request: HttpRequest) -> None:
+    """Count a refused key against the client's address; over ``API_AUTH_FAILURE_RATE``
+    (default ``30/m``) the answer is 429 ``rate_limited`` instead of 401, so guessing keys
+    is slowed as using one is (django-ratelimit, ``default`` cache; fails open like
+    :func:`check_rate_limit`).
+
+    Raises:
+        RateLimited: too many refused keys from this address in the window.
+    """
+    rate = settings.API_AUTH_FAILURE_RATE
+    if not rate:
+        return
+    try:
+        usage = get_usage(request, group="api-key-failures", key="ip", rate=rate, increment=True)
+    except Exception:  # the cache is down: fail open
+        log.warning("rate limit cache unavailable; refused key not counted")
+        return
+    if usage is not None and usage["should_limit"] and usage["limit"] > 0:
+        retry = max(1, int(usage["time_left"]))
+        raise RateLimited(
+            "",
+            rate,
+            retry,
+            what=f"too many refused API keys from this address (limit {rate}); "
+            f"retry after {retry} s",
+        )
+
+
 class ApiKeyAuth(HttpBearer):
     """``Authorization: Bearer <key>``; ``request.auth`` becomes an :class:`ApiCaller`."""
 
@@ -348,6 +378,7 @@ class ApiKeyAuth(HttpBearer):
     def authenticate(self, request: HttpRequest, token: str) -> ApiCaller | None:
         key = api_key_authenticate(raw=token.strip())
         if key is None:
+            check_failure_limit(request)
             return None
         check_rate_limit(request, key)
         return ApiCaller(key)

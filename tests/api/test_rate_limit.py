@@ -104,3 +104,17 @@ def test_a_reviewer_key_whose_user_became_an_operator_is_refused(reviewer, tenan
 
 def test_a_client_key_with_no_user_stands_on_its_own(api):
     assert api.get("/sessions").status_code == 200
+
+
+def test_refused_keys_from_one_address_are_slowed_too(settings):
+    """Fresh-eyes finding (issue 16): only valid keys were counted, so guessing keys was
+    never slowed. Refused keys count per address; over the rate the answer is 429."""
+    settings.API_AUTH_FAILURE_RATE = "3/m"
+    client = Client()
+    statuses = [
+        client.get("/api/v1/sessions", HTTP_AUTHORIZATION=f"Bearer lk_nothing_{n}").status_code
+        for n in range(4)
+    ]
+    assert statuses == [401, 401, 401, 429]
+    body = client.get("/api/v1/sessions", HTTP_AUTHORIZATION="Bearer lk_x").json()
+    assert body["code"] == "rate_limited" and "refused API keys" in body["message"]
