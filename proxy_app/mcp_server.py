@@ -26,7 +26,7 @@ from django.http import Http404
 from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 
-from journal_app.auth import ApiCaller, key_live
+from journal_app.auth import ApiCaller, api_key_authenticate, key_live
 from journal_app.errors import DomainError
 from journal_app.hashing import display
 from journal_app.models import ApiKey, Journal
@@ -146,3 +146,49 @@ def build_server(*, key: ApiKey, session: str, lane: str = "main", branch: str =
         return await run(lambda: ledger_read(journal(), q))
 
     return server
+
+
+def bearer_guard(app: Any, key: ApiKey) -> Any:
+    """``app`` (the Streamable HTTP ASGI app) behind ``Authorization: Bearer <key>``: every
+    HTTP request must carry the server's own key, still live (:func:`journal_app.auth.key_live`);
+    anything else is 401 in the API's error shape, before the MCP layer sees it.
+
+    Over stdio the launching process owns the pipe; over HTTP anyone who reaches the port
+    would otherwise act with the key the server was started with (issue 16, fresh eyes).
+    """
+    def allowed(token: str) -> bool:
+        found = api_key_authenticate(raw=token)
+        return found is not None and found.pk == key.pk
+
+    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope.get("type") == "http":
+            headers = dict(scope.get("headers") or [])
+            scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+            ok = scheme.lower() == "bearer" and bool(token.strip())
+            if ok:
+                ok = await sync_to_async(allowed, thread_sensitive=True)(token.strip())
+            if not ok:
+                body = json.dumps(
+                    {
+                        "code": "unauthenticated",
+                        "message": "send this server's API key as 'Authorization: Bearer <key>'",
+                        "field": None,
+                        "entry": None,
+                    }
+                ).encode()
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"www-authenticate", b"Bearer"),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await app(scope, receive, send)
+
+    return guarded
+

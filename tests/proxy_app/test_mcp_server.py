@@ -185,3 +185,77 @@ def test_the_readme_configuration_starts_the_server_and_lists_its_tools(prepared
     tools, found = anyio.run(main)
     assert tools == ["analyst", "ledger", "read", "search"]
     assert found["hits"]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_over_http_every_request_needs_the_servers_key(prepared):
+    """Fresh-eyes finding (issue 16): ``--http`` served anyone who reached the port with
+    the key it was started with. Now each HTTP request must carry that key as a bearer."""
+    import time
+    import urllib.error
+    import urllib.request
+
+    from mcp.client.streamable_http import streamablehttp_client
+
+    env, key, other = prepared
+    port = _free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "manage.py",
+            "mcp_server",
+            "--key",
+            key,
+            "--session",
+            "demo",
+            "--http",
+            "--port",
+            str(port),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # wait for the port (a deadline, not a timing assertion)
+            try:
+                urllib.request.urlopen(urllib.request.Request(url, method="POST"), timeout=2)
+            except urllib.error.HTTPError as exc:
+                refused = exc
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, server.stderr
+                time.sleep(0.3)
+        assert refused.code == 401
+        assert json.loads(refused.read())["code"] == "unauthenticated"
+        with pytest.raises(urllib.error.HTTPError) as wrong:
+            urllib.request.urlopen(
+                urllib.request.Request(
+                    url, method="POST", headers={"Authorization": f"Bearer {other}"}
+                ),
+                timeout=5,
+            )
+        assert wrong.value.code == 401  # another tenant's live key is not this server's
+
+        async def main():
+            headers = {"Authorization": f"Bearer {key}"}
+            async with streamablehttp_client(url, headers=headers) as (read, write, _):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    return await session.call_tool("ledger", {})
+
+        assert payload(anyio.run(main))["facts"]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

@@ -12,7 +12,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from journal_app.auth import api_key_authenticate
-from proxy_app.mcp_server import build_server
+from proxy_app.mcp_server import bearer_guard, build_server
 
 
 class Command(BaseCommand):
@@ -45,8 +45,10 @@ class Command(BaseCommand):
             key=key, session=options["session"], lane=options["lane"], branch=options["branch"]
         )
         if options["http"]:
-            server.settings.host = options["host"]
-            server.settings.port = options["port"]
-            server.run("streamable-http")
+            import uvicorn
+
+            # every HTTP request must carry this server's key (a bearer), checked each time
+            app = bearer_guard(server.streamable_http_app(), key)
+            uvicorn.run(app, host=options["host"], port=options["port"], log_level="warning")
         else:
             server.run("stdio")
