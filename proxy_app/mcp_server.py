@@ -156,6 +156,7 @@ def bearer_guard(app: Any, key: ApiKey) -> Any:
     Over stdio the launching process owns the pipe; over HTTP anyone who reaches the port
     would otherwise act with the key the server was started with (issue 16, fresh eyes).
     """
+
     def allowed(token: str) -> bool:
         found = api_key_authenticate(raw=token)
         return found is not None and found.pk == key.pk
@@ -191,4 +192,3 @@ def bearer_guard(app: Any, key: ApiKey) -> Any:
         await app(scope, receive, send)
 
     return guarded
-

@@ -33,9 +33,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.core.cache import cache
 from django.dispatch import Signal
 from django.utils import timezone
@@ -712,6 +715,16 @@ def ledger_check(*, journal: Journal) -> LedgerCheck:
     return check
 
 
+def _too_old(stored: dict[str, Any]) -> bool:
+    """Whether a stored check ran more than ``LEDGER_CHECK_MAX_AGE_SECONDS`` ago."""
+    try:
+        at = datetime.fromisoformat(stored["checked_at"])
+    except (KeyError, TypeError, ValueError):
+        return True
+    age = (timezone.now() - at).total_seconds()
+    return age > settings.LEDGER_CHECK_MAX_AGE_SECONDS
+
+
 def ledger_warnings(*, journal: Journal) -> list[str]:
     """Why ``journal``'s ledger does not verify, for the UI's warning; ``[]`` when it does.
 
@@ -721,16 +734,24 @@ def ledger_warnings(*, journal: Journal) -> list[str]:
     queued once per state (:data:`check_wanted`, whose receiver queues the ``check_ledger``
     task after commit) and the last stored problems are shown meanwhile. With eager tasks
     (the embedded default, no worker) the check runs when the request's transaction
-    commits; behind a worker it runs there. The stored checks live in the cache: set
-    ``CACHE_URL`` (Redis) so web and worker processes share them.
+    commits; behind a worker it runs there. A stored check older than
+    ``LEDGER_CHECK_MAX_AGE_SECONDS`` (default 3,600) is queued again too, so a change made
+    in the database in place (no new entry or fold) shows within that time. The stored
+    checks live in the cache: set ``CACHE_URL`` (Redis) so web and worker processes share
+    them.
 
     Returns:
         At most :data:`MAX_WARNINGS` problems as sentences (the replay's mismatch first).
     """
     stored = cache.get(_CHECK_KEY.format(pk=journal.pk))
     state = _state(journal)
-    if stored is None or stored["state"] != state:
-        queued = _QUEUED_KEY.format(pk=journal.pk, state=":".join(map(str, state)))
+    if stored is None or stored["state"] != state or _too_old(stored):
+        # a change made in place (no new entry nor fold) is seen once the check is older
+        # than LEDGER_CHECK_MAX_AGE_SECONDS: queued again, once per period
+        period = ""
+        if stored is not None and stored["state"] == state:
+            period = f":{int(time.time()) // max(1, settings.LEDGER_CHECK_MAX_AGE_SECONDS)}"
+        queued = _QUEUED_KEY.format(pk=journal.pk, state=":".join(map(str, state))) + period
         if cache.add(queued, True, QUEUED_TTL):
             check_wanted.send(sender=Journal, journal_id=journal.pk)
     return list(stored["problems"]) if stored else []

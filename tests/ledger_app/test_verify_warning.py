@@ -151,3 +151,26 @@ def test_the_warning_reads_one_query_whatever_the_size(build):
     with CaptureQueriesContext(connection) as ctx:
         assert ledger_warnings(journal=journal) == []
     assert len(ctx.captured_queries) == 1
+
+
+def test_an_edit_in_place_shows_once_the_stored_check_is_older_than_its_max_age(
+    build, client, settings, django_capture_on_commit_callbacks
+):
+    """Fresh-eyes finding (issue 16): the stored check is keyed by the journal head and the
+    last fold, so an edit made in the database in place (no new entry or fold) was never
+    seen by the pages. A check older than LEDGER_CHECK_MAX_AGE_SECONDS is queued again."""
+    journal = build("s1", 2)
+    ledger_check(journal=journal)  # clean, stored
+    _tamper(journal, 3, "source_ref", "line 999")
+    with django_capture_on_commit_callbacks() as queued:
+        assert WARNING not in _facts(client, journal).content
+    assert queued == []  # fresh check, same state: nothing queued yet
+    settings.LEDGER_CHECK_MAX_AGE_SECONDS = 0  # the stored check is now too old
+    import time
+
+    time.sleep(0.01)
+    with django_capture_on_commit_callbacks() as queued:
+        _facts(client, journal)
+    assert len(queued) == 1
+    queued[0]()
+    assert WARNING in _facts(client, journal).content
