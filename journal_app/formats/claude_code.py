@@ -186,6 +186,7 @@ def _first_pass(rows: Iterable[tuple[int, Any]]) -> tuple[dict[str, Any], dict[s
     every record off the live path (:func:`_abandoned`); a few strings per record."""
     usage: dict[str, Any] = {}
     parents: dict[str, str | None] = {}
+    prompts: set[str] = set()
     leaf = ""
     for _, obj in rows:
         if not isinstance(obj, dict):
@@ -196,48 +197,82 @@ def _first_pass(rows: Iterable[tuple[int, Any]]) -> tuple[dict[str, Any], dict[s
             parents.setdefault(uuid, parent if isinstance(parent, str) else None)
             if obj.get("type") in ("user", "assistant"):
                 leaf = uuid
+            if _is_prompt(obj):
+                prompts.add(uuid)
         if obj.get("type") != "assistant":
             continue
         msg = obj.get("message")
         if isinstance(msg, dict) and isinstance(msg.get("id"), str) and "usage" in msg:
             usage[msg["id"]] = msg["usage"]
-    return usage, _abandoned(parents, leaf)
+    return usage, _abandoned(parents, leaf, prompts)
 
 
-def _abandoned(parents: dict[str, str | None], leaf: str) -> dict[str, str]:
+def _is_prompt(obj: dict[str, Any]) -> bool:
+    """A user record the human typed (text, no tool result; not a harness ``isMeta`` one):
+    the only record a rewind (edit-and-resend) starts a branch with."""
+    if obj.get("type") != "user" or obj.get("isMeta"):
+        return False
+    msg = obj.get("message")
+    content = msg.get("content") if isinstance(msg, dict) else None
+    if isinstance(content, str):
+        return bool(content.strip())
+    if isinstance(content, list):
+        kinds = {b.get("type") for b in content if isinstance(b, dict)}
+        return "tool_result" not in kinds and bool(kinds & {"text", "image"})
+    return False
+
+
+def _abandoned(parents: dict[str, str | None], leaf: str, prompts: set[str]) -> dict[str, str]:
     """``uuid -> branch name`` of the records on a rewound branch (issue 15, item 5).
 
     The live path runs from the last user/assistant record (``leaf``) up its ``parentUuid``
-    links (``logicalParentUuid`` across a compaction boundary). A record off that path whose
-    ancestors reach it was left by a rewind (edit-and-resend): it belongs to the branch
-    ``rewound-<first 8 of the uuid where it left the live path>``. A record whose ancestors
-    never reach the live path (a missing link) stays on the live branch: nothing is guessed.
+    links (``logicalParentUuid`` across a compaction boundary). A rewind (edit-and-resend)
+    leaves a *prompt* (:func:`_is_prompt`) off that path: as a sibling of a live record (its
+    ancestors reach the live path), or as a second root (no parent, like the live path's own
+    root: the first message edited). That prompt and everything under it belong to the branch
+    ``rewound-<first 8 of its uuid>``. Other records off the path are not rewinds and stay on
+    the live branch: Claude Code writes parallel tool calls as a small tree (a result's parent
+    is the first call, a sibling of the second), and a record whose ancestry leaves the file
+    (a missing link) is never guessed about.
     """
     live: set[str] = set()
     node: str | None = leaf
+    root_live = None
     while node and node not in live:
         live.add(node)
+        root_live = node
         node = parents.get(node)
-    out: dict[str, str] = {}
-    root_of: dict[str, str | None] = {}  # uuid -> the first record off the live path, or None
+    live_root_is_true = root_live is not None and parents.get(root_live) is None
+    branch_of: dict[str, str | None] = {}  # uuid -> branch name, or None (stays live)
     for uuid in parents:
-        if uuid in live or uuid in root_of:
+        if uuid in live or uuid in branch_of:
             continue
         chain: list[str] = []
-        node, root = uuid, None
-        while node and node not in live and node not in root_of and node in parents:
+        node, branch = uuid, None
+        while node and node not in live and node not in branch_of and node in parents:
             chain.append(node)
             node = parents.get(node)
-        if node in root_of:
-            root = root_of[node]
-        elif node in live:
-            root = chain[-1] if chain else None
+        if node in branch_of:
+            branch = branch_of[node]
+        # chain runs child -> ancestor; the first record off the path is its last element
+        reached = node in live or (node is None and live_root_is_true)
+        if branch is None and reached:
+            for n in reversed(chain):  # from the fork down: the first prompt starts the branch
+                if n in prompts:
+                    branch = f"rewound-{n[:8]}"
+                    start = chain.index(n)
+                    for m in chain[: start + 1]:
+                        branch_of[m] = branch
+                    for m in chain[start + 1 :]:
+                        branch_of.setdefault(m, None)
+                    break
+            else:
+                for m in chain:
+                    branch_of[m] = None
+            continue
         for n in chain:
-            root_of[n] = root
-    for uuid, root in root_of.items():
-        if root is not None:
-            out[uuid] = f"rewound-{root[:8]}"
-    return out
+            branch_of[n] = branch
+    return {u: b for u, b in branch_of.items() if b}
 
 
 def _message_record(

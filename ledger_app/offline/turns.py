@@ -25,15 +25,27 @@ from ledger_app.facts import Fact
 from ledger_app.mechanical import EntryView, is_pin_source
 from ledger_app.offline.heuristics import sentences
 
+#: "that"/"it" closing a clause: "cancel that." lifts something, "drop that table" is a task
+_END = r"(?=\s*(?:[.,;:!?)]|\band\b|\bbut\b|$))"
 CANCEL = re.compile(
-    r"\b(?:never ?mind|scratch that|forget (?:about )?(?:that|it|what i said|my (?:earlier|previous|"
-    r"last)\b)|disregard (?:that|my|the (?:earlier|previous|last))|ignore (?:that|my (?:earlier|"
-    r"previous|last)|the (?:earlier|previous|last) (?:instruction|request|message))|"
-    r"(?:cancel|drop|undo) (?:that|my (?:earlier|previous|last) (?:instruction|request))|"
+    r"\b(?:never ?mind|scratch that|forget (?:about )?(?:(?:that|it)" + _END + r"|what i said|"
+    r"my (?:earlier|previous|last)\b)|disregard (?:that" + _END + r"|my|the (?:earlier|previous|"
+    r"last))|ignore (?:that" + _END + r"|my (?:earlier|previous|last)|the (?:earlier|previous|"
+    r"last) (?:instruction|request|message))|"
+    r"(?:cancel|drop|undo) (?:that" + _END + r"|my (?:earlier|previous|last) (?:instruction|"
+    r"request))|"
     r"(?:do not|don't|no need to) (?:do|bother with) (?:that|it) (?:any ?more|after all)|"
     r"no longer (?:need|want|required|necessary|applies)|(?:is|are) no longer (?:needed|required|"
     r"necessary|a requirement)|you (?:can|may) (?:now )?(?:ignore|skip|drop) (?:the|that|my))\b",
     re.I,
+)
+#: words of the cancelling phrases themselves: a sentence with nothing else ("never mind",
+#: "scratch that, forget it") lifts the latest request; one naming something lifts only a pin
+#: that names it too
+_CANCEL_WORDS = frozenset(
+    "never mind nevermind scratch forget cancel ignore disregard undo drop longer need needed "
+    "want bother anymore after earlier previous last instruction request message required "
+    "necessary applies okay actually".split()
 )
 AWAITS_USER = re.compile(
     r"\?\s*$|\b(?:would you like|do you want|shall i|should i|let me know|next steps?|"
@@ -95,9 +107,10 @@ def cancelled_pin(sentence: str, pins: Mapping[str, Fact]) -> str | None:
 
     Returns:
         The pin sharing most content words with the sentence (a tie: the later pin); with
-        none shared, the latest ``objective`` pin (a bare "never mind" lifts the last
-        request). A pin that is itself a cancellation is never the answer. ``None`` when
-        there is no pin.
+        none shared, the latest ``objective`` pin only when the sentence is a bare
+        cancellation (a "never mind" lifts the last request; "we no longer need Python 3.8
+        support" names something no pin names and lifts nothing). A pin that is itself a
+        cancellation is never the answer. ``None`` when there is no such pin.
     """
     said = words(sentence)
     best, best_score = None, 0
@@ -113,7 +126,10 @@ def cancelled_pin(sentence: str, pins: Mapping[str, Fact]) -> str | None:
         score = len(said & words(text))
         if score and score >= best_score:  # a tie goes to the later pin (ledger order)
             best, best_score = fid, score
-    return best or latest
+    if best is not None:
+        return best
+    # nothing shared: only a bare cancellation ("never mind") lifts the latest request
+    return latest if not (said - _CANCEL_WORDS) else None
 
 
 def conclusion(text: str, limit: int = 400) -> tuple[str, str, bool]:

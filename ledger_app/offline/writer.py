@@ -92,6 +92,13 @@ def _quoted(view: EntryView, quote: str) -> dict[str, Any]:
     return item
 
 
+#: A step that asks for a check: a passing test run, lint, type check or build carries it out
+_CHECK_STEP = re.compile(
+    r"\b(?:tests?|test suite|unit tests?|lint|linters?|type ?checks?|typecheck|checks?|build)\b",
+    re.I,
+)
+
+
 @dataclass
 class _Turn:
     """One user turn as the writer reads it: the instruction, the last successful result
@@ -115,17 +122,16 @@ class _Turn:
             # a failure after the evidence: not shown to be carried out
             self.done, self.carried = None, set()
             return
-        if (
-            fact.get("result") not in ("success", None)
-            or is_routine_read(call)
-            or "test" in fact
-            or is_check_command(command_of(call))
-        ):
-            # reads find, test runs check: neither carries an instruction out
-            return
-        # every step needs its own evidence: "drop X, then deploy Y" is not done by the drop
+        if fact.get("result") not in ("success", None) or is_routine_read(call):
+            return  # reads find: they carry nothing out
+        checks = "test" in fact or is_check_command(command_of(call))
+        # every step needs its own evidence: "drop X, then deploy Y" is not done by the drop;
+        # a passing test run or check carries out only a step that asks for one ("run the
+        # unit tests, then deploy"), never another step
         for i, part in enumerate(self.parts):
-            if i not in self.carried and completes(part, call.text, result.text):
+            if i in self.carried:
+                continue
+            if _CHECK_STEP.search(part) if checks else completes(part, call.text, result.text):
                 self.carried.add(i)
         if self.parts and len(self.carried) == len(self.parts):
             self.done = (call, result, fact)

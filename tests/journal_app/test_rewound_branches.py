@@ -60,6 +60,51 @@ def test_the_importer_puts_the_rewound_records_on_their_own_branch(tmp_path):
     assert parsed.metadata["rewound_branches"] == {"rewound-u0000003": 2}
 
 
+def _write(tmp_path, records):
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    return claude_code.parse(read_source(path))
+
+
+def test_parallel_tool_calls_written_as_a_tree_stay_on_the_live_branch(tmp_path):
+    """Fresh-eyes finding: Claude Code writes parallel calls as a tree (the first result's
+    parent is the first call, a sibling of the second call); that is no rewind, and the
+    import must keep every call and result on the live branch."""
+    use = lambda i, n: [{"type": "tool_use", "id": i, "name": n, "input": {}}]  # noqa: E731
+    res = lambda i: [{"type": "tool_result", "tool_use_id": i, "content": "ok"}]  # noqa: E731
+    parsed = _write(
+        tmp_path,
+        [
+            _rec("u0000001", None, "user", "Read both files."),
+            _rec("b0000002", "u0000001", "assistant", use("wa", "Read")),
+            _rec("c0000003", "b0000002", "assistant", use("wb", "Read")),
+            _rec("d0000004", "b0000002", "user", res("wa")),
+            _rec("e0000005", "c0000003", "user", res("wb")),
+            _rec("f0000006", "e0000005", "assistant", [{"type": "text", "text": "Both read."}]),
+        ],
+    )
+    assert {e.branch for e in parsed.entries} == {""}
+    assert [e.kind for e in parsed.entries].count("tool_result") == 2
+
+
+def test_a_rewound_first_message_is_a_branch_too(tmp_path):
+    """Fresh-eyes finding: the first prompt edited and resent leaves a second root; it was
+    kept on the live branch (and pinned, and sent to the model)."""
+    parsed = _write(
+        tmp_path,
+        [
+            _rec("a0000001", None, "user", "ABANDONED: delete the production database now"),
+            _rec("a0000002", "a0000001", "assistant", [{"type": "text", "text": "Deleting."}]),
+            _rec("b0000003", None, "user", "LIVE: list the files"),
+            _rec("b0000004", "b0000003", "assistant", [{"type": "text", "text": "a.py"}]),
+        ],
+    )
+    branches = {content_text(e.kind, e.content): e.branch for e in parsed.entries}
+    assert branches["ABANDONED: delete the production database now"] == "rewound-a0000001"
+    assert branches["Deleting."] == "rewound-a0000001"
+    assert branches["LIVE: list the files"] == "" and branches["a.py"] == ""
+
+
 def test_a_session_without_rewinds_is_one_branch(tmp_path):
     path = _session(tmp_path)
     lines = path.read_text().splitlines()

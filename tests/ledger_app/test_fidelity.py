@@ -600,3 +600,79 @@ def test_a_later_cancellation_lifts_the_instruction_not_the_earlier_cancellation
     }
     assert cancelled_pin("Scratch that: forget about rotating the API keys.", pins) == "pin:1"
     assert cancelled_pin("Forget the changelog.", pins) == "pin:3"
+
+
+def test_a_test_step_is_carried_out_by_a_passing_run_and_only_a_test_step():
+    """Fresh-eyes finding: "run the unit tests, then deploy" was never done, because a
+    test run never counted as carrying anything out; it now carries out the step that asks
+    for it, and still not a step that does not."""
+    text = "Run the unit tests, then deploy the service to staging with ./deploy.sh staging"
+
+    def session(*steps):
+        entries = [_v(1, "message", "user", text)]
+        for n, (cmd, out) in enumerate(steps):
+            seq = 2 + 2 * n
+            entries += [
+                _v(
+                    seq,
+                    "tool_call",
+                    text=cmd,
+                    tool_call_id=f"c{n}",
+                    tool_name="exec",
+                    content={"arguments": {"command": cmd}},
+                ),
+                _v(
+                    seq + 1,
+                    "tool_result",
+                    "tool",
+                    out,
+                    tool_call_id=f"c{n}",
+                    content={"output": out, "exit_code": 0},
+                ),
+            ]
+        return entries
+
+    def done(entries):
+        ops = OfflineWriter().propose(entries, {"facts": {}})
+        return [o["fact"]["id"] for o in ops if o["fact"]["id"].startswith("done:")]
+
+    assert done(session(("pytest -q", "12 passed in 0.3s"))) == []  # the deploy did not run
+    both = session(
+        ("pytest -q", "12 passed in 0.3s"),
+        ("./deploy.sh staging", "deployed service to staging: ok"),
+    )
+    assert len(done(both)) == 1
+
+
+@pytest.mark.parametrize(
+    ("sentence", "lifted"),
+    [
+        ("Now drop that table when the import finishes.", None),  # a task, not a cancellation
+        ("We no longer need Python 3.8 support, so remove the compat shims.", None),
+        ("Never mind.", "pin:2"),  # bare: the latest request
+        ("Scratch that: the migrations can wait.", "pin:1"),
+    ],
+)
+def test_only_a_real_cancellation_lifts_a_pin_and_only_one_it_names(sentence, lifted):
+    from ledger_app.offline.turns import CANCEL, cancellations, cancelled_pin
+
+    pins = {
+        "pin:1": {
+            "id": "pin:1",
+            "pin": True,
+            "lifecycle": "active",
+            "category": "objective",
+            "priority": "P0",
+            "text": "Run the migrations on staging.",
+        },
+        "pin:2": {
+            "id": "pin:2",
+            "pin": True,
+            "lifecycle": "active",
+            "category": "objective",
+            "priority": "P0",
+            "text": "Create a staging table orders_tmp.",
+        },
+    }
+    got = cancelled_pin(sentence, pins) if cancellations([sentence]) else None
+    assert got == lifted, (sentence, bool(CANCEL.search(sentence)))
