@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+import rfc8785
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
@@ -673,6 +674,10 @@ def entry_context(request: HttpRequest, entry: Entry) -> dict[str, Any]:
     text = shown.text
     quote_in_text = _split_quote(text, quote)
     quote_in_body = None if quote_in_text else _split_quote(body_shown, quote)
+    if quote and not quote_in_text and not quote_in_body:
+        # a quote is text inside one JSON string of the body (a support item's ``quote``):
+        # in the stored bytes its quotes, tabs and backslashes are escaped
+        quote_in_body = _split_quote(body_shown, rfc8785.dumps(quote).decode("utf-8")[1:-1])
     # an exact byte range of the body ([start, end), the support item's ``range``), shown
     # exactly when nothing is masked
     bytes_in_body = None

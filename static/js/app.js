@@ -57,6 +57,11 @@
   function toast(title, text, responseHtml) {
     const box = document.getElementById("toasts");
     if (!box) return;
+    // the same error again replaces the earlier one instead of piling up
+    Array.from(box.querySelectorAll(".toast")).forEach((old) => {
+      const head = old.querySelector("strong");
+      if (head && head.textContent === title) old.remove();
+    });
     const t = document.createElement("div");
     t.className = "toast toast-error";
     t.setAttribute("role", "alert");
@@ -121,6 +126,17 @@
   document.addEventListener("htmx:timeout", function () {
     toast("The server took too long", "Try again; the page was left as it was.");
     syncControls(true);
+  });
+  // a request that worked clears the errors of earlier ones; toasts never go into the
+  // history snapshot (Back would bring them back)
+  document.addEventListener("htmx:afterRequest", function (evt) {
+    const xhr = evt.detail && evt.detail.xhr;
+    if (evt.detail && evt.detail.successful && xhr && xhr.status < 400) {
+      document.querySelectorAll("#toasts .toast").forEach((t) => t.remove());
+    }
+  });
+  document.addEventListener("htmx:beforeHistorySave", function () {
+    document.querySelectorAll("#toasts .toast").forEach((t) => t.remove());
   });
   document.addEventListener("htmx:historyCacheMissLoadError", function () {
     toast("This page could not be restored", "Reload it to see it again.");

@@ -399,7 +399,13 @@ def test_operator_journeys_on_the_largest_corpus_session(
     page.select_option("#filter-category", "blocker")
     expect(page.locator("#toasts .toast").last).to_contain_text("could not be reached")
     expect(page.locator("#filter-category")).to_have_value("")
+    page.select_option("#filter-category", "blocker")  # the same error: one toast, not two
+    expect(page.locator("#filter-category")).to_have_value("")
+    expect(page.locator("#toasts .toast")).to_have_count(1)
     page.unroute(unreachable)
+    page.select_option("#filter-category", "blocker")  # the server answers: errors cleared
+    page.wait_for_url(re.compile(r"category=blocker"))
+    expect(page.locator("#toasts .toast")).to_have_count(0)
 
     # a reviewer deciding a request already decided in another tab (409), in place
     first, second = RetirementRequest.objects.filter(status="pending").order_by("pk")[:2]

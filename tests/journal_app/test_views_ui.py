@@ -322,3 +322,27 @@ def test_audit_filters_and_receipt_filters_swap_their_region_only(client, acme, 
     fragment = client.get(receipts, {"outcome": "failed"}, **HTMX).content.decode()
     assert fragment.lstrip().startswith('<section id="receipt-list"')
     assert "<html" in client.get(receipts).content.decode()
+
+
+def test_a_quote_holding_double_quotes_or_a_tab_is_found_in_the_body(client, member, acme):
+    """Fresh eyes, round 2 (issue 17): a support quote with ``"`` or a tab is stored
+    JSON-escaped in the body; the page said the quote did not occur."""
+    from journal_app.formats.base import tool_call
+    from ledger_app.outcomes import support_item
+    from ledger_app.selectors.links import support_links
+
+    command = 'git commit -m "feat: faster\tsheet"'
+    journal = journal_build(
+        tenant=acme, key="quotes", items=[tool_call("c1", "exec", {"command": command})]
+    )
+    entry = Entry.objects.get(journal=journal, seq=1)
+    item = support_item(entry_hash=entry.entry_hash, content=entry.content, quote=command)
+    assert item["quote"] == command and "range" in item
+    (link,) = support_links({"support": [item]}, {entry.entry_hash: entry})
+    client.force_login(member)
+    body = client.get(link.url).content.decode()
+    assert "does not occur in this entry" not in body
+    assert (
+        '<mark id="quote" class="cited">git commit -m \\&quot;feat: faster\\tsheet\\&quot;</mark>'
+        in body
+    )
