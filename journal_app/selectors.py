@@ -596,8 +596,18 @@ def may_read_audit_log(user: User, tenant: Tenant) -> bool:
     so the link is shown only to those it would not refuse. One query for a non-admin."""
     if getattr(user, "is_superuser", False):
         return True
-    admin = Membership.objects.filter(user=user, tenant=tenant, role=Membership.Role.ADMIN).exists()
-    return admin and user.has_perm(AUDIT_LOG_PERMISSION)
+    return _is_admin(user, tenant) and user.has_perm(AUDIT_LOG_PERMISSION)
+
+
+def _is_admin(user: User, tenant: Tenant) -> bool:
+    """Whether ``user`` is an admin member of ``tenant``: one query per user object and
+    tenant (remembered on the user, which lives for one request)."""
+    memo = user.__dict__.setdefault("_ledgerkeep_admin_of", {})
+    if tenant.pk not in memo:
+        memo[tenant.pk] = Membership.objects.filter(
+            user=user, tenant=tenant, role=Membership.Role.ADMIN
+        ).exists()
+    return memo[tenant.pk]
 
 
 def may_export(user: User, tenant: Tenant) -> bool:
@@ -607,8 +617,7 @@ def may_export(user: User, tenant: Tenant) -> bool:
     would not refuse (issue 17, fresh-eyes finding)."""
     if getattr(user, "is_superuser", False):
         return True
-    admin = Membership.objects.filter(user=user, tenant=tenant, role=Membership.Role.ADMIN).exists()
-    return admin and user.has_perm("audit_app.export_session")
+    return _is_admin(user, tenant) and user.has_perm("audit_app.export_session")
 
 
 def failure_summary(session: Session, journals: Sequence[Journal]) -> dict[str, Any]:
