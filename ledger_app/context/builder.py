@@ -129,6 +129,9 @@ class Builder:
         # kept up to date by set_cost/set_dropped instead of re-summed at each step
         self.body = 0
         self.n_dropped = 0
+        #: set by the recovery step: a checkpoint with no P0/P1 fact is planned at 0 tokens
+        #: (:meth:`ledger_app.context.checkpoint.Checkpoint.make_soft`), kept across refolds
+        self.soft_checkpoint = False
         self._prepare()
 
     # ---------------------------------------------------------------- setup
@@ -214,7 +217,7 @@ class Builder:
             summaries=self.summaries,
             clean=self._redact,
         )
-        if getattr(self, "soft_checkpoint", False):
+        if self.soft_checkpoint:
             self.facts.make_soft()
         self.inactive_pins = self.facts.inactive_pins
         if hasattr(self, "task_text"):

@@ -95,8 +95,14 @@ def _plan(
     end = complete_prefix_end(rounds)
     if end is None or end < start:
         return FoldResult(None, False, "nothing to fold: no complete API round after the last fold")
-    asking = [entry_view(e) for e in entries if e.seq <= end and e.kind == "message"]
-    cut = cancellation_boundary([v for v in asking if v.role in ("user", "developer")])
+    # the messages are read as views for the cancellation boundary, and reused for the
+    # writer (the other entries only once the range is known to be new)
+    asking = {
+        e.seq: entry_view(e)
+        for e in entries
+        if e.seq <= end and e.kind == "message" and e.role in ("user", "developer")
+    }
+    cut = cancellation_boundary(list(asking.values()))
     if cut is not None and cut >= start:
         end = cut  # a cancellation goes to the next fold, where it may retire a pin
     covered = [e for e in entries if e.seq <= end]
@@ -105,7 +111,7 @@ def _plan(
     existing = Fold.objects.filter(journal=journal, range_hash=key).defer("state").first()
     if existing is not None:
         return FoldResult(existing, False, "this range is already folded")
-    views = [entry_view(e) for e in covered]
+    views = [asking.get(e.seq) or entry_view(e) for e in covered]
     # a writer that declares what it reads (state_keys) gets only those facts (issue 18)
     state_keys = getattr(writer, "state_keys", None)
     return _Plan(

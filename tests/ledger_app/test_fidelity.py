@@ -529,6 +529,39 @@ def test_an_instruction_is_done_only_on_a_named_thing_or_two_shared_words(
     assert completes(instruction, call, output) is done
 
 
+def _steps_session(text: str, *steps: tuple[str, str]) -> list[EntryView]:
+    """A user instruction, then one ``exec`` call and its exit-0 result per ``(command,
+    output)`` step."""
+    entries = [_v(1, "message", "user", text)]
+    for n, (cmd, out) in enumerate(steps):
+        seq = 2 + 2 * n
+        entries += [
+            _v(
+                seq,
+                "tool_call",
+                text=cmd,
+                tool_call_id=f"c{n}",
+                tool_name="exec",
+                content={"arguments": {"command": cmd}},
+            ),
+            _v(
+                seq + 1,
+                "tool_result",
+                "tool",
+                out,
+                tool_call_id=f"c{n}",
+                content={"output": out, "exit_code": 0},
+            ),
+        ]
+    return entries
+
+
+def _done_ids(entries: list[EntryView]) -> list[str]:
+    """The ids of the ``done:`` facts the offline writer proposes over ``entries``."""
+    ops = OfflineWriter().propose(entries, {"facts": {}})
+    return [o["fact"]["id"] for o in ops if o["fact"]["id"].startswith("done:")]
+
+
 def test_a_two_step_instruction_is_done_only_when_both_steps_ran():
     """Fresh-eyes finding: "drop the table, then deploy build 42" was shown done after the
     drop alone; each step needs its own execution result."""
@@ -537,41 +570,14 @@ def test_a_two_step_instruction_is_done_only_when_both_steps_ran():
     text = "Drop the table tmp_users, then deploy build 42 to staging."
     assert instruction_parts(text) == ["Drop the table tmp_users", "deploy build 42 to staging."]
 
-    def session(*steps):
-        entries = [_v(1, "message", "user", text)]
-        for n, (cmd, out) in enumerate(steps):
-            seq = 2 + 2 * n
-            entries += [
-                _v(
-                    seq,
-                    "tool_call",
-                    text=cmd,
-                    tool_call_id=f"c{n}",
-                    tool_name="exec",
-                    content={"arguments": {"command": cmd}},
-                ),
-                _v(
-                    seq + 1,
-                    "tool_result",
-                    "tool",
-                    out,
-                    tool_call_id=f"c{n}",
-                    content={"output": out, "exit_code": 0},
-                ),
-            ]
-        return entries
-
-    def done(entries):
-        ops = OfflineWriter().propose(entries, {"facts": {}})
-        return [o["fact"]["id"] for o in ops if o["fact"]["id"].startswith("done:")]
-
-    drop_only = session(("psql -c 'DROP TABLE tmp_users'", "DROP TABLE"))
-    assert done(drop_only) == []
-    both = session(
+    drop_only = _steps_session(text, ("psql -c 'DROP TABLE tmp_users'", "DROP TABLE"))
+    assert _done_ids(drop_only) == []
+    both = _steps_session(
+        text,
         ("psql -c 'DROP TABLE tmp_users'", "DROP TABLE"),
         ("./deploy.sh --env staging --release 42", "deployed build 42 to staging"),
     )
-    assert len(done(both)) == 1
+    assert len(_done_ids(both)) == 1
 
 
 def test_a_later_cancellation_lifts_the_instruction_not_the_earlier_cancellation():
@@ -608,40 +614,15 @@ def test_a_test_step_is_carried_out_by_a_passing_run_and_only_a_test_step():
     for it, and still not a step that does not."""
     text = "Run the unit tests, then deploy the service to staging with ./deploy.sh staging"
 
-    def session(*steps):
-        entries = [_v(1, "message", "user", text)]
-        for n, (cmd, out) in enumerate(steps):
-            seq = 2 + 2 * n
-            entries += [
-                _v(
-                    seq,
-                    "tool_call",
-                    text=cmd,
-                    tool_call_id=f"c{n}",
-                    tool_name="exec",
-                    content={"arguments": {"command": cmd}},
-                ),
-                _v(
-                    seq + 1,
-                    "tool_result",
-                    "tool",
-                    out,
-                    tool_call_id=f"c{n}",
-                    content={"output": out, "exit_code": 0},
-                ),
-            ]
-        return entries
-
-    def done(entries):
-        ops = OfflineWriter().propose(entries, {"facts": {}})
-        return [o["fact"]["id"] for o in ops if o["fact"]["id"].startswith("done:")]
-
-    assert done(session(("pytest -q", "12 passed in 0.3s"))) == []  # the deploy did not run
-    both = session(
+    assert (
+        _done_ids(_steps_session(text, ("pytest -q", "12 passed in 0.3s"))) == []
+    )  # the deploy did not run
+    both = _steps_session(
+        text,
         ("pytest -q", "12 passed in 0.3s"),
         ("./deploy.sh staging", "deployed service to staging: ok"),
     )
-    assert len(done(both)) == 1
+    assert len(_done_ids(both)) == 1
 
 
 @pytest.mark.parametrize(
