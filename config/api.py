@@ -73,6 +73,8 @@ from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.http.multipartparser import MultiPartParserError
 from django.urls import URLPattern, URLResolver
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_safe
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
@@ -219,15 +221,28 @@ def _json_not_allowed(view: Callable[..., HttpResponse]) -> Callable[..., HttpRe
     return wrapper
 
 
+#: ninja's own views (schema, docs) that answer every method unless limited.
+_READ_ONLY_VIEWS = frozenset({"openapi-json", "openapi-view"})
+
+
 class Api(NinjaAPI):
-    """The ``NinjaAPI`` whose URL views answer 405 in the JSON error shape too."""
+    """The ``NinjaAPI`` whose URL views answer 405 in the JSON error shape too.
+
+    Every API view is CSRF-exempt, the schema and docs pages included: the API reads no
+    cookie (a bearer key authenticates), and without the exemption a ``POST`` to
+    ``openapi.json`` met Django's HTML CSRF page instead of the JSON 405. ninja's schema
+    and docs views answer any method, so they are limited to GET and HEAD here.
+    """
 
     @property
     def urls(self) -> tuple[list[URLResolver | URLPattern], str, str]:
         patterns, app_name, namespace = super().urls
         for pattern in patterns:
             if isinstance(pattern, URLPattern):
-                pattern.callback = _json_not_allowed(pattern.callback)
+                view = pattern.callback
+                if pattern.name in _READ_ONLY_VIEWS:
+                    view = require_safe(view)
+                pattern.callback = csrf_exempt(_json_not_allowed(view))
         return patterns, app_name, namespace
 
 

@@ -312,3 +312,17 @@ def test_openapi_json_is_served_with_the_statuses(client):
 
     search = doc["paths"]["/api/v1/sessions/{session}/{lane}/{branch}/recovery/search"]["get"]
     assert {"400", "405", "503"} <= set(search["responses"])
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("path", ["/openapi.json", "/docs"])
+def test_a_post_to_the_schema_or_docs_is_a_json_405_not_the_csrf_page(path):
+    from django.test import Client
+
+    r = Client(enforce_csrf_checks=True).post(
+        BASE + path, data="{}", content_type="application/json"
+    )
+
+    assert r.status_code == 405, r.content[:200]
+    assert r.json()["code"] == "method_not_allowed"
+    assert r["Allow"] == "GET, HEAD"

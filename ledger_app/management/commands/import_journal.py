@@ -28,6 +28,14 @@ class Command(BaseCommand):
         "receipts), re-verified, into any tenant and session."
     )
 
+    #: How the "next" line names the command runner: ``manage.py`` in a checkout, the
+    #: ``ledgerkeep`` console command from an installed wheel (``argv[0]``).
+    prog = "manage.py"
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        self.prog = Path(argv[0]).name or self.prog
+        super().run_from_argv(argv)
+
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("path", help="transcript file, or an OpenCode export folder")
         parser.add_argument(
@@ -118,7 +126,9 @@ class Command(BaseCommand):
             for j in result.journals
         ]
         scope = f"{result.journal.session.tenant.slug}/{result.journal.session.key}"
-        lines.append(f"next       manage.py verify_journal {scope}   |   manage.py compact {scope}")
+        lines.append(
+            f"next       {self.prog} verify_journal {scope}   |   {self.prog} compact {scope}"
+        )
         self.stdout.write("\n".join(lines))
 
 
