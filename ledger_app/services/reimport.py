@@ -517,12 +517,14 @@ def ledger_reimport(
         (dict(r) for r in _of(records, "fold", journal)), key=lambda r: r.get("number") or 0
     )
     existing = list(
-        Fold.objects.filter(journal=journal).order_by("number").values_list("number", "kind")
+        Fold.objects.filter(journal=journal)
+        .order_by("number")
+        .values_list("number", "kind", "state_hash")
     )
     if existing:
         exported = [(r.get("number"), r.get("kind")) for r in folds]
-        same = existing[: len(exported)] == exported
-        if same and all(mapping.get(k) == k for k in mapping):
+        same = [(n, k) for n, k, _ in existing[: len(exported)]] == exported
+        if same and _holds_export(existing[len(exported) - 1][2] if folds else "", folds, mapping):
             return ReimportResult(unchanged=True)
         raise ReimportConflict(
             f"{journal.scope_label} already has a ledger of {len(existing)} fold(s); re-import "
@@ -557,6 +559,26 @@ def ledger_reimport(
             + f": {p.detail}"
         )
     return work.result
+
+
+def _holds_export(
+    stored_hash: str, folds: Sequence[Mapping[str, Any]], mapping: Mapping[str, str]
+) -> bool:
+    """Whether a journal whose last exported-numbered fold has ``stored_hash`` already holds
+    the export: the exported deltas replayed (pure reducer) and carried into this scope's
+    entry hashes give that state hash. True for the export's own scope (identity mapping) and
+    for a copy it was re-imported into before, so importing it again is a no-op there."""
+    if not folds:
+        return True
+    state: dict[str, Any] = reducer.reduce(None, [])
+    try:
+        for rec in folds:
+            delta = json.loads(str(rec.get("delta") or "{}"))
+            delta.pop("verdicts", None)
+            reducer.apply_in_place(state, delta)
+    except (ValueError, reducer.DeltaInvalid, reducer.PinViolation):
+        return False
+    return reducer.state_hash(_Remap(mapping)(state)) == stored_hash
 
 
 def _review_request(work: _Reimport, rec: Mapping[str, Any]) -> None:

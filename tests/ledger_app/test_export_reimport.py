@@ -205,6 +205,35 @@ def test_reimporting_into_the_original_scope_changes_nothing(corpus, tmp_path):
     )
 
 
+def test_importing_an_export_again_into_its_copy_changes_nothing(corpus, tmp_path):
+    original, _ = _original(corpus)
+    path = _exported(original, tmp_path)
+    call_command("import_journal", str(path), tenant="acme", session="copy", stdout=io.StringIO())
+    before = (Fold.objects.count(), RetirementRequest.objects.count(), Comment.objects.count())
+
+    out = io.StringIO()
+    call_command("import_journal", str(path), tenant="acme", session="copy", stdout=out)
+
+    assert "the exported ledger is already here" in out.getvalue()
+    assert before == (
+        Fold.objects.count(),
+        RetirementRequest.objects.count(),
+        Comment.objects.count(),
+    )
+
+
+def test_an_export_into_a_session_with_another_ledger_is_a_conflict(corpus, tmp_path):
+    original, _ = _original(corpus)
+    path = _exported(original, tmp_path)
+    call_command("import_journal", str(path), tenant="acme", session="copy", stdout=io.StringIO())
+    copy = Journal.objects.get(session__key="copy")
+    last = Fold.objects.filter(journal=copy).order_by("-number").first()
+    Fold.objects.filter(pk=last.pk).update(state_hash="0" * 64)  # a different ledger there
+
+    with pytest.raises(CommandError, match="already has a ledger of 3 fold"):
+        call_command("import_journal", str(path), tenant="acme", session="copy")
+
+
 def test_a_tampered_verdict_refuses_the_whole_import(corpus, tmp_path):
     original, _ = _original(corpus)
     path = _exported(original, tmp_path)
