@@ -126,6 +126,45 @@ def load_prepared(journal: Journal, prepared: Sequence[PreparedEntry]) -> None:
     journal.refresh_from_db()
 
 
+#: entries prepared and written per COPY by :func:`load_session` (bounded memory)
+LOAD_BATCH = 10_000
+
+
+def load_session(journal: Journal, n: int, *, seed: int = 11, size_scale: float = 1.0) -> None:
+    """Fill an empty ``journal`` with about ``n`` generated entries
+    (:func:`bench.generator.iter_session`) through :func:`load_prepared`, ``LOAD_BATCH``
+    at a time, hashed and chunked by the journal's own ``prepare_entries``; then
+    :func:`analyze_tables`. PostgreSQL only. Derived rows (identifiers, search index) are
+    not written: a fold writes the identifier rows it reads itself."""
+    from bench.generator import iter_session
+
+    scope = journal.scope_fields()
+    batch: list[ParsedEntry] = []
+    seq, parent = 1, ""
+
+    def flush() -> None:
+        nonlocal seq, parent
+        prepared = prepare_entries(
+            scope=scope,
+            start_seq=seq,
+            parent_hash=parent,
+            items=batch,
+            chunk_bytes=journal.chunk_bytes,
+            encoding=settings.TOKEN_ENCODING,
+        )
+        load_prepared(journal, prepared)
+        seq, parent = prepared[-1].seq + 1, prepared[-1].entry_hash
+        batch.clear()
+
+    for item in iter_session(n, seed=seed, size_scale=size_scale):
+        batch.append(item)
+        if len(batch) >= LOAD_BATCH:
+            flush()
+    if batch:
+        flush()
+    analyze_tables()
+
+
 def analyze_tables() -> None:
     """``ANALYZE`` the entry and chunk tables (PostgreSQL) after a bulk load.
 

@@ -37,20 +37,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import connection, transaction
 from django.test import override_settings
 
-from bench.generator import iter_session, session
-from bench.ingest import analyze_tables, derived_queued, load_prepared, new_journal
-from journal_app.chain import prepare_entries
+from bench.generator import session
+from bench.ingest import analyze_tables, derived_queued, load_session, new_journal
 from journal_app.models import Artifact, Entry, Journal
 from journal_app.services import journal_append, journal_verify
 
 TARGET = 0.5
 ROOT = Path(__file__).resolve().parent.parent
-LOAD_BATCH = 10_000
 
 CHILD = """
 import json, sys, time
@@ -72,31 +69,7 @@ print(json.dumps({"ok": report.ok, "entries": report.entries, "seconds": seconds
 def load_journal(n: int, *, seed: int = 11, size_scale: float = 0.05) -> Journal:
     """A journal of about ``n`` synthetic entries written with COPY, streamed in batches."""
     journal = new_journal(f"verify-{n}")
-    scope = journal.scope_fields()
-    batch: list[Any] = []
-    seq, parent = 1, ""
-
-    def flush() -> None:
-        nonlocal seq, parent
-        prepared = prepare_entries(
-            scope=scope,
-            start_seq=seq,
-            parent_hash=parent,
-            items=batch,
-            chunk_bytes=journal.chunk_bytes,
-            encoding=settings.TOKEN_ENCODING,
-        )
-        load_prepared(journal, prepared)
-        seq, parent = prepared[-1].seq + 1, prepared[-1].entry_hash
-        batch.clear()
-
-    for item in iter_session(n, seed=seed, size_scale=size_scale):
-        batch.append(item)
-        if len(batch) >= LOAD_BATCH:
-            flush()
-    if batch:
-        flush()
-    analyze_tables()
+    load_session(journal, n, seed=seed, size_scale=size_scale)
     return journal
 
 
