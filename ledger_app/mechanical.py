@@ -27,7 +27,7 @@ from typing import Any
 
 from journal_app.chunking import DEFAULT_CHUNK_BYTES
 from journal_app.content import is_authoritative
-from journal_app.identifiers import COMMAND_LIMIT, identifiers_of
+from journal_app.identifiers import COMMAND_LIMIT, Identifier, identifiers_of
 from journal_app.privacy import redact_secrets
 from ledger_app.facts import Fact
 from ledger_app.outcomes import (
@@ -79,6 +79,10 @@ class EntryView:
     meta: dict[str, Any] = field(default_factory=dict)
     #: the journal's chunk size in bytes (support items name the chunks of their quote)
     chunk_bytes: int = DEFAULT_CHUNK_BYTES
+    #: the entry's stored identifiers (:class:`journal_app.models.EntryIdentifiers`, the
+    #: same :func:`journal_app.identifiers.identifiers_of` reading), when the service read
+    #: them; ``None``: :func:`mentions` extracts them itself (issue 18: once per entry)
+    identifiers: tuple[Identifier, ...] | None = None
 
 
 def clip(text: str, limit: int = TEXT_LIMIT) -> str:
@@ -182,12 +186,17 @@ def mentions(text: str, *views: EntryView, kinds: tuple[str, ...] = MENTION_KIND
     """``"; mentions: a.py, 5 files, ..."``: identifiers of ``views`` (paths, URLs, numbers
     with units, hashes, ids; ``kinds`` of :data:`MENTION_KINDS`) that ``text`` lacks, at most
     :data:`MENTION_LIMIT`, read from the filtered text
-    (:func:`journal_app.identifiers.identifiers_of`: never a secret); ``""`` when there are
-    none."""
+    (:func:`journal_app.identifiers.identifiers_of`: never a secret; a view's stored
+    ``identifiers`` when it carries them); ``""`` when there are none."""
     found: list[str] = []
     for v in views:
-        for ident in identifiers_of(
-            kind=v.kind, text=v.text, content=v.content, tool_call_id=v.tool_call_id
+        stored = v.identifiers if not v.derived else None
+        for ident in (
+            stored
+            if stored is not None
+            else identifiers_of(
+                kind=v.kind, text=v.text, content=v.content, tool_call_id=v.tool_call_id
+            )
         ):
             if ident.kind in kinds and ident.value not in text and ident.value not in found:
                 found.append(ident.value)

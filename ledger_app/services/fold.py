@@ -11,6 +11,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 
 from journal_app.content import PIN_RULES
+from journal_app.identifiers import Identifier
 from journal_app.models import Entry, Journal
 from journal_app.rounds import complete_prefix_end, group_rounds
 from journal_app.tokens import source_label
@@ -72,6 +73,7 @@ class _Plan:
     prev_state: dict[str, Any]  # what the writer reads: active facts and plan items
     rounds: list[Any]
     revision: int
+    identifiers: dict[str, list[Identifier]]  # entry hash -> stored identifiers (covered)
 
 
 def _plan(
@@ -112,6 +114,11 @@ def _plan(
     if existing is not None:
         return FoldResult(existing, False, "this range is already folded")
     views = [asking.get(e.seq) or entry_view(e) for e in covered]
+    # each covered entry's identifiers, read once (stored at append, issue 18): the writer's
+    # mentions and the loss report use these instead of scanning the text again
+    idents = entry_identifiers(covered)
+    for v in views:
+        v.identifiers = tuple(idents[v.entry_hash])
     # a writer that declares what it reads (state_keys) gets only those facts (issue 18)
     state_keys = getattr(writer, "state_keys", None)
     return _Plan(
@@ -131,6 +138,7 @@ def _plan(
         ),
         rounds=rounds,
         revision=journal.head_seq,
+        identifiers=idents,
     )
 
 
@@ -446,7 +454,7 @@ def ledger_fold(
         interrupted = [c for r in plan.rounds if r.last_seq <= end for c in r.interrupted_call_ids]
         # the loss report compares the covered entries' stored identifiers with the term
         # index of the active facts, and searches only the text this fold wrote (issue 18)
-        idents = entry_identifiers(covered)
+        idents = plan.identifiers
         ledger_text = "\n".join(render_fact(f) for f in applied.active_added())
         indexed = terms_indexed(
             journal, (term_key(i.value) for found in idents.values() for i in found), applied

@@ -216,3 +216,36 @@ def test_compact_refold_prints_what_it_refolded(no_model):
     assert "1 of 1 fallback fold(s) refolded" in said and "nothing folded" not in said
     assert "1 refold(s) by writer offline: folds 1 folded again as new folds 2" in said
     assert Fold.objects.filter(journal=j, kind="refold").count() == 1
+
+
+def test_a_fold_reads_each_entrys_identifiers_once_from_its_stored_row(no_model, monkeypatch):
+    # issue 18: the writer's "mentions" and the loss report read the identifiers stored at
+    # append (EntryIdentifiers) instead of scanning the covered text again
+    from journal_app.models import EntryIdentifiers
+    from journal_app.services.append import identifiers_fill
+    from ledger_app import mechanical
+    from ledger_app.models import LedgerFact
+
+    journal = journal_ensure(session=session_ensure(tenant=tenant_ensure(slug="acme"), key="s"))
+    journal_append(
+        journal=journal,
+        items=[
+            message("user", "Export the report."),
+            tool_call("c1", "exec", {"command": "python export.py"}),
+            tool_result("c1", "wrote reports/out.csv (1200 rows) in 3 s"),
+            message("assistant", "Done."),
+        ],
+    )
+    identifiers_fill(journal=journal, first_seq=1, last_seq=journal.head_seq)
+    assert EntryIdentifiers.objects.filter(entry__journal=journal).count() == 4
+    monkeypatch.setattr(
+        mechanical, "identifiers_of", lambda **kw: pytest.fail("identifiers extracted again")
+    )
+
+    result = ledger_fold(journal=journal)
+
+    assert result.fold is not None, result.reason
+    texts = LedgerFact.objects.filter(journal=journal, until__isnull=True).values_list(
+        "text", flat=True
+    )
+    assert any("reports/out.csv" in t and "1200 rows" in t for t in texts), list(texts)

@@ -234,3 +234,74 @@ def test_it_is_deterministic():
 )
 def test_it_extracts_each_kind(text, expected):
     assert kinds(text) == expected
+
+
+def test_plain_words_are_not_path_candidates(monkeypatch):
+    # issue 18: every word used to go through _is_path (7.4 million calls in one fold)
+    from journal_app import identifiers
+
+    calls = []
+    real = identifiers._is_path
+    monkeypatch.setattr(identifiers, "_is_path", lambda t: calls.append(t) or real(t))
+
+    found = extract_identifiers("the quick brown fox edits billing/refunds.py and tests/ today")
+
+    assert calls == ["billing/refunds.py", "tests/"]
+    assert [i.value for i in found] == ["billing/refunds.py", "tests/"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("see a.py.", ["a.py"]),
+        ("C:\\Users\\me\\a.txt and a:\\n", ["C:\\Users\\me\\a.txt", "a:\\n"]),
+        ("~/notes.md ./run.sh ../x", ["~/notes.md", "./run.sh", "../x"]),
+        ("run -rf --skip-locked-tables #1234 in 12.4ms for $12.50", None),
+    ],
+)
+def test_the_fast_patterns_find_what_the_plain_ones_found(text, expected):
+    import re
+
+    from journal_app import identifiers
+
+    fast = extract_identifiers(text)
+    plain = {
+        "path": r"(?<![\w.~/\\:@+-])(?:[A-Za-z]:)?[\w.~/\\@+-]*[\w/\\]",
+        "flag": identifiers._FLAG.pattern.removeprefix("(?=-)(?:")[:-1],
+        "issue": identifiers._ISSUE.pattern.removeprefix("(?=#)"),
+    }
+    patterns = tuple(
+        (
+            kind,
+            re.compile(plain["path"])
+            if p is identifiers._PATH_TOKEN
+            else re.compile(plain["flag"])
+            if p is identifiers._FLAG
+            else re.compile(plain["issue"])
+            if p is identifiers._ISSUE
+            else re.compile(p.pattern.replace("(?=[\\d$])", "", 1), p.flags)
+            if p is identifiers._NUMBER
+            else p,
+        )
+        for kind, p in identifiers._PATTERNS
+    )
+    original = identifiers._PATTERNS
+    identifiers._PATTERNS = patterns
+    try:
+        slow = extract_identifiers(text)
+    finally:
+        identifiers._PATTERNS = original
+    assert fast == slow
+    if expected is not None:
+        assert [i.value for i in fast if i.kind == "path"] == expected
+
+
+def test_mentions_read_the_views_stored_identifiers(monkeypatch):
+    from ledger_app import mechanical
+
+    monkeypatch.setattr(mechanical, "identifiers_of", lambda **kw: pytest.fail("extracted again"))
+    stored = result("wrote out.csv in 3 s")
+    stored.identifiers = (Identifier("path", "out.csv"), Identifier("number", "3 s"))
+
+    assert mechanical.mentions("Ran the export", stored) == "; mentions: out.csv, 3 s"
+    assert mechanical.mentions("Ran the export to out.csv", stored) == "; mentions: 3 s"

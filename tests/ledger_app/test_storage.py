@@ -117,15 +117,18 @@ def test_identifiers_are_stored_at_append_and_read_by_the_loss_report(
     stored = EntryIdentifiers.objects.get(entry=call).values
     assert ["command", "pytest billing/step_1.py"] in stored
     assert ["path", "billing/step_1.py"] in stored
-    # the fold reads the stored row: a row naming something else is what it reports
+    # the fold reads the stored row, the writer's "mentions" and the loss report alike: a
+    # row naming something else is what the fact lists and what the report counts
     with connection.cursor() as cur:  # the row is insert-only: tamper below the model
         cur.execute(
             'UPDATE journal_app_entryidentifiers SET "values" = %s WHERE entry_id = %s',
             ['[["path", "nowhere/else.py"]]', call.pk],
         )
     fold = ledger_fold(journal=j, recover=False).fold
+    texts = LedgerFact.objects.filter(journal=j, until__isnull=True).values_list("text", flat=True)
+    assert any("mentions: nowhere/else.py" in t for t in texts), list(texts)
     lost = {i["value"] for i in fold.manifest["loss"]["lost"]}
-    assert "nowhere/else.py" in lost and "pytest billing/step_1.py" not in lost
+    assert "nowhere/else.py" not in lost and "pytest billing/step_1.py" not in lost
 
 
 def test_the_term_index_counts_identifiers_of_active_facts(settings):
