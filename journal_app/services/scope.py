@@ -10,7 +10,11 @@ from typing import Any
 from django.conf import settings
 from django.core.files.storage import default_storage
 
-from journal_app.artifact_storage import ArtifactBytesError, artifact_bytes_put
+from journal_app.artifact_storage import (
+    ArtifactBytesError,
+    artifact_bytes_put,
+    artifact_dirs_sync,
+)
 from journal_app.artifacts import make_preview, media_type_of
 from journal_app.hashing import canonical_body, chunk_hash
 from journal_app.models import (
@@ -134,6 +138,7 @@ def artifacts_store(
     }
     out: list[tuple[Artifact, bool]] = []
     new: dict[str, Artifact] = {}
+    written: list[str] = []
     for item, data, digest in zip(items, blobs, digests, strict=True):
         existing = known.get(digest) or new.get(digest)
         name = (
@@ -141,9 +146,11 @@ def artifacts_store(
         )
         if digest not in new:  # the same bytes twice in one batch: written once
             try:
-                artifact_bytes_put(name=name, data=data, digest=digest)
+                done = artifact_bytes_put(name=name, data=data, digest=digest, sync_dir=False)
             except ArtifactBytesError as exc:
                 raise ArtifactWriteError(f"{exc}; nothing written") from exc
+            if done != "kept":
+                written.append(name)
         if existing is not None:
             out.append((existing, False))
             continue
@@ -165,6 +172,7 @@ def artifacts_store(
         )
         new[digest] = artifact
         out.append((artifact, True))
+    artifact_dirs_sync(written)  # the renames durable before any row names them
     if new:
         Artifact.objects.bulk_create(list(new.values()))
     return out

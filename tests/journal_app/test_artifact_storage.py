@@ -49,6 +49,28 @@ def test_put_writes_the_bytes_and_leaves_no_temporary_file(media):
 
 
 @pytest.mark.django_db
+def test_a_batch_of_artifacts_syncs_each_folder_once_and_every_file(media, monkeypatch):
+    from journal_app.services.scope import ArtifactItem, artifacts_store
+
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real(fd))
+    tenant = tenant_ensure(slug="t")
+    items = [ArtifactItem(content=f"{CONTENT}{i}") for i in range(5)]
+
+    stored = artifacts_store(tenant=tenant, items=[*items, items[0]])
+
+    assert len(synced) == 5 + 1  # each new file, then the one folder they were renamed into
+    assert [created for _, created in stored] == [True] * 5 + [False]
+    assert all(
+        chunk_hash((media / a.storage_name).read_bytes()) == a.content_hash for a, _ in stored
+    )
+    synced.clear()
+    artifacts_store(tenant=tenant, items=items)  # all kept: nothing written, nothing synced
+    assert synced == []
+
+
+@pytest.mark.django_db
 def test_a_truncated_file_at_the_address_is_replaced_not_committed(media):
     tenant = tenant_ensure(slug="acme")
     data = CONTENT.encode()
