@@ -15,8 +15,12 @@ PREVIEW_TAIL_LINES = 6
 PREVIEW_ERROR_LINES = 8
 PREVIEW_MAX_CHARS = 1600
 
+# (?=[eftpdn]): every word starts with one of these letters (any case); the guard lets the
+# scan skip other positions without trying ten alternatives (about twice as fast, the same
+# matches; tests/journal_app/test_artifact_storage.py compares the two)
 _ERROR_LINE = re.compile(
-    r"(?i)\b(error|exception|traceback|failed|failure|fatal|panic|denied|not found|FAIL)\b"
+    r"(?i)\b(?=[eftpdn])"
+    r"(error|exception|traceback|failed|failure|fatal|panic|denied|not found|FAIL)\b"
 )
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 

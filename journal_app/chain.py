@@ -28,8 +28,7 @@ from journal_app.hashing import (
     CanonicalisationError,
     body_hash,
     canonical_record,
-    entry_hash,
-    entry_header,
+    header_hash,
 )
 from journal_app.tokens import count_tokens, source_label
 
@@ -197,7 +196,7 @@ def prepare_entries(
         seq = start_seq + index
         b_hash = body_hash(body_bytes)
         m_hash = hashlib.sha256(meta_bytes).hexdigest()
-        header = entry_header(
+        e_hash = header_hash(
             tenant=scope["tenant"],
             session=scope["session"],
             lane=scope["lane"],
@@ -213,7 +212,6 @@ def prepare_entries(
             derived=item.derived,
             tool_name=item.tool_name,
         )
-        e_hash = entry_hash(header)
         text = content_text(item.kind, item.content)
         out.append(
             PreparedEntry(
@@ -276,6 +274,12 @@ def figures_hash(
     Returns:
         sha256 hex over the RFC 8785 form of those values (``Entry.figures_hash``).
     """
+    fast = _figures_text(entry_hash, token_count, token_source, source_ref, artifact)
+    if fast is not None:
+        try:
+            return hashlib.sha256(fast.encode("utf-8")).hexdigest()
+        except UnicodeEncodeError:
+            pass  # a lone surrogate: the general encoder names the error
     record: dict[str, Any] = {
         "entry_hash": entry_hash,
         "token_count": token_count,
@@ -291,6 +295,47 @@ def figures_hash(
         },
     }
     return hashlib.sha256(canonical_record(record)).hexdigest()
+
+
+_MAX_INT = 2**53 - 1  # the largest integer RFC 8785 writes exactly
+
+
+def _figures_text(
+    entry_hash: str,
+    token_count: int,
+    token_source: str,
+    source_ref: str,
+    artifact: ArtifactFigures | None,
+) -> str | None:
+    """The figures record's RFC 8785 text written directly (keys in sorted order, strings
+    through the JSON string encoder :func:`canonical_record` uses), or ``None`` when a value
+    is not of the plain type it must be (then the general encoder decides). Every append and
+    every verify hashes one figures record per entry (issue 13)."""
+    ints = (
+        [token_count]
+        if artifact is None
+        else [token_count, artifact.byte_size, artifact.token_count]
+    )
+    strs = [entry_hash, token_source, source_ref]
+    if artifact is not None:
+        strs += [artifact.content_hash, artifact.token_source]
+    if not all(type(i) is int and -_MAX_INT <= i <= _MAX_INT for i in ints) or not all(
+        type(v) is str for v in strs
+    ):
+        return None
+    enc = json.encoder.encode_basestring
+    art = (
+        "null"
+        if artifact is None
+        else (
+            f'{{"byte_size":{artifact.byte_size},"content_hash":{enc(artifact.content_hash)},'
+            f'"token_count":{artifact.token_count},"token_source":{enc(artifact.token_source)}}}'
+        )
+    )
+    return (
+        f'{{"artifact":{art},"entry_hash":{enc(entry_hash)},"source_ref":{enc(source_ref)},'
+        f'"token_count":{token_count},"token_source":{enc(token_source)}}}'
+    )
 
 
 def check_figures(
@@ -378,7 +423,7 @@ def check_entry(
         problems.append(f"meta_hash: stored {meta_hash_stored}, recomputed {recomputed_meta}")
     if expected_parent is not None and parent_hash != expected_parent:
         problems.append(f"parent_hash: stored {parent_hash}, previous entry is {expected_parent}")
-    header = entry_header(
+    recomputed_entry = header_hash(
         tenant=scope["tenant"],
         session=scope["session"],
         lane=scope["lane"],
@@ -394,7 +439,6 @@ def check_entry(
         derived=derived,
         tool_name=tool_name,
     )
-    recomputed_entry = entry_hash(header)
     if recomputed_entry != entry_hash_stored:
         problems.append(f"entry_hash: stored {entry_hash_stored}, recomputed {recomputed_entry}")
     if is_error is not None and kind == "tool_result":

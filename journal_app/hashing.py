@@ -15,6 +15,7 @@ the UI and API show everywhere.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Mapping
@@ -141,6 +142,9 @@ def _simple(record: Mapping[str, Any]) -> bool:
 
 
 _ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+#: the string encoder ``_ENCODER`` uses (``ensure_ascii=False``): escapes ``"``, ``\\`` and
+#: controls only, as RFC 8785 does
+_enc = json.encoder.encode_basestring
 
 
 def canonical_record(record: Mapping[str, Any]) -> bytes:
@@ -171,6 +175,79 @@ def canonical_record(record: Mapping[str, Any]) -> bytes:
 def entry_hash(header: Mapping[str, Any]) -> str:
     """``sha256`` of the RFC 8785 canonical header (:func:`canonical_record`), hex."""
     return hashlib.sha256(canonical_record(header)).hexdigest()
+
+
+@functools.lru_cache(maxsize=256)
+def _scope_json(tenant: str, session: str, lane: str, branch: str) -> str:
+    return (
+        f'{{"branch":{_enc(branch)},"lane":{_enc(lane)},'
+        f'"session":{_enc(session)},"tenant":{_enc(tenant)}}}'
+    )
+
+
+def header_hash(
+    *,
+    tenant: str,
+    session: str,
+    lane: str,
+    branch: str,
+    seq: int,
+    kind: str,
+    role: str,
+    tool_call_id: str,
+    body_hash: str,
+    byte_length: int,
+    parent_hash: str,
+    meta_hash: str,
+    derived: bool,
+    tool_name: str = "",
+) -> str:
+    """``entry_hash(entry_header(...))`` of the same arguments, written directly.
+
+    The header's RFC 8785 form with its keys in sorted order, each string through the
+    standard library's JSON string encoder (what :func:`canonical_record` uses), the
+    scope's part made once per scope: about five times faster than building the dict and
+    encoding it, and every append and every verify hashes one header per entry (issue 13,
+    items 3 and 4). Arguments of other types than annotated (or out of the safe integer
+    range), and strings with no UTF-8 form, go the general way, so the result and errors
+    are always those of :func:`entry_hash`; ``tests/journal_app/test_hashing.py`` checks the
+    two agree on generated headers.
+
+    Returns:
+        sha256 hex (64 characters).
+    """
+    if not (
+        type(seq) is int
+        and type(byte_length) is int
+        and type(derived) is bool
+        and -_SAFE_INT <= seq <= _SAFE_INT
+        and -_SAFE_INT <= byte_length <= _SAFE_INT
+        and all(
+            type(v) is str
+            for v in (tenant, session, lane, branch, kind, role, tool_call_id, tool_name)
+        )
+        and all(type(v) is str for v in (body_hash, parent_hash, meta_hash))
+    ):
+        return _general_header_hash(locals())
+    text = (
+        f'{{"body_hash":{_enc(body_hash)},"byte_length":{byte_length},'
+        f'"derived":{"true" if derived else "false"},"kind":{_enc(kind)},'
+        f'"meta_hash":{_enc(meta_hash)},"parent_hash":{_enc(parent_hash)},"role":{_enc(role)},'
+        f'"scope":{_scope_json(tenant, session, lane, branch)},"seq":{seq},'
+        f'"tool_call_id":{_enc(tool_call_id)},"tool_name":{_enc(tool_name)}}}'
+    )
+    try:
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    except UnicodeEncodeError:  # a lone surrogate: the general encoder names the error
+        return _general_header_hash(locals())
+
+
+def _general_header_hash(fields: Mapping[str, Any]) -> str:
+    names = (
+        "tenant", "session", "lane", "branch", "seq", "kind", "role", "tool_call_id",
+        "body_hash", "byte_length", "parent_hash", "meta_hash", "derived", "tool_name",
+    )  # fmt: skip
+    return entry_hash(entry_header(**{n: fields[n] for n in names}))
 
 
 def display(digest: str) -> str:

@@ -182,3 +182,25 @@ def test_the_preview_error_scan_finds_the_lines_a_per_line_search_finds(lines):
 
     want = [ln for ln in lines if _ERROR_LINE.search(ln)][:PREVIEW_ERROR_LINES]
     assert _error_lines(lines, PREVIEW_ERROR_LINES) == want
+
+
+@given(
+    st.lists(
+        st.sampled_from(
+            ["ok", "Error:", "EXCEPTION", "xerror", "failures", "Fatal", "not  found", "panic!"]
+            + ["denied", "FAIL", "fail", "é", "\n", "_error", "error_", "TRACEBACK", " "]
+        ),
+        max_size=30,
+    ).map("".join)
+)
+def test_the_guarded_error_pattern_matches_what_the_plain_one_does(text):
+    import re
+
+    from journal_app.artifacts import _ERROR_LINE
+
+    plain = re.compile(
+        r"(?i)\b(error|exception|traceback|failed|failure|fatal|panic|denied|not found|FAIL)\b"
+    )
+    assert [m.span() for m in _ERROR_LINE.finditer(text)] == [
+        m.span() for m in plain.finditer(text)
+    ]
