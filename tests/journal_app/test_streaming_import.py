@@ -95,3 +95,21 @@ def test_an_invalid_entry_is_named_by_its_source_line(monkeypatch, tmp_path, set
         journal_import(path=path, tenant="t", session="s")
     assert err.value.location == "index 7" and err.value.field == "content"
     assert Entry.objects.count() == 0
+
+
+def test_with_debug_on_the_query_log_holds_one_batch_not_the_whole_import(monkeypatch, settings):
+    # DEBUG keeps every query's SQL with its parameters (the bodies): an import of a large
+    # file in a checkout (DEBUG on by default) grew by each batch's inserts, 9,000 deep
+    from django.db import connection, reset_queries
+
+    settings.LEDGER_FOLD_THRESHOLD_TOKENS = 10**12
+    settings.DEBUG = True  # the cursor logs each query, as in a checkout
+    monkeypatch.setattr(imports, "BATCH_ENTRIES", 5)
+    monkeypatch.setattr(source, "STREAM_FROM_BYTES", 0)
+    reset_queries()
+    result = journal_import(path=CLAUDE, tenant="a", session="s")
+    logged = len(connection.queries_log)
+    reset_queries()
+    batches = -(-result.journal.head_seq // 5)
+    assert batches >= 10
+    assert logged < 40  # the last batch's queries and what follows it, not ~10 a batch
