@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.db import reset_queries
 
 from journal_app.models import Entry, Journal
 from journal_app.rounds import group_rounds
@@ -172,6 +173,8 @@ def ledger_compact(
     budget = settings.LEDGER_FOLD_THRESHOLD_TOKENS if fold_tokens is None else fold_tokens
     report = CompactReport(writer=w.id, writer_label=w.label, existing=_existing(journal))
     while len(report.rows) < max_folds:
+        if settings.DEBUG:  # as an import does: not every fold's SQL kept (DEBUG's query log)
+            reset_queries()
         end = _slice_end(journal, budget, upto)
         if end is None:
             report.stopped = "nothing left to fold"

@@ -249,3 +249,18 @@ def test_a_fold_reads_each_entrys_identifiers_once_from_its_stored_row(no_model,
         "text", flat=True
     )
     assert any("reports/out.csv" in t and "1200 rows" in t for t in texts), list(texts)
+
+
+def test_compact_with_debug_on_keeps_one_folds_query_log_not_all(no_model, settings):
+    from django.db import connection, reset_queries
+
+    journal = journal_ensure(session=session_ensure(tenant=tenant_ensure(slug="acme"), key="s"))
+    settings.LEDGER_FOLD_THRESHOLD_TOKENS = 10**12
+    journal_append(journal=journal, items=_items(12))
+    settings.DEBUG = True  # the cursor logs each query, as in a checkout
+    reset_queries()
+    report = ledger_compact(journal=journal, fold_tokens=60)
+    logged = len(connection.queries_log)
+    reset_queries()
+    assert len(report.rows) >= 4
+    assert logged < 120, logged  # about one fold's queries, not every fold's
