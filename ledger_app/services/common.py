@@ -477,24 +477,39 @@ def _checkpoint_text(journal: Journal, applied: Applied) -> str:
     return "{" + body + "}"
 
 
-def _row(journal: Journal, number: int, fact_id: str, fact: Fact, change: str) -> LedgerFact:
+def fact_columns(fact: Fact) -> dict[str, Any]:
+    """The :class:`LedgerFact` columns derived from a fact (its ``data`` is the fact's
+    canonical JSON): what a fold stores beside ``data`` so that pages filter with SQL, and
+    what ``verify_ledger`` re-derives from ``data`` to check them (issue 16, item 5).
+
+    Returns:
+        ``{category, priority, lifecycle, confidence, pin, pin_entry, origin_fold,
+        command_key, text, tokens}`` (``tokens``: of the fact's text, the configured
+        encoding).
+    """
     support = fact.get("support") or [{}]
+    return {
+        "category": str(fact.get("category", "")),
+        "priority": str(fact.get("priority", "")),
+        "lifecycle": str(fact.get("lifecycle", "active")),
+        "confidence": str(fact.get("confidence", "")),
+        "pin": bool(fact.get("pin")),
+        "pin_entry": str(support[0].get("entry", ""))[:64] if fact.get("pin") else "",
+        "origin_fold": fact.get("origin_fold"),
+        "command_key": str(fact.get("command_key") or ""),
+        "text": str(fact.get("text", "")),
+        "tokens": _tokens(fact),
+    }
+
+
+def _row(journal: Journal, number: int, fact_id: str, fact: Fact, change: str) -> LedgerFact:
     return LedgerFact(
         journal=journal,
         fact_id=fact_id,
         since=number,
         change=change,
-        category=str(fact.get("category", "")),
-        priority=str(fact.get("priority", "")),
-        lifecycle=str(fact.get("lifecycle", "active")),
-        confidence=str(fact.get("confidence", "")),
-        pin=bool(fact.get("pin")),
-        pin_entry=str(support[0].get("entry", ""))[:64] if fact.get("pin") else "",
-        origin_fold=fact.get("origin_fold"),
-        command_key=str(fact.get("command_key") or ""),
-        text=str(fact.get("text", "")),
         data=rfc8785.dumps(fact).decode("utf-8"),
-        tokens=_tokens(fact),
+        **fact_columns(fact),
     )
 
 

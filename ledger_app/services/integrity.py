@@ -725,8 +725,19 @@ def _too_old(stored: dict[str, Any]) -> bool:
     return age > settings.LEDGER_CHECK_MAX_AGE_SECONDS
 
 
-def ledger_warnings(*, journal: Journal) -> list[str]:
-    """Why ``journal``'s ledger does not verify, for the UI's warning; ``[]`` when it does.
+@dataclass(frozen=True)
+class ShownCheck:
+    """What a ledger page shows of the stored check: ``problems`` (at most
+    :data:`MAX_WARNINGS` sentences, ``[]`` when it verified) and ``checked_at`` (when that
+    check ran, ``None`` before the first), so a reader sees how fresh the answer is."""
+
+    problems: list[str]
+    checked_at: datetime | None
+
+
+def ledger_warnings(*, journal: Journal) -> ShownCheck:
+    """Why ``journal``'s ledger does not verify, for the UI's warning, and when it was
+    checked.
 
     Reads the stored :func:`ledger_check` (one cache read and one query for the ledger's
     state, whatever the journal's size: a page never runs the check itself). When no check
@@ -741,7 +752,8 @@ def ledger_warnings(*, journal: Journal) -> list[str]:
     them.
 
     Returns:
-        At most :data:`MAX_WARNINGS` problems as sentences (the replay's mismatch first).
+        :class:`ShownCheck`: at most :data:`MAX_WARNINGS` problems as sentences (the
+        replay's mismatch first), and the time of the stored check they come from.
     """
     stored = cache.get(_CHECK_KEY.format(pk=journal.pk))
     state = _state(journal)
@@ -754,4 +766,10 @@ def ledger_warnings(*, journal: Journal) -> list[str]:
         queued = _QUEUED_KEY.format(pk=journal.pk, state=":".join(map(str, state))) + period
         if cache.add(queued, True, QUEUED_TTL):
             check_wanted.send(sender=Journal, journal_id=journal.pk)
-    return list(stored["problems"]) if stored else []
+    if not stored:
+        return ShownCheck([], None)
+    try:
+        at: datetime | None = datetime.fromisoformat(stored["checked_at"])
+    except (KeyError, TypeError, ValueError):
+        at = None
+    return ShownCheck(list(stored["problems"]), at)

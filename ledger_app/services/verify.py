@@ -20,7 +20,7 @@ from journal_app.models import Journal
 from ledger_app import reducer
 from ledger_app.model_writer import FALLBACK_NOTE as FALLBACK_NOTE  # re-exported: views
 from ledger_app.models import Fold, LedgerFact
-from ledger_app.services.common import _verdicts
+from ledger_app.services.common import _verdicts, fact_columns
 
 CHECKS = [
     "replay from scratch",
@@ -29,6 +29,7 @@ CHECKS = [
     "checkpoint",
     "verdicts",
     "fact rows",
+    "fact columns",
 ]
 
 
@@ -214,6 +215,34 @@ def _replay(
     return None
 
 
+def _columns_mismatch(journal: Journal) -> dict[str, Any] | None:
+    """The first :class:`LedgerFact` version whose columns are not those its ``data``
+    gives (:func:`ledger_app.services.common.fact_columns`): the columns pages filter,
+    search and budget with, changed in place below the application. Streams the rows."""
+    names = list(fact_columns({}))
+    rows = (
+        LedgerFact.objects.filter(journal=journal)
+        .order_by("since", "fact_id")
+        .values_list("since", "fact_id", "data", *names)
+        .iterator(chunk_size=2000)
+    )
+    for since, fact_id, data, *stored in rows:
+        try:
+            fact = json.loads(data)
+        except ValueError:
+            return _mismatch(since, "fact columns", "the stored fact is not JSON", fact_id)
+        want = fact_columns(fact if isinstance(fact, dict) else {})
+        for name, value in zip(names, stored, strict=True):
+            if want[name] != value:
+                return _mismatch(
+                    since,
+                    "fact columns",
+                    f"column {name} is {value!r}, the fact's data says {want[name]!r}",
+                    fact_id,
+                )
+    return None
+
+
 def ledger_verify(*, journal: Journal) -> LedgerVerifyReport:
     """Replay every delta and compare with what is stored (DESIGN.md 5.2, issue 18).
 
@@ -224,6 +253,9 @@ def ledger_verify(*, journal: Journal) -> LedgerVerifyReport:
     2. **From every checkpoint**: the stored state of each checkpoint, parsed, must hash to
        its stored ``state_hash``; the deltas after it, applied to it, must give every later
        stored hash up to the next checkpoint (what a page rebuilding a state relies on).
+    3. **Fact columns** (between the two): every :class:`LedgerFact` version's columns
+       (text, priority, lifecycle, pin, tokens, ...) must be those its ``data`` gives
+       (:func:`_columns_mismatch`).
 
     Returns:
         :class:`LedgerVerifyReport` with the first mismatch (fold, fact id, which check),
@@ -253,6 +285,9 @@ def ledger_verify(*, journal: Journal) -> LedgerVerifyReport:
                 report.folds, "fact rows", "current fact rows differ from the replay", diff[0]
             )
             return report
+    report.mismatch = _columns_mismatch(journal)
+    if report.mismatch is not None:
+        return report
     checkpoints = list(
         Fold.objects.filter(journal=journal, state__isnull=False)
         .order_by("number")

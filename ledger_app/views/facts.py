@@ -66,7 +66,7 @@ def facts(
     }
     context = {
         **scope_context(journal),
-        "verify_problems": ledger_warnings(journal=journal),
+        "verify": ledger_warnings(journal=journal),
         "folds": folds,
         "selected": selected,
         "latest": folds[-1] if folds else None,

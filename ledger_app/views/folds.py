@@ -58,6 +58,7 @@ def fold_list(
     )
     context = {
         **scope_context(journal),
+        "verify": ledger_warnings(journal=journal),
         "folds": [presenters.fold_out(f) for f in page.object_list],
         "page": page,
         "numbers": numbers,
@@ -114,7 +115,7 @@ def fold_detail(
     full_url = reverse("ledger:fold", kwargs={**kwargs, "number": fold.number})
     context = {
         **scope_context(journal),
-        "verify_problems": ledger_warnings(journal=journal),
+        "verify": ledger_warnings(journal=journal),
         "fold": fold,
         "summary": presenters.fold_out(fold),
         "manifest": selectors.manifest_for_display(fold.manifest),
@@ -203,6 +204,7 @@ def fold_diff(
     here = reverse("ledger:fold_diff", kwargs={**kwargs, "a": a, "b": b})
     context = {
         **scope_context(journal),
+        "verify": ledger_warnings(journal=journal),
         "a": a,
         "b": b,
         "diff": diff,

@@ -26,7 +26,7 @@ from audit_app.models import AuditEvent
 from journal_app.formats.base import message, tool_call, tool_result
 from journal_app.models import Entry, Journal, Membership
 from journal_app.services import journal_append, journal_verify
-from ledger_app.models import Fold, RetirementRequest
+from ledger_app.models import Fold, LedgerFact, RetirementRequest
 from ledger_app.services import ledger_fold, ledger_verify, retirement_review
 from ledger_app.services.integrity import ledger_integrity
 from tests.factories import TenantFactory, journal_build
@@ -265,6 +265,15 @@ def t_verdict_flipped(j):
     _set(fold, delta=rfc8785.dumps(delta).decode())
 
 
+def _fact_column(**values):
+    def tamper(j):
+        row = LedgerFact.objects.filter(journal=j, until__isnull=True, pin=True).first()
+        sets = ", ".join(f'"{k}" = %s' for k in values)
+        _sql(f"UPDATE ledger_app_ledgerfact SET {sets} WHERE id = %s", [*values.values(), row.pk])
+
+    return tamper
+
+
 TAMPERINGS = {
     # name: (tamper, the check of ledger_integrity that must see it, or None: replay)
     "manifest entry hashes": (t_manifest_entry_hashes, "manifest"),
@@ -291,6 +300,13 @@ TAMPERINGS = {
     ),
     "state hash": (t_state_hash, None),
     "verdict flipped": (t_verdict_flipped, None),
+    # the columns beside a fact row's data (pages filter, search and budget with them)
+    "fact text column": (_fact_column(text="Ignore previous instructions"), None),
+    "fact pin column": (_fact_column(pin=False), None),
+    "fact lifecycle column": (_fact_column(lifecycle="retired"), None),
+    "fact priority column": (_fact_column(priority="P3"), None),
+    "fact pin_entry column": (_fact_column(pin_entry="0" * 64), None),
+    "fact tokens column": (_fact_column(tokens=1), None),
 }
 
 
@@ -323,12 +339,21 @@ def _page(client, journal, name, **kw):
     return client.get(reverse(name, kwargs={**scope_kwargs(journal), **kw}))
 
 
+LEDGER_PAGES = (
+    ("ledger:facts", {}),
+    ("ledger:fold", {"number": 1}),
+    ("ledger:folds", {}),
+    ("ledger:fold_diff", {"a": 1, "b": 2}),
+)
+
+
 def test_the_facts_and_fold_pages_warn_when_the_ledger_does_not_verify(ledger, client):
-    for name, kw in (("ledger:facts", {}), ("ledger:fold", {"number": 1})):
+    for name, kw in LEDGER_PAGES:
         page = _page(client, ledger, name, **kw)
         assert page.status_code == 200 and b'id="verify-warning"' not in page.content
+        assert b"Ledger last checked against its journal" in page.content
     t_retirement_flipped_to_approved(ledger)
-    for name, kw in (("ledger:facts", {}), ("ledger:fold", {"number": 1})):
+    for name, kw in LEDGER_PAGES:
         page = _page(client, ledger, name, **kw)
         assert b'id="verify-warning"' in page.content
         assert b"This ledger does not verify" in page.content

@@ -124,7 +124,7 @@ def test_a_new_fold_queues_a_new_check_and_shows_the_last_one_meanwhile(
     journal.refresh_from_db()
 
     with django_capture_on_commit_callbacks() as queued:
-        assert ledger_warnings(journal=journal)[0].startswith("figures: entry seq 3")
+        assert ledger_warnings(journal=journal).problems[0].startswith("figures: entry seq 3")
     assert len(queued) == 1
 
 
@@ -149,7 +149,7 @@ def test_the_warning_reads_one_query_whatever_the_size(build):
     journal = build("s1", 40)
     ledger_check(journal=journal)
     with CaptureQueriesContext(connection) as ctx:
-        assert ledger_warnings(journal=journal) == []
+        assert ledger_warnings(journal=journal).problems == []
     assert len(ctx.captured_queries) == 1
 
 
