@@ -38,6 +38,10 @@ def support_hashes(fact: Fact) -> list[str]:
     return [s["entry"] for s in fact.get("support", [])]
 
 
+_PRIORITY_RANK = {p: i for i, p in enumerate(PRIORITIES)}
+
+
 def priority_rank(priority: str) -> int:
-    """0 for P0 ... 3 for P3 (for sorting)."""
-    return PRIORITIES.index(priority) if priority in PRIORITIES else len(PRIORITIES)
+    """0 for P0 ... 3 for P3, 4 for anything else (for sorting; a dict lookup: the diff
+    ranks every changed fact)."""
+    return _PRIORITY_RANK.get(priority, len(PRIORITIES))

@@ -27,6 +27,7 @@ from audit_app.models import AuditEvent, Comment
 from journal_app.models import Entry, Journal, Tenant
 from journal_app.selectors import User, entries_by_hash, tenants_for_user
 from ledger_app.facts import Fact
+from ledger_app.filters import FilterError, Query, fact_matches, parse_facts
 from ledger_app.models import (
     Fold,
     FoldAttempt,
@@ -140,6 +141,62 @@ class FactsQuery(Sequence[Fact]):
             yield json.loads(data)
 
 
+#: fact filter fields that are :class:`LedgerFact` columns holding exactly what the Python
+#: matcher (:func:`ledger_app.filters.fact_matches`) reads: a term on them is a SQL condition.
+_FACT_COLUMNS = {"category": "category", "priority": "priority", "confidence": "confidence"}
+_INT_LOOKUPS = {"eq": "exact", "lt": "lt", "le": "lte", "gt": "gt", "ge": "gte"}
+
+
+def _fact_term_q(term: Any) -> tuple[Q, bool] | None:
+    """A SQL condition for one fact filter term, and whether it is exact.
+
+    Exact (the same answer as :func:`ledger_app.filters.fact_matches`, negated or not):
+    ``category``, ``priority``, ``confidence`` and ``lifecycle`` (the row's columns, written
+    by ``ledger_app.services.common._row`` with the same defaults), ``pin`` and ``fold``
+    (``origin_fold``; ``NULL`` satisfies no comparison, so a negated one holds, as in
+    :func:`ledger_app.filters.compare_int`). A positive ``text`` or ``id`` term with an ASCII
+    value is a narrowing ``icontains`` (a fact the matcher keeps passes it, save text holding
+    U+0130 or U+212A, the two non-ASCII letters whose lower case is ASCII; the matcher still
+    decides), ``None`` for anything else (``author``, ``quote``, ``support``,
+    ``pending`` live only in the fact's JSON; a non-ASCII value, because SQLite folds case
+    for ASCII only).
+    """
+    f = term.field
+    if f in _FACT_COLUMNS or f == "lifecycle":
+        cond = Q(**{f"{_FACT_COLUMNS.get(f, f)}__in": list(term.values)})
+    elif f == "pin":
+        cond = Q(pin=bool(term.values[0]))
+    elif f == "fold":
+        if term.op == "range":
+            cond = Q(origin_fold__gte=term.values[0], origin_fold__lte=term.values[1])
+        else:
+            cond = Q(**{f"origin_fold__{_INT_LOOKUPS[term.op]}": term.values[0]})
+    elif f in ("text", "id") and not term.negate and str(term.values[0]).isascii():
+        column = "text" if f == "text" else "fact_id"
+        return Q(**{f"{column}__icontains": term.values[0]}), False
+    else:
+        return None
+    return (~cond if term.negate else cond), True
+
+
+class _ParsedOnRead(Sequence[Fact]):
+    """Facts held as their stored JSON, parsed when read (a page parses its 100 only)."""
+
+    def __init__(self, data: list[str]) -> None:
+        self.data = data
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def count(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [json.loads(d) for d in self.data[index]]
+        return json.loads(self.data[index])
+
+
 def facts_at(
     journal: Journal, fold: Fold | None, *, chosen: Mapping[str, str | None], q: str = ""
 ) -> presenters.FactSelection:
@@ -147,8 +204,16 @@ def facts_at(
 
     The same selection as :func:`presenters.facts_select` over the whole state: the exact
     filters ``chosen`` (over :data:`presenters.FACT_FILTERS`) are SQL conditions and
-    ``shown`` is a :class:`FactsQuery` read page by page; a filter expression ``q`` is
-    applied in Python to the rows the exact filters leave. ``total`` is one ``COUNT``.
+    ``shown`` is a :class:`FactsQuery` read page by page. A filter expression ``q``
+    (:data:`ledger_app.filters.FACT_FIELDS`) is compiled term by term (:func:`_fact_term_q`):
+    when every term is exact in SQL, ``shown`` stays a lazy :class:`FactsQuery` (one
+    ``COUNT``, one page). Otherwise the rows the SQL conditions leave are read in one query
+    and the Python matcher (:func:`ledger_app.filters.fact_matches`) decides the rest, so the
+    answer is the matcher's whatever the database's case folding: ``text`` terms on the
+    ``text`` column (no JSON parsed; then ``shown`` parses only the page read), other terms
+    (``author``, ``quote``, ``support``, ``pending``, ``id``) on the parsed facts. A bad
+    expression selects nothing and carries its ``error``. ``total`` (every fact after the
+    fold) is one ``COUNT``.
     """
     if fold is None:
         return presenters.facts_select({"facts": {}}, chosen=chosen, q=q)
@@ -160,14 +225,39 @@ def facts_at(
     }
     total = qs.count()
     q = (q or "").strip()
+    shown: Sequence[Fact]
     if q:
-        facts = {f["id"]: f for f in FactsQuery(qs.filter(**wanted))}
-        selection = presenters.facts_select({"facts": facts}, chosen={}, q=q)
-        selection.total, selection.chosen = total, wanted
-        return selection
-    shown = FactsQuery(_fact_order(qs.filter(**wanted)))
-    if not wanted:
-        shown._count = total
+        try:
+            query = parse_facts(q)
+        except FilterError as exc:
+            return presenters.FactSelection(total=total, shown=[], chosen=wanted, q=q, error=exc)
+        narrowed = qs.filter(**wanted)
+        on_text: list[Any] = []  # terms the matcher decides on the text column
+        on_json: list[Any] = []  # terms it decides on the parsed fact
+        for term in query.terms:
+            compiled = _fact_term_q(term)
+            if compiled is not None:
+                narrowed = narrowed.filter(compiled[0])
+            if compiled is None or not compiled[1]:
+                (on_text if term.field == "text" else on_json).append(term)
+        shown = FactsQuery(_fact_order(narrowed))
+        if on_text or on_json:
+            # the column ``text`` is the fact's text (``_row``): match it without parsing
+            by_text = Query(terms=tuple(on_text))
+            kept = [
+                data
+                for text, data in _fact_order(narrowed).values_list("text", "data")
+                if fact_matches(by_text, {"text": text})
+            ]
+            if on_json:
+                by_json = Query(terms=tuple(on_json))
+                shown = [f for f in map(json.loads, kept) if fact_matches(by_json, f)]
+            else:
+                shown = _ParsedOnRead(kept)
+    else:
+        shown = unfiltered = FactsQuery(_fact_order(qs.filter(**wanted)))
+        if not wanted:
+            unfiltered._count = total
     return presenters.FactSelection(
         total=total,
         shown=shown,  # type: ignore[arg-type]

@@ -11,11 +11,13 @@ without rebuilding either state:
 A fact with a ``new`` row and no ``gone`` row is *added*; a ``gone`` row and no ``new`` row,
 *removed* (evicted); both, *changed* (unless the two versions are byte-identical, compared by
 an MD5 of the stored JSON computed in the database). Every other fact is unchanged. The two
-row sets are read as small columns (id, pk, priority, digest: no text), matched and ordered
-in Python like :func:`ledger_app.diff.state_diff` (priority, added/changed/removed, id); a
-page then reads its own versions, the earlier versions of its changed facts and their
-births. Six queries whatever the size of the ledger or of the diff; the bytes read grow with
-the number of changes between the two folds (about 100 bytes each), never with the text.
+row sets are read in one query as small columns (id, pk, priority, since: no text), then the
+digests of the facts on both sides only; they are matched and ordered in Python like
+:func:`ledger_app.diff.state_diff` (priority, added/changed/removed, id); a page then reads
+its own versions, the earlier versions of its changed facts and their births. Five queries
+whatever the size of the ledger or of the diff (six when a fact has versions on both sides:
+their digests); the bytes read grow with the number of changes between the two folds (about
+100 bytes each), never with the text.
 """
 
 from __future__ import annotations
@@ -75,26 +77,41 @@ class FoldDiff(Sequence[DiffRow]):
 
     def _changes(self) -> list[tuple[int, int, str, int, str]]:
         """Every listed change as ``(priority rank, status rank, fact id, row pk, status)``,
-        in the listing order; two queries of small columns (no fact text), whatever the plan
+        in the listing order; one query of small columns (no fact text), whatever the plan
         statistics say (correlated ``EXISTS`` subqueries were planned as nested loops over
-        all versions on PostgreSQL with stale statistics)."""
+        all versions on PostgreSQL with stale statistics), and a second only when some fact
+        has a version on both sides: the MD5 digests of those versions alone (hashing every
+        new and gone version's JSON cost more than the rest of the diff)."""
         if self._listed is not None:
             return self._listed
         listed: list[tuple[int, int, str, int, str]] = []
         if self.lo != self.hi:
-            columns = ("fact_id", "pk", "priority", "digest")
-            new = {r[0]: r for r in self._new.annotate(digest=MD5("data")).values_list(*columns)}
-            gone = {r[0]: r for r in self._gone.annotate(digest=MD5("data")).values_list(*columns)}
+            # one scan for both sets: a new row started after ``lo``, a gone one at or before
+            new: dict[str, tuple[str, int, str]] = {}
+            gone: dict[str, tuple[str, int, str]] = {}
+            for fact_id, pk, priority, since in (self._new | self._gone).values_list(
+                "fact_id", "pk", "priority", "since"
+            ):
+                (new if since > self.lo else gone)[fact_id] = (fact_id, pk, priority)
+            both = [fact_id for fact_id in new if fact_id in gone]
+            digest: dict[int, str] = {}
+            if both:
+                pks = [new[f][1] for f in both] + [gone[f][1] for f in both]
+                digest = dict(
+                    LedgerFact.objects.filter(pk__in=pks)
+                    .annotate(digest=MD5("data"))
+                    .values_list("pk", "digest")
+                )
             only_new, only_gone = ("added", "removed") if self.forward else ("removed", "added")
-            for fact_id, pk, priority, digest in new.values():
+            for fact_id, pk, priority in new.values():
                 if fact_id not in gone:
                     status = only_new
-                elif gone[fact_id][3] != digest:
+                elif digest[gone[fact_id][1]] != digest[pk]:
                     status = "changed"
                 else:
                     continue  # the same version stored again: unchanged
                 listed.append((priority_rank(priority), _RANK[status], fact_id, pk, status))
-            for fact_id, pk, priority, _ in gone.values():
+            for fact_id, pk, priority in gone.values():
                 if fact_id not in new:
                     listed.append(
                         (priority_rank(priority), _RANK[only_gone], fact_id, pk, only_gone)

@@ -525,6 +525,27 @@ def test_it_filters_entries_with_an_expression(client, member, journal):
     assert "2 entries match" in body
 
 
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="a PostgreSQL plan")
+def test_the_kind_and_error_filter_is_answered_by_one_index(journal):
+    # migration journal_app 0011: the count of ``kind:tool_result error:true`` reads the
+    # (journal, kind, is_error, seq) index, not every entry of the kind from the heap
+    from journal_app.filters import parse_entries
+    from journal_app.selectors import entry_filter
+
+    matched = Entry.objects.filter(journal=journal).filter(
+        entry_filter(parse_entries("kind:tool_result error:true"))
+    )
+    sql, params = matched.order_by().values("pk").query.sql_with_params()
+    with connection.cursor() as cur:
+        cur.execute("ANALYZE journal_app_entry")
+        cur.execute("SET LOCAL enable_seqscan = off")
+        cur.execute("SET LOCAL enable_bitmapscan = off")
+        cur.execute(f"EXPLAIN SELECT COUNT(*) FROM ({sql}) AS m", params)
+        plan = "\n".join(row[0] for row in cur.fetchall())
+    assert "using entry_journal_kind_error" in plan and "Filter" not in plan, plan
+    assert matched.count() == 1
+
+
 def test_it_shows_a_bad_entry_expression_with_its_position(client, member, journal):
     client.force_login(member)
     response = client.get(_timeline_url(journal), {"q": "kind:tool_call colour:red"})

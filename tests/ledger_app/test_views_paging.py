@@ -248,3 +248,30 @@ def test_value_node_links_folds_entries_and_facts_and_nests_the_rest():
     assert value_node("x" * 400, links).text == "x" * 299 + "…"
     assert value_node(None, links).text == "(absent)" and value_node(True, links).text == "true"
     assert value_node(3, links, "count").kind == "text"  # only a "fold" key links a fold
+
+
+def test_the_diff_lists_from_one_query_and_hashes_only_facts_on_both_sides(
+    member, django_assert_num_queries
+):
+    journal, goal = _grown(member, 3)
+    _fold(journal, [{"op": "add", "fact": _decision(5, goal)}])  # fold 3
+    # fold 3 also stored d0001 again, byte for byte (a version that changes nothing)
+    from ledger_app.models import LedgerFact
+
+    current = LedgerFact.objects.get(journal=journal, fact_id="d0001", until__isnull=True)
+    LedgerFact.objects.filter(pk=current.pk).update(until=3)
+    current.pk, current.since, current.change = None, 3, "changed"
+    current.save()
+    with django_assert_num_queries(1):  # adds only: no digest read
+        assert len(fold_diff(journal, 1, 2)) >= 3
+    diff = fold_diff(journal, 2, 3)
+    with django_assert_num_queries(2):  # the rows, then the digests of d0001's two versions
+        assert diff.counts["changed"] == 0
+    listed = [r.change.fact_id for r in diff]
+    assert "d0001" not in listed and "d0005" in listed
+    oracle = state_diff(
+        selectors.state_at(selectors.fold_get(journal, 2)),
+        selectors.state_at(selectors.fold_get(journal, 3)),
+    )
+    assert listed == [c.fact_id for c in oracle.changes]
+    assert diff.unchanged == oracle.unchanged
