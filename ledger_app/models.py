@@ -227,14 +227,15 @@ class LedgerFact(models.Model):
             models.Index(fields=["journal", "until", "priority", "fact_id"], name="ledgerfact_now"),
             models.Index(fields=["journal", "since"], name="ledgerfact_since"),
             models.Index(fields=["journal", "pin_entry"], name="ledgerfact_pin_entry"),
-            # the writer state's lookups by command key (issue 18: a fold reads a few rows);
-            # a key can be a long command, so the index holds its first COMMAND_KEY_INDEXED
-            # characters (a btree row must stay under PostgreSQL's 2,704 bytes)
+            # the writer state's lookups by command key (issue 18: a fold reads a few rows):
+            # every version (the current one is picked after reading, see
+            # ledger_app.services.common._current_of); a key can be a long command, so the
+            # index holds its first COMMAND_KEY_INDEXED characters (a btree row must stay
+            # under PostgreSQL's 2,704 bytes)
             models.Index(
                 models.F("journal"),
                 Substr("command_key", 1, COMMAND_KEY_INDEXED),
-                name="ledgerfact_now_command",
-                condition=models.Q(until__isnull=True),
+                name="ledgerfact_command",
             ),
             # the current pins (writer state, the fold's rotating pin check)
             models.Index(

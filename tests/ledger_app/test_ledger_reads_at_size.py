@@ -1,0 +1,65 @@
+"""Reads whose cost must not follow the ledger's size (issue 18): the fold's lookups by key,
+the facts count a fold records for the facts page, the term index without zero rows."""
+
+import json
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from bench import fold_scaling
+from bench.generator import iter_session
+from journal_app.services import journal_append, journal_ensure, session_ensure, tenant_ensure
+from ledger_app.models import LedgerFact
+from ledger_app.services.common import current_facts, latest_fold, writer_state
+
+pytestmark = pytest.mark.django_db
+
+
+def _journal(key, n, seed=18):
+    tenant = tenant_ensure(slug="acme")
+    journal = journal_ensure(session=session_ensure(tenant=tenant, key=key))
+    journal_append(journal=journal, items=list(iter_session(n, seed=seed)))
+    journal.refresh_from_db()
+    return journal
+
+
+def _rows_read(sql):
+    """Rows the scans of ``sql``'s plan read (returned plus removed by a filter)."""
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql)
+        plan = cursor.fetchone()[0]
+    plan = json.loads(plan) if isinstance(plan, str) else plan
+    total, stack = 0, [plan[0]["Plan"]]
+    while stack:
+        node = stack.pop()
+        if "Scan" in node["Node Type"] and "Bitmap Index" not in node["Node Type"]:
+            loops = node.get("Actual Loops", 1)
+            total += (node["Actual Rows"] + node.get("Rows Removed by Filter", 0)) * loops
+        stack.extend(node.get("Plans", []))
+    return total
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL planner")
+def test_a_folds_lookups_read_a_few_rows_without_planner_statistics():
+    """Without statistics (a bulk load not analysed yet), a lookup by key with ``until IS
+    NULL`` in SQL, or lookups joined by ``OR``, read every current row of the journal."""
+    j = _journal("nostats", 500)
+    fold_scaling.seed_ledger(j, 3_000, template_entries=200)
+    facts = LedgerFact.objects.filter(journal=j, until__isnull=True)
+    assert facts.count() >= 3_000
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "DELETE FROM pg_statistic WHERE starelid = 'ledger_app_ledgerfact'::regclass"
+        )
+        cursor.execute("UPDATE pg_class SET reltuples = -1 WHERE relname = 'ledger_app_ledgerfact'")
+    some = list(facts.order_by("pk").values_list("fact_id", flat=True)[:5])
+    pin = facts.filter(pin=True).values_list("pin_entry", flat=True).first()
+    key = facts.exclude(command_key="").values_list("command_key", flat=True).first()
+    with CaptureQueriesContext(connection) as ctx:
+        found = current_facts(j, some, [pin])
+        state = writer_state(j, latest_fold(j), keys=([key], some))
+    assert set(some) <= found.keys() and set(some) <= state["facts"].keys()
+    assert any(f.get("command_key") == key for f in state["facts"].values())
+    for q in ctx.captured_queries:
+        assert _rows_read(q["sql"]) < 200, q["sql"][:300]
