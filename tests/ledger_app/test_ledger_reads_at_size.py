@@ -63,3 +63,14 @@ def test_a_folds_lookups_read_a_few_rows_without_planner_statistics():
     assert any(f.get("command_key") == key for f in state["facts"].values())
     for q in ctx.captured_queries:
         assert _rows_read(q["sql"]) < 200, q["sql"][:300]
+
+
+def test_the_facts_display_order_has_an_index():
+    """``ledgerfact_order`` (journal, priority, fact_id by code point): the first page of the
+    facts after a fold is read in index order instead of sorting every row."""
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(cursor, "ledger_app_ledgerfact")
+        assert constraints["ledgerfact_order"]["columns"] == ["journal_id", "priority", "fact_id"]
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'ledgerfact_order'")
+            assert cursor.fetchone()[0].endswith('(journal_id, priority, fact_id COLLATE "C")')
