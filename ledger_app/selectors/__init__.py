@@ -148,7 +148,10 @@ def facts_at(
     The same selection as :func:`presenters.facts_select` over the whole state: the exact
     filters ``chosen`` (over :data:`presenters.FACT_FILTERS`) are SQL conditions and
     ``shown`` is a :class:`FactsQuery` read page by page; a filter expression ``q`` is
-    applied in Python to the rows the exact filters leave. ``total`` is one ``COUNT``.
+    applied in Python to the rows the exact filters leave. ``total`` (facts after the fold,
+    unfiltered) is the fold's recorded figure (``manifest["storage"]["facts"]``), or one
+    ``COUNT`` for a fold stored before it was recorded: a ``COUNT`` over 100,000 rows took
+    50-90 ms (issue 18).
     """
     if fold is None:
         return presenters.facts_select({"facts": {}}, chosen=chosen, q=q)
@@ -158,7 +161,9 @@ def facts_at(
         for k, v in chosen.items()
         if k in presenters.FACT_FILTERS and v in presenters.FACT_FILTERS[k]
     }
-    total = qs.count()
+    total = _facts_total(fold)
+    if total is None:
+        total = qs.count()
     q = (q or "").strip()
     if q:
         facts = {f["id"]: f for f in FactsQuery(qs.filter(**wanted))}
@@ -174,6 +179,16 @@ def facts_at(
         chosen=wanted,
         q=q,
     )
+
+
+def _facts_total(fold: Fold) -> int | None:
+    """The number of facts after ``fold`` as the fold recorded it (``manifest["storage"]
+    ["facts"]``, :func:`ledger_app.services.common.facts_count`), or ``None`` when its
+    manifest is not loaded or predates the figure (the caller counts the rows then)."""
+    if "manifest" in fold.get_deferred_fields():
+        return None
+    n = ((fold.manifest or {}).get("storage") or {}).get("facts")
+    return n if isinstance(n, int) else None
 
 
 def fact_at(journal: Journal, fold: Fold | None, fact_id: str) -> Fact | None:

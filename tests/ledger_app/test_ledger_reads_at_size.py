@@ -10,7 +10,9 @@ from django.test.utils import CaptureQueriesContext
 from bench import fold_scaling
 from bench.generator import iter_session
 from journal_app.services import journal_append, journal_ensure, session_ensure, tenant_ensure
-from ledger_app.models import LedgerFact
+from ledger_app import selectors
+from ledger_app.models import Fold, LedgerFact
+from ledger_app.services import ledger_fold, ledger_verify
 from ledger_app.services.common import current_facts, latest_fold, writer_state
 
 pytestmark = pytest.mark.django_db
@@ -22,6 +24,56 @@ def _journal(key, n, seed=18):
     journal_append(journal=journal, items=list(iter_session(n, seed=seed)))
     journal.refresh_from_db()
     return journal
+
+
+def _fold_all(journal, step=24):
+    upto = 0
+    while upto < journal.head_seq:
+        upto += step
+        result = ledger_fold(journal=journal, upto=upto, writer="offline", recover=False)
+        if result.fold is not None and result.created:
+            upto = max(upto, result.fold.seq_end or upto)
+
+
+def _rows_after(journal, number):
+    return selectors._facts_after(journal.pk, number).count()
+
+
+def test_each_fold_records_its_fact_count_and_the_facts_page_reads_it(settings):
+    settings.LEDGER_CONSOLIDATE_AT_TOKENS = 3_000  # consolidations (evictions) happen too
+    settings.LEDGER_CHECKPOINT_TARGET_TOKENS = 1_000
+    j = _journal("count", 400)
+    _fold_all(j)
+    folds = list(Fold.objects.filter(journal=j).order_by("number"))
+    assert any(f.kind == Fold.Kind.CONSOLIDATION for f in folds)
+    for f in folds:
+        assert f.manifest["storage"]["facts"] == _rows_after(j, f.number), f.number
+        assert f.manifest["storage"]["facts"] == len(Fold.objects.state_after(f)["facts"])
+    fold = selectors.fold_at(j, folds[len(folds) // 2].number)
+    with CaptureQueriesContext(connection) as ctx:
+        selection = selectors.facts_at(j, fold, chosen={})
+        page = list(selection.shown[:100])
+    assert selection.total == _rows_after(j, fold.number) and page
+    assert not [q for q in ctx.captured_queries if "COUNT(" in q["sql"].upper()]
+    assert ledger_verify(journal=j).ok
+
+
+def test_a_fold_stored_before_the_count_is_counted_and_the_next_one_records_it():
+    j = _journal("legacy", 200)
+    _fold_all(j)
+    head = latest_fold(j)
+    manifest = Fold.objects.get(pk=head.pk).manifest
+    del manifest["storage"]["facts"]
+    Fold.objects.filter(pk=head.pk).update(manifest=manifest)
+    fold = selectors.fold_at(j, head.number)
+    with CaptureQueriesContext(connection) as ctx:
+        total = selectors.facts_at(j, fold, chosen={}).total
+    assert total == _rows_after(j, head.number)
+    assert [q for q in ctx.captured_queries if "COUNT(" in q["sql"].upper()]
+    journal_append(journal=j, items=list(iter_session(60, seed=7))[-30:])
+    result = ledger_fold(journal=j, writer="offline", recover=False)
+    assert result.created
+    assert result.fold.manifest["storage"]["facts"] == _rows_after(j, result.fold.number)
 
 
 def _rows_read(sql):
