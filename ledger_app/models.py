@@ -259,7 +259,8 @@ class LedgerTerm(models.Model):
     ``term`` is the sha256 hex of :func:`ledger_app.loss.term_key` of the identifier.
     Maintained by the storage step of every fold (a fact that becomes active adds one per
     term of its rendered text, one that stops being active or changes removes its old
-    terms), so the loss report of a fold compares its identifiers with one indexed query.
+    terms), so the loss report of a fold compares its identifiers with one indexed query. A
+    term whose count reaches 0 loses its row (an absent term counts 0).
     """
 
     journal = models.ForeignKey(Journal, on_delete=models.PROTECT, related_name="ledger_terms")

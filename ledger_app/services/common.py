@@ -556,7 +556,8 @@ def _row(journal: Journal, number: int, fact_id: str, fact: Fact, change: str) -
 
 def facts_store(journal: Journal, applied: Applied) -> None:
     """Write ``applied``'s changed facts as :class:`LedgerFact` versions and update the
-    :class:`LedgerTerm` counts (the storage step of every fold, in its transaction)."""
+    :class:`LedgerTerm` counts, deleting the terms whose count reaches 0 (the storage step
+    of every fold, in its transaction)."""
     number = applied.number
     gone = [fact_id for fact_id, _ in applied.removed]
     if gone:
@@ -592,6 +593,10 @@ def facts_store(journal: Journal, applied: Applied) -> None:
             unique_fields=["journal", "term"],
             update_fields=["facts"],
         )
+        # a term no active fact holds any more is no row (it answers as 0 all the same):
+        # half the rows of a 10,000-entry ledger's index were zeros. Always this one query,
+        # whichever counts reached 0 (a fold's query count does not depend on the ledger)
+        LedgerTerm.objects.filter(journal=journal, term__in=list(counts), facts__lte=0).delete()
 
 
 def _consolidated_at(fields: Mapping[str, Any]) -> int:

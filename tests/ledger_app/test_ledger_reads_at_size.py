@@ -11,7 +11,7 @@ from bench import fold_scaling
 from bench.generator import iter_session
 from journal_app.services import journal_append, journal_ensure, session_ensure, tenant_ensure
 from ledger_app import selectors
-from ledger_app.models import Fold, LedgerFact
+from ledger_app.models import Fold, LedgerFact, LedgerTerm
 from ledger_app.services import ledger_fold, ledger_verify
 from ledger_app.services.common import current_facts, latest_fold, writer_state
 
@@ -74,6 +74,18 @@ def test_a_fold_stored_before_the_count_is_counted_and_the_next_one_records_it()
     result = ledger_fold(journal=j, writer="offline", recover=False)
     assert result.created
     assert result.fold.manifest["storage"]["facts"] == _rows_after(j, result.fold.number)
+
+
+def test_a_term_no_active_fact_holds_has_no_row(settings):
+    settings.LEDGER_CONSOLIDATE_AT_TOKENS = 3_000  # consolidations evict facts, and terms
+    settings.LEDGER_CHECKPOINT_TARGET_TOKENS = 1_000
+    j = _journal("terms", 400)
+    _fold_all(j)
+    assert LedgerFact.objects.filter(journal=j).exclude(until=None).exists()  # facts ended
+    assert LedgerTerm.objects.filter(journal=j).exists()
+    assert not LedgerTerm.objects.filter(journal=j, facts__lte=0).exists()
+    report = ledger_verify(journal=j)
+    assert report.ok, report.mismatch
 
 
 def _rows_read(sql):
