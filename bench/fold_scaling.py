@@ -523,6 +523,8 @@ def seed_ledger(journal: Any, facts: int, *, template_entries: int = 600) -> int
         # the seeded ledger stands for one its last consolidation left at this size (its
         # P1 copies are not evictable): growth is counted from here, as after a real one
         fold.manifest["storage"].update(
+            # the facts it holds (fold_store counted the pins its delta adds, not the copies)
+            facts=LedgerFact.objects.filter(journal=journal, until__isnull=True).count(),
             checkpoint=True,
             state_bytes=len(state),
             folds=0,

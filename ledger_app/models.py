@@ -227,14 +227,15 @@ class LedgerFact(models.Model):
             models.Index(fields=["journal", "until", "priority", "fact_id"], name="ledgerfact_now"),
             models.Index(fields=["journal", "since"], name="ledgerfact_since"),
             models.Index(fields=["journal", "pin_entry"], name="ledgerfact_pin_entry"),
-            # the writer state's lookups by command key (issue 18: a fold reads a few rows);
-            # a key can be a long command, so the index holds its first COMMAND_KEY_INDEXED
-            # characters (a btree row must stay under PostgreSQL's 2,704 bytes)
+            # the writer state's lookups by command key (issue 18: a fold reads a few rows):
+            # every version (the current one is picked after reading, see
+            # ledger_app.services.common._current_of); a key can be a long command, so the
+            # index holds its first COMMAND_KEY_INDEXED characters (a btree row must stay
+            # under PostgreSQL's 2,704 bytes)
             models.Index(
                 models.F("journal"),
                 Substr("command_key", 1, COMMAND_KEY_INDEXED),
-                name="ledgerfact_now_command",
-                condition=models.Q(until__isnull=True),
+                name="ledgerfact_command",
             ),
             # the current pins (writer state, the fold's rotating pin check)
             models.Index(
@@ -258,7 +259,8 @@ class LedgerTerm(models.Model):
     ``term`` is the sha256 hex of :func:`ledger_app.loss.term_key` of the identifier.
     Maintained by the storage step of every fold (a fact that becomes active adds one per
     term of its rendered text, one that stops being active or changes removes its old
-    terms), so the loss report of a fold compares its identifiers with one indexed query.
+    terms), so the loss report of a fold compares its identifiers with one indexed query. A
+    term whose count reaches 0 loses its row (an absent term counts 0).
     """
 
     journal = models.ForeignKey(Journal, on_delete=models.PROTECT, related_name="ledger_terms")

@@ -212,8 +212,10 @@ def facts_at(
     answer is the matcher's whatever the database's case folding: ``text`` terms on the
     ``text`` column (no JSON parsed; then ``shown`` parses only the page read), other terms
     (``author``, ``quote``, ``support``, ``pending``, ``id``) on the parsed facts. A bad
-    expression selects nothing and carries its ``error``. ``total`` (every fact after the
-    fold) is one ``COUNT``.
+    expression selects nothing and carries its ``error``. ``total`` (facts after the fold,
+    unfiltered) is the fold's recorded figure (``manifest["storage"]["facts"]``), or one
+    ``COUNT`` for a fold stored before it was recorded: a ``COUNT`` over 100,000 rows took
+    50-90 ms (issue 18).
     """
     if fold is None:
         return presenters.facts_select({"facts": {}}, chosen=chosen, q=q)
@@ -223,7 +225,9 @@ def facts_at(
         for k, v in chosen.items()
         if k in presenters.FACT_FILTERS and v in presenters.FACT_FILTERS[k]
     }
-    total = qs.count()
+    total = _facts_total(fold)
+    if total is None:
+        total = qs.count()
     q = (q or "").strip()
     shown: Sequence[Fact]
     if q:
@@ -264,6 +268,16 @@ def facts_at(
         chosen=wanted,
         q=q,
     )
+
+
+def _facts_total(fold: Fold) -> int | None:
+    """The number of facts after ``fold`` as the fold recorded it (``manifest["storage"]
+    ["facts"]``, :func:`ledger_app.services.common.facts_count`), or ``None`` when its
+    manifest is not loaded or predates the figure (the caller counts the rows then)."""
+    if "manifest" in fold.get_deferred_fields():
+        return None
+    n = ((fold.manifest or {}).get("storage") or {}).get("facts")
+    return n if isinstance(n, int) else None
 
 
 def fact_at(journal: Journal, fold: Fold | None, fact_id: str) -> Fact | None:
