@@ -48,6 +48,7 @@ from django.db.models.functions import Length
 from django.test.utils import CaptureQueriesContext, override_settings
 
 from bench.generator import iter_session
+from bench.ingest import analyze_tables
 from journal_app.services import journal_append, journal_ensure, session_ensure, tenant_ensure
 from ledger_app import reducer, selectors
 from ledger_app.budget import render_fact
@@ -535,4 +536,5 @@ def seed_ledger(journal: Any, facts: int, *, template_entries: int = 600) -> int
     if consolidation_due(fold.manifest):
         # what the fold after it would start: the seeded ledger is one that has consolidated
         ledger_consolidate(journal=journal)
+    analyze_tables(ledger=True)  # a bulk seed: statistics as autovacuum would keep them
     return int(fold.seq_end or upto)

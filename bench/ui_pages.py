@@ -40,7 +40,7 @@ from django.test import Client, override_settings
 from django.urls import reverse
 
 from bench.generator import iter_session
-from bench.ingest import load_session
+from bench.ingest import analyze_tables, load_session
 from journal_app.models import Entry, Journal, Membership
 from journal_app.services import journal_append, journal_ensure, session_ensure, tenant_ensure
 from ledger_app.diff import state_diff
@@ -86,6 +86,7 @@ def _build(entries: int, facts: int) -> tuple[Journal, Any, dict[str, float]]:
         result = ledger_fold(journal=journal, upto=upto)
         assert result.fold is not None, result.reason
     timings["fold_seconds"] = time.perf_counter() - t0
+    analyze_tables(ledger=True)  # bulk-written rows: statistics as autovacuum would keep them
     user = get_user_model().objects.create_user(f"bench-{uuid.uuid4().hex[:8]}", password="x")
     Membership.objects.create(user=user, tenant=tenant, role=Membership.Role.ADMIN)
     journal.refresh_from_db()
