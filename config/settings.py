@@ -137,9 +137,12 @@ LOGIN_REDIRECT_URL = "journal:session_list"
 LOGOUT_REDIRECT_URL = "login"
 
 # Celery: eager in-process unless a broker is configured (the embedded default).
-CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "memory://")
+#: ``memory://localhost/``: kombu warns "No hostname was supplied" on every run for ``memory://``
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "memory://localhost/")
 CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", "")
-CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", CELERY_BROKER_URL == "memory://")
+CELERY_TASK_ALWAYS_EAGER = env_bool(
+    "CELERY_TASK_ALWAYS_EAGER", CELERY_BROKER_URL.startswith("memory://")
+)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
