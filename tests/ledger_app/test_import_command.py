@@ -40,7 +40,9 @@ def test_the_progress_bar_counts_megabytes(settings):
     source = CORPUS.parent / "codex-rollout-jsonl" / "codex-vscode-long-monorepo-session.jsonl"
     err = io.StringIO()
 
-    call_command("import_journal", str(source), "--tenant", "acme", stdout=io.StringIO(), stderr=err)
+    call_command(
+        "import_journal", str(source), "--tenant", "acme", stdout=io.StringIO(), stderr=err
+    )
 
     final = err.getvalue().split("\r")[-1]
     assert "1.12M/1.12M" in final, final  # 1,119,993 bytes (was "1.12k/1.12k")

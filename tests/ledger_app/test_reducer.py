@@ -341,3 +341,25 @@ def test_reduce_is_deterministic_keeps_pins_and_replays_from_a_checkpoint(batche
     mid = len(deltas) // 2
     checkpoint = reduce(None, deltas[:mid])
     assert state_hash(reduce(checkpoint, deltas[mid:])) == state_hash(s1)
+
+
+def test_a_replay_pauses_the_cycle_collector_and_restores_it(monkeypatch):
+    import gc
+
+    from ledger_app import reducer
+
+    seen = []
+    real = reducer._apply
+    monkeypatch.setattr(reducer, "_apply", lambda s, d: seen.append(gc.isenabled()) or real(s, d))
+    assert gc.isenabled()
+    reducer.reduce(None, [later([], fold=1), later([], fold=2)])
+    assert seen == [False, False] and gc.isenabled()
+    gc.disable()
+    try:  # a caller that had it off keeps it off
+        reducer.reduce(None, [later([], fold=1)])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    with pytest.raises(reducer.DeltaInvalid):  # and an error restores it too
+        reducer.reduce(None, [{"fold": 1, "ops": []}])
+    assert gc.isenabled()
