@@ -38,8 +38,18 @@ MAX_TOKENS = 100_000_000
 View = Literal["model", "frontend", "debug"]
 
 
+#: frontend view items sent by default, and at most (``frontend_limit``): the view's
+#: size stays bounded whatever the session's length (issue 13)
+FRONTEND_LIMIT = 200
+FRONTEND_LIMIT_MAX = 2000
+
+
 class ContextIn(StrictIn):
     """What to build: the scope's lane and branch, the revision, budgets in tokens, format.
+
+    The frontend view sends ``frontend_limit`` items (default 200, at most 2,000) from
+    ``frontend_offset`` (default: the last ones); its ``items_total`` and ``items_offset``
+    say where the window is, so a client pages the history with ``frontend_offset``.
 
     ``hard_limit`` is the model's window; the request must fit in ``hard_limit -
     output_reserve``. ``tail_tokens`` defaults to a quarter of ``working_budget``. ``tools``
@@ -57,6 +67,8 @@ class ContextIn(StrictIn):
     target_format: Literal["openai", "anthropic"] = "openai"
     views: list[View] = Field(default_factory=lambda: ["model", "frontend", "debug"])
     tools: list[Any] | None = None
+    frontend_limit: int = Field(FRONTEND_LIMIT, ge=1, le=FRONTEND_LIMIT_MAX)
+    frontend_offset: int | None = Field(None, ge=0, le=MAX_SEQ)
 
 
 class ContextOut(Schema):
@@ -148,7 +160,9 @@ def context(request: HttpRequest, session: ScopePart, payload: ContextIn) -> Any
         tools=payload.tools,
         views=tuple(payload.views),
     )
-    return result.to_dict(tuple(payload.views))
+    return result.to_dict(
+        tuple(payload.views), frontend_window=(payload.frontend_offset, payload.frontend_limit)
+    )
 
 
 def _validate_payload(body: bytes) -> ValidateIn:

@@ -152,9 +152,17 @@ class ContextResult:
     validation: dict[str, Any]
 
     def to_dict(
-        self, views: tuple[str, ...] = VIEWS, cap: int | None = TRACE_CAP
+        self,
+        views: tuple[str, ...] = VIEWS,
+        cap: int | None = TRACE_CAP,
+        frontend_window: tuple[int | None, int] | None = None,
     ) -> dict[str, Any]:
         """JSON-ready; each view is a deep copy, included only when named in ``views``.
+
+        ``frontend_window`` ``(offset, limit)``: the frontend view's ``items`` cut to
+        ``limit`` items from ``offset`` (``None``: the last ``limit``, what a chat shows
+        first), with ``items_total`` and ``items_offset`` added, so the view's size does not
+        grow with the session (issue 13); ``None``: every item (the UI pages them itself).
 
         With ``cap`` (the API's default, :data:`ledger_app.context.TRACE_CAP`) the debug trace
         is bounded (:func:`ledger_app.context.bounded_trace`: summaries, counts, lists cut
@@ -174,11 +182,32 @@ class ContextResult:
             "status": self.status,
             "revision": self.revision,
             "model_view": copy.deepcopy(self.model_view) if "model" in views else None,
-            "frontend_view": copy.deepcopy(self.frontend_view) if "frontend" in views else None,
+            "frontend_view": _windowed(self.frontend_view, frontend_window)
+            if "frontend" in views
+            else None,
             "debug_trace": copy.deepcopy(trace) if "debug" in views else None,
             "failure": copy.deepcopy(failure),
             "validation": copy.deepcopy(validation),
         }
+
+
+def _windowed(
+    view: dict[str, Any] | None, window: tuple[int | None, int] | None
+) -> dict[str, Any] | None:
+    """A deep copy of the frontend ``view`` with its items cut to ``window`` (see
+    :meth:`ContextResult.to_dict`)."""
+    if view is None or window is None:
+        return copy.deepcopy(view)
+    offset, limit = window
+    items = view.get("items") or []
+    total = len(items)
+    start = max(0, total - limit) if offset is None else min(offset, total)
+    out = {k: v for k, v in view.items() if k != "items"}
+    out = copy.deepcopy(out)
+    out["items"] = copy.deepcopy(items[start : start + limit])
+    out["items_total"] = total
+    out["items_offset"] = start
+    return out
 
 
 def _cap_problems(report: dict[str, Any] | None, cap: int) -> dict[str, Any] | None:

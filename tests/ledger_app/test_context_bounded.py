@@ -173,3 +173,29 @@ def test_the_context_page_of_a_long_session_is_paged_and_bounded(long_journal, c
             assert "page=3" in body and "working_budget=32000" in body, body[
                 body.index("pagination") :
             ][:600]
+
+
+def test_the_default_request_sends_a_window_of_the_frontend_view(long_journal):
+    tenant, journal = long_journal
+    _, raw = api_key_create(tenant=tenant, name="runtime")
+    client = TestClient(api, headers={"Authorization": f"Bearer {raw}"})
+    body = {"working_budget": 32_000, "hard_limit": 270_000}  # every view (the default)
+    client.post("/sessions/long/context", json=body)  # folds what it needs (writes)
+
+    response = client.post("/sessions/long/context", json=body)
+
+    front = response.json()["frontend_view"]
+    total = front["items_total"]
+    assert total > 1_000  # every entry the user may see (was all sent: 7.9 MB at 8,766)
+    assert len(front["items"]) == 200 and front["items_offset"] == total - 200
+    assert len(response.content) <= 2 * MAX_BYTES, len(response.content)
+    # a client pages the history from the start with frontend_offset
+    page = client.post(
+        "/sessions/long/context",
+        json={**body, "views": ["frontend"], "frontend_offset": 0, "frontend_limit": 50},
+    ).json()["frontend_view"]
+    assert page["items_offset"] == 0 and len(page["items"]) == 50
+    seqs = [i["seq"] for i in page["items"]]
+    assert seqs == sorted(seqs) and seqs[-1] < front["items"][0]["seq"]
+    too_many = client.post("/sessions/long/context", json={**body, "frontend_limit": 2_001})
+    assert too_many.status_code == 422 and too_many.json()["field"] == "frontend_limit"
