@@ -5,7 +5,7 @@ the journal's own hashing (:func:`journal_app.chain.prepare_entries`), with the 
 ledger of :func:`tests.support.offline_fold.offline_fold` folded once outside the timing (the
 service stores folds; a build does not redo them) and the artifact receipts results over
 2,000 tokens would get. One build is :func:`ledger_app.context.build_context` at the default
-budgets (working 32,000, window 270,000), followed by the JSON encoding of what
+budgets (working 200,000, see :data:`WORKING`; window 270,000), followed by the JSON encoding of what
 ``POST /sessions/{s}/context`` returns for the model view and the debug trace (bounded, as the
 API sends it: :func:`ledger_app.context.bounded_trace`) (the frontend
 view is built by the service from the entries alone and is not timed here).
@@ -31,7 +31,11 @@ from typing import Any
 SIZES = (2_000, 20_000)
 LARGE = 100_000
 REPEAT = 3
-WORKING = 32_000
+#: Working budget of the timed builds (tokens). 200,000, not the API example's 32,000: the
+#: generated 20k-entry session's pins and ledger alone are about 150,000 tokens (its user
+#: messages are instructions, kept verbatim), so at 32,000 the build ends in the failure
+#: state after a fraction of the work; a failed build never counts as met.
+WORKING = 200_000
 WINDOW = 270_000
 
 
@@ -181,7 +185,9 @@ def summary_rows(rows: list[dict[str, Any]], exp: float | None) -> list[dict[str
                 "baseline": round(linear, 4) if linear is not None else None,
                 "ratio": round(r["seconds"] / linear, 3) if linear else None,
                 "target": f"<= {GOAL_SECONDS_20K:g} s" if is20k else None,
-                "met": r["seconds"] <= GOAL_SECONDS_20K if is20k else None,
+                "met": (r["seconds"] <= GOAL_SECONDS_20K and r["status"] == "ok")
+                if is20k
+                else None,
             }
         )
     out.append(
@@ -193,7 +199,9 @@ def summary_rows(rows: list[dict[str, Any]], exp: float | None) -> list[dict[str
             "baseline": 1.0,
             "ratio": exp,
             "target": f"<= {GOAL_EXPONENT:g}",
-            "met": exp is not None and exp <= GOAL_EXPONENT,
+            "met": exp is not None
+            and exp <= GOAL_EXPONENT
+            and all(r["status"] == "ok" for r in rows),
         }
     )
     return out

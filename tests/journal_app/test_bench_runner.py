@@ -42,3 +42,16 @@ def test_full_reaches_only_benchmarks_that_take_it():
     _call(module, small=False, profile=False, full=True)
     assert module.seen == {"small": False, "full": True}
     assert _call(_Old(), small=True, profile=False, full=True) == {"small": True}
+
+
+def test_a_failed_context_build_is_never_met():
+    from bench.context_build import summary_rows
+
+    rows = [
+        {"entries": 2_000, "seconds": 0.1, "response_bytes": 10, "status": "ok"},
+        {"entries": 20_000, "seconds": 1.0, "response_bytes": 10, "status": "failed"},
+    ]
+    out = summary_rows(rows, 1.0)
+    assert [r["met"] for r in out] == [None, False, False]
+    rows[1]["status"] = "ok"
+    assert [r["met"] for r in summary_rows(rows, 1.0)] == [None, True, True]
