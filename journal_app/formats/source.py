@@ -358,7 +358,14 @@ def _parse_text(path: Path, text: str) -> tuple[Literal["json", "jsonl"], Any]:
             raise FormatError(
                 path, where, "", "truncated JSON (ends before the value is closed)"
             ) from None
-        raise FormatError(path, where, "", f"not valid JSON ({exc.msg})") from None
+        near = text[max(0, exc.pos - 40) : exc.pos + 40].replace("\n", " ")
+        raise FormatError(
+            path,
+            where,
+            "",
+            f"not valid JSON ({exc.msg} at column {exc.colno}, character {exc.pos:,}; "
+            f"near {near!r})",
+        ) from None
     except ValueError as exc:
         raise FormatError(path, "", "", f"not valid JSON ({exc})") from None
 

@@ -62,3 +62,43 @@ def test_an_import_in_the_embedded_default_logs_no_broker_warning(settings, capl
         call_command("import_journal", str(source), "--tenant", "acme", "--no-progress",
                      stdout=io.StringIO())  # fmt: skip
     assert not [r for r in caplog.records if r.name.startswith("kombu")]
+
+
+@pytest.mark.django_db
+def test_importing_a_folded_session_again_says_nothing_new_was_folded(
+    settings, django_capture_on_commit_callbacks
+):
+    import io
+
+    from django.core.management import call_command
+
+    from ledger_app.models import Fold
+
+    settings.LEDGER_FOLD_THRESHOLD_TOKENS = 200  # the import folds it all
+    source = sorted(CORPUS.glob("*.json*"))[0]
+    args = (str(source), "--tenant", "acme", "--no-progress")
+    with django_capture_on_commit_callbacks(execute=True):  # the fold after the import
+        call_command("import_journal", *args, stdout=io.StringIO())
+    assert Fold.objects.exists()
+    again = io.StringIO()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        call_command("import_journal", *args, stdout=again)
+
+    line = next(x for x in again.getvalue().splitlines() if x.startswith("folded"))
+    assert "nothing new; the ledger already covers seq 1-" in line, line
+    assert "compact` folds it now" not in line
+
+
+@pytest.mark.django_db
+def test_an_import_whose_fold_is_still_queued_says_so(settings):
+    import io
+
+    from django.core.management import call_command
+
+    settings.LEDGER_FOLD_THRESHOLD_TOKENS = 200  # over it; the fold runs after commit
+    out = io.StringIO()
+    source = sorted(CORPUS.glob("*.json*"))[0]
+    call_command("import_journal", str(source), "--tenant", "acme", "--no-progress", stdout=out)
+    line = next(x for x in out.getvalue().splitlines() if x.startswith("folded"))
+    assert "a fold is queued for the worker" in line and "below" not in line, line

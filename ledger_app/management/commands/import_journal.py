@@ -185,6 +185,17 @@ def _folded(journal: Any, started: Any) -> str:
         or 0
     )
     unfolded = journal.entries.filter(seq__gt=folded_to).aggregate(t=Sum("token_count"))["t"] or 0
+    if folded_to and not unfolded:
+        return (
+            f"folded     {journal.scope_label}: nothing new; the ledger already covers seq "
+            f"1-{folded_to}"
+        )
+    if unfolded >= settings.LEDGER_FOLD_THRESHOLD_TOKENS:
+        return (
+            f"folded     {journal.scope_label}: not yet; {unfolded} unfolded tokens are over "
+            f"LEDGER_FOLD_THRESHOLD_TOKENS {settings.LEDGER_FOLD_THRESHOLD_TOKENS}, so a fold "
+            "is queued for the worker (`compact` folds it now)"
+        )
     return (
         f"folded     {journal.scope_label}: nothing yet ({unfolded} unfolded tokens, below "
         f"LEDGER_FOLD_THRESHOLD_TOKENS {settings.LEDGER_FOLD_THRESHOLD_TOKENS}); "

@@ -182,3 +182,16 @@ def test_codex_entries_are_final_when_yielded(streamed):
     assert seen == [
         (e.source_ref, json.dumps(e.metadata, sort_keys=True, default=repr)) for e in whole.entries
     ]
+
+
+def test_a_bad_value_inside_a_one_line_document_is_located_by_column_and_context(tmp_path):
+    # an openai-chat list on one line: "line 1" alone said nothing (fresh-eyes, issue 13)
+    path = tmp_path / "chat.json"
+    good = '{"role": "user", "content": "hi"}'
+    path.write_text("[" + ", ".join([good] * 40 + ['{"role": oops}'] + [good] * 5) + "]")
+    with pytest.raises(FormatError) as err:
+        parse_path(path)
+    text = path.read_text()
+    column = text.index("oops") + 1
+    assert err.value.location == "line 1"
+    assert f"at column {column}," in err.value.reason and "oops" in err.value.reason
