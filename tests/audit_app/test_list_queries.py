@@ -30,7 +30,7 @@ BOUNDS = {
     "timeline_filtered": 9,  # issue 17: + the journal's first source time
     "facts": 9,  # issues 16, 18: the verify warning's cache key (1), fact rows count (1)
     "facts_filtered": 9,
-    "folds": 7,  # issue 16: the verify warning's cache key
+    "folds": 8,  # issue 16: the verify warning (its state: the last fold), shown here too
     "fold": 8,  # issue 16: the verify warning's cache key
     "diff": 10,  # issue 17: from fact rows: fold numbers, both sides digests (2), changed rows,
     # their births, cited entries, the row count (fixed, whatever the ledger size)
