@@ -93,10 +93,26 @@ def _facts_after(journal_id: int, number: int) -> QuerySet[LedgerFact]:
     )
 
 
-def _fact_order(qs: QuerySet[LedgerFact]) -> QuerySet[LedgerFact]:
-    # fact_order (priority, then id by code point): "C" collation on PostgreSQL, where the
-    # default collation would sort ids differently from Python; SQLite compares bytes.
+#: Facts after a fold (its recorded count) up to which a page sorts the few rows it selects
+#: instead of walking the display-order index (see :func:`_fact_order`)
+SORT_AT_MOST = 5_000
+
+
+def _fact_order(qs: QuerySet[LedgerFact], few: bool = False) -> QuerySet[LedgerFact]:
+    """``qs`` in fact order (priority, then id by code point): "C" collation on PostgreSQL,
+    where the default collation would sort ids differently from Python; SQLite compares
+    bytes.
+
+    ``few`` (the fold holds at most :data:`SORT_AT_MOST` facts): on PostgreSQL the priority
+    is ordered under "C" too (the same order: ``P0``...``P3``), which the display-order index
+    ``ledgerfact_order`` cannot serve, so the planner selects the fold's rows by ``since``
+    and sorts them. Walking that index instead filters every row of the journal's later
+    folds away: 129 ms for the 153 facts of fold 17 in a 100,000-fact ledger, 0.4 ms sorted;
+    for a fold holding most of the rows the index walk is the fast one (issue 18).
+    """
     if connection.vendor == "postgresql":
+        if few:
+            return qs.order_by(Collate("priority", "C"), Collate("fact_id", "C"))
         return qs.order_by("priority", Collate("fact_id", "C"))
     return qs.order_by("priority", "fact_id")
 
@@ -228,6 +244,7 @@ def facts_at(
     total = _facts_total(fold)
     if total is None:
         total = qs.count()
+    few = total <= SORT_AT_MOST
     q = (q or "").strip()
     shown: Sequence[Fact]
     if q:
@@ -244,13 +261,13 @@ def facts_at(
                 narrowed = narrowed.filter(compiled[0])
             if compiled is None or not compiled[1]:
                 (on_text if term.field == "text" else on_json).append(term)
-        shown = FactsQuery(_fact_order(narrowed))
+        shown = FactsQuery(_fact_order(narrowed, few))
         if on_text or on_json:
             # the column ``text`` is the fact's text (``_row``): match it without parsing
             by_text = Query(terms=tuple(on_text))
             kept = [
                 data
-                for text, data in _fact_order(narrowed).values_list("text", "data")
+                for text, data in _fact_order(narrowed, few).values_list("text", "data")
                 if fact_matches(by_text, {"text": text})
             ]
             if on_json:
@@ -259,7 +276,7 @@ def facts_at(
             else:
                 shown = _ParsedOnRead(kept)
     else:
-        shown = unfiltered = FactsQuery(_fact_order(qs.filter(**wanted)))
+        shown = unfiltered = FactsQuery(_fact_order(qs.filter(**wanted), few))
         if not wanted:
             unfiltered._count = total
     return presenters.FactSelection(
@@ -380,7 +397,8 @@ def fold_numbers(journal: Journal) -> list[int]:
 
 def fold_get(journal: Journal, number: int) -> Fold:
     """Fold ``number`` of ``journal`` (annotated like :func:`fold_rows`); ``Http404`` if absent."""
-    fold = _annotated(Fold.objects.filter(journal=journal, number=number)).first()
+    # ``state`` (a checkpoint's whole state, megabytes at 100k facts) loads only if asked
+    fold = _annotated(Fold.objects.filter(journal=journal, number=number).defer("state")).first()
     if fold is None:
         raise Http404(f"no fold {number}")
     return fold
@@ -389,7 +407,9 @@ def fold_get(journal: Journal, number: int) -> Fold:
 def fold_at(journal: Journal, number: int | None) -> Fold | None:
     """Fold ``number`` (``Http404`` if absent), or the latest (``None`` before any fold)."""
     if number is None:
-        return _annotated(Fold.objects.filter(journal=journal).order_by("-number")).first()
+        return _annotated(
+            Fold.objects.filter(journal=journal).order_by("-number").defer("state")
+        ).first()
     return fold_get(journal, number)
 
 
