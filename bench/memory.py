@@ -12,7 +12,8 @@ is reset (about 80 MB once per process, not per import).
 Sources: the largest source in ``tests/fixtures/corpus`` (by bytes; a folder export counts
 as the sum of its files), then synthetic Claude Code JSONL transcripts of 10, 20 and 40 MB
 (5 and 10 MB with ``--small``; the issue's 20, 80 and 400 MB with ``BENCH_IMPORT_MB=20,80,400``,
-about 5 s per MB on this 2-core machine, so not by default) written entry by entry by
+about 0.5 s per MB on this 2-core machine since issue 13's hashing and identifier work, so
+several minutes: not by default) written entry by entry by
 :func:`bench.generator.write_large` from the corpus-measured profile. The child imports
 through ``journal_import`` in the embedded default, so the post-commit derivation
 (identifiers, search index) runs in the same process and counts too. The fitted exponent of
