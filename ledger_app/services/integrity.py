@@ -715,11 +715,18 @@ def ledger_check(*, journal: Journal) -> LedgerCheck:
     return check
 
 
+def _checked_at(stored: dict[str, Any]) -> datetime | None:
+    """When a stored check ran (``None``: no readable time)."""
+    try:
+        return datetime.fromisoformat(stored["checked_at"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def _too_old(stored: dict[str, Any]) -> bool:
     """Whether a stored check ran more than ``LEDGER_CHECK_MAX_AGE_SECONDS`` ago."""
-    try:
-        at = datetime.fromisoformat(stored["checked_at"])
-    except (KeyError, TypeError, ValueError):
+    at = _checked_at(stored)
+    if at is None:
         return True
     age = (timezone.now() - at).total_seconds()
     return age > settings.LEDGER_CHECK_MAX_AGE_SECONDS
@@ -768,8 +775,4 @@ def ledger_warnings(*, journal: Journal) -> ShownCheck:
             check_wanted.send(sender=Journal, journal_id=journal.pk)
     if not stored:
         return ShownCheck([], None)
-    try:
-        at: datetime | None = datetime.fromisoformat(stored["checked_at"])
-    except (KeyError, TypeError, ValueError):
-        at = None
-    return ShownCheck(list(stored["problems"]), at)
+    return ShownCheck(list(stored["problems"]), _checked_at(stored))
