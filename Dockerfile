@@ -26,4 +26,4 @@ WORKDIR /srv/ledgerkeep
 RUN DJANGO_SECRET_KEY=build-only-not-used-at-run-time ledgerkeep collectstatic --noinput -v 0
 EXPOSE 8000
 # request limits, bind, workers: config/gunicorn.py (in the package)
-CMD ["gunicorn", "-c", "python:config.gunicorn", "config.wsgi:application"]
+CMD ["gunicorn", "-c", "python:config.gunicorn", "config.asgi:application"]

@@ -9,7 +9,12 @@ class AuditAppConfig(AppConfig):
         from django.db.models.signals import post_delete, post_migrate, post_save
 
         from audit_app import receivers
+        from audit_app.models import Annotation, AuditEvent, Comment
+        from audit_app.services import log_register
         from journal_app.models import Membership
+
+        for model in (AuditEvent, Comment, Annotation):
+            log_register(model, "tenant_id")
 
         post_migrate.connect(receivers.ensure_roles, dispatch_uid="audit_app.ensure_roles")
         post_save.connect(

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import models
 
 from journal_app.models import AppendOnlyModel, Entry, Journal, Session, Tenant
+from journal_app.privacy import filter_text
 
 
 class Comment(AppendOnlyModel):
@@ -104,5 +105,44 @@ class AuditEvent(AppendOnlyModel):
             ("view_audit_log", "Can read the tenant's audit log"),
         ]
 
+    @property
+    def shown_label(self) -> str:
+        """``object_label`` as the audit log shows it: secrets filtered by the one detector
+        (:mod:`journal_app.privacy`); a label may carry a session's title, which is its first
+        user message. ``object_label`` stays as recorded (the log's hash covers it)."""
+        return filter_text(self.object_label).text if self.object_label else ""
+
     def __str__(self) -> str:
         return f"{self.actor_name or 'system'} {self.action} {self.object_type} {self.object_id}"
+
+
+class LogRecord(AppendOnlyModel):
+    """One link of a tenant's append-only, hash-chained log of reviews and what people did.
+
+    Every write of a retirement request (its creation and its decision), a comment, an
+    annotation and an audit event appends the row as stored (``record``: canonical JSON of
+    every column, :func:`journal_app.chain.record_value` values) to the chain of its tenant
+    (``chain``: the tenant's pk, 0 for account events). ``record_hash`` is
+    :func:`journal_app.chain.record_hash` of the record (with its chain, seq, model and
+    object id) chained to ``previous``, the hash of the record before it. Append-only (the
+    model layer; on PostgreSQL a trigger too); ``verify_ledger`` recomputes the chain and
+    compares each row with its latest record (:func:`audit_app.services.log_verify`).
+    """
+
+    chain = models.PositiveBigIntegerField(help_text="tenant pk, 0: no tenant")
+    seq = models.PositiveBigIntegerField()
+    model = models.CharField(max_length=100, help_text="app_label.ModelName")
+    object_id = models.PositiveBigIntegerField()
+    record = models.TextField(help_text="canonical JSON of the row's columns")
+    previous = models.CharField(max_length=64, blank=True)
+    record_hash = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["chain", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["chain", "seq"], name="logrecord_unique_seq")
+        ]
+        indexes = [models.Index(fields=["model", "object_id"], name="logrecord_object")]
+
+    def __str__(self) -> str:
+        return f"log {self.chain}#{self.seq}: {self.model} {self.object_id}"

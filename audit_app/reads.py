@@ -152,6 +152,6 @@ def raw_export_allow(*, session: Session, actor: Any, via: str = "ui") -> None:
     tenant = session.tenant
     user, refusal = raw_read_actor(actor, tenant)
     if refusal is not None:
-        obj = ("session", session.key, session.title or session.key)
+        obj = ("session", session.key, session.shown_title or session.key)
         _refuse(actor, user, tenant, "session.export_raw.denied", obj, via)
         raise RawReadDenied(refusal.replace("read unfiltered entries", "export sessions"))

@@ -10,8 +10,11 @@ from ``<body hx-headers>``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import LoginView
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
@@ -22,7 +25,8 @@ from django.views.decorators.http import require_POST
 
 from audit_app.models import AuditEvent
 from audit_app.roles import AUDIT_LOG_PERMISSION, tenant_role
-from audit_app.services import CommentInvalid, annotation_add, comment_on_entry
+from audit_app.selectors import AuditFilterError, audit_events, audit_nav, audit_nav_remember
+from audit_app.services import CommentInvalid, annotation_add, audit_record, comment_on_entry
 from journal_app import selectors
 from journal_app.hashing import display
 from journal_app.models import Membership
@@ -89,8 +93,9 @@ def annotate(request: HttpRequest, tenant: str, session: str) -> HttpResponse:
 
 @login_required
 def audit_log(request: HttpRequest, tenant: str) -> HttpResponse:
-    """The tenant's audit log, newest first, 50 per page (``?action=`` narrows it; an htmx
-    request gets ``#audit-events``).
+    """The tenant's audit log, newest first, 50 per page; ``?action=``, ``?actor=``,
+    ``?session=``, ``?since=`` and ``?until=`` narrow it (:func:`audit_app.selectors.audit_events`;
+    a bad date answers 400 naming it); an htmx request gets ``#audit-events``.
 
     Admins of the tenant only (``audit_app.view_audit_log`` and an admin membership);
     another tenant answers 404, a member of another role 403.
@@ -102,13 +107,17 @@ def audit_log(request: HttpRequest, tenant: str) -> HttpResponse:
         Membership.Role.ADMIN
     ):
         raise PermissionDenied("only the tenant's admins read its audit log")
-    action = request.GET.get("action", "")
-    events = AuditEvent.objects.filter(tenant=t).select_related("actor")
-    if action:
-        events = events.filter(action__startswith=action)
-    page = Paginator(events.order_by("-created_at", "-pk"), EVENTS_PER_PAGE).get_page(
-        request.GET.get("page") or "1"
-    )
+    filters = {
+        name: request.GET.get(name, "").strip()
+        for name in ("action", "actor", "session", "since", "until")
+    }
+    error = ""
+    try:
+        events = audit_events(tenant=t, **filters)
+    except AuditFilterError as exc:
+        error = str(exc)
+        events = AuditEvent.objects.none()
+    page = Paginator(events, EVENTS_PER_PAGE).get_page(request.GET.get("page") or "1")
     actions = list(
         AuditEvent.objects.filter(tenant=t)
         .order_by("action")
@@ -119,9 +128,38 @@ def audit_log(request: HttpRequest, tenant: str) -> HttpResponse:
         "tenant": t,
         "page": page,
         "events": list(page.object_list),
-        "action": action,
+        "action": filters["action"],
+        "filters": filters,
+        "filtered": any(filters.values()),
+        "error": error,
         "actions": actions,
+        "tenants": audit_nav(request)["audit_tenants"],
         "permalink": request.build_absolute_uri(request.get_full_path()),
     }
     template = "audit_app/audit_log.html"
-    return render(request, f"{template}#audit-events" if is_htmx(request) else template, context)
+    return render(
+        request,
+        f"{template}#audit-events" if is_htmx(request) else template,
+        context,
+        status=400 if error else 200,
+    )
+
+
+class AuditedLoginView(LoginView):
+    """The login page; a successful sign-in is recorded (``account.login``) in the audit log
+    of each tenant the user belongs to, so its admins see who signed in."""
+
+    def form_valid(self, form: Any) -> HttpResponse:
+        response = super().form_valid(form)
+        user = form.get_user()
+        audit_nav_remember(self.request, user)
+        for m in Membership.objects.filter(user=user).select_related("tenant"):
+            audit_record(
+                actor=user,
+                tenant=m.tenant,
+                action="account.login",
+                object_type="user",
+                object_id=user.get_username(),
+                details={"role": m.role, "via": "ui"},
+            )
+        return response

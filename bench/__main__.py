@@ -20,7 +20,9 @@ one that is not there yet is skipped with a message. ``run`` receives ``small=Tr
 ``--small`` when its signature has a ``small`` parameter, ``full=True`` with ``--full`` when
 it has ``full``, and ``profile=True`` with ``--profile`` when it has ``profile``
 (``BENCH_SMALL=1`` / ``BENCH_FULL=1`` are set either way). A result may carry ``"summary"``: rows of ``{"metric", "value", "unit", "baseline",
-"ratio", "target", "met"}`` for the table; otherwise the runner summarises what it knows.
+"ratio", "target", "met", "what"}`` for the table (``what``: one line saying what the row
+times and what its baseline does, printed under the row); otherwise the runner summarises
+what it knows.
 """
 
 from __future__ import annotations
@@ -34,16 +36,22 @@ import platform
 import secrets
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import django
 
+from bench.cpu import cpu_between, cpu_seconds
+
 #: name -> (module, needs the database)
 BENCHMARKS: dict[str, tuple[str, bool]] = {
     "reducer": ("bench.reducer_scaling", False),
     "ingest": ("bench.ingest", True),
+    "storage": ("bench.storage", True),
+    # bench/outside.py over the same input: does an outside count agree with the two rows?
+    "agreement": ("bench.agreement", True),
     "verify": ("bench.verify", True),
     "memory": ("bench.memory", True),
     "fold": ("bench.fold_overhead", True),
@@ -53,6 +61,10 @@ BENCHMARKS: dict[str, tuple[str, bool]] = {
     "context_build": ("bench.context_build", False),
     "loss_report": ("bench.loss_report", False),
     "ui": ("bench.ui_pages", True),
+    "eval_ledger": ("bench.eval_table", True),
+    "mandatory": ("bench.mandatory_state", True),
+    # the proxy's rows (the proxy's own benchmark module); skipped while the file is absent
+    "proxy": ("bench.proxy_rows", True),
 }
 
 
@@ -116,6 +128,8 @@ def summarize(name: str, result: dict[str, Any]) -> list[dict[str, Any]]:
     """Rows for the summary table from one benchmark's result."""
     if "skipped" in result:
         return [{"metric": "skipped", "value": result["skipped"]}]
+    if "failed" in result:
+        return [{"metric": "FAILED", "value": result["failed"], "met": False}]
     if isinstance(result.get("summary"), list):
         return result["summary"]
     if isinstance(result.get("summary"), dict):  # {group: {figure: value}} or {figure: value}
@@ -178,9 +192,16 @@ def table_lines(summary: dict[str, list[dict[str, Any]]]) -> list[tuple[str, ...
     return lines
 
 
+def what_lines(summary: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Per table row (in :func:`table_lines` order, header excluded), the row's ``what``:
+    one line saying what it times and what its baseline does (``""`` when it has none)."""
+    return [str(r.get("what") or "") for rows in summary.values() for r in rows]
+
+
 def print_table(summary: dict[str, list[dict[str, Any]]]) -> None:
-    """Print the one summary table."""
+    """Print the one summary table; a row with a ``what`` is followed by that line."""
     lines = table_lines(summary)
+    whats = ["", *what_lines(summary)]
     head = lines[0]
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
     print()
@@ -188,6 +209,8 @@ def print_table(summary: dict[str, list[dict[str, Any]]]) -> None:
         print("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
         if n == 0:
             print("  ".join("-" * w for w in widths))
+        elif whats[n]:
+            print(f"    ^ {whats[n]}")
 
 
 def main() -> None:
@@ -241,15 +264,25 @@ def main() -> None:
     from django.db import connection
 
     database = None
+    cpu: dict[str, float] = {}
     if any(BENCHMARKS[n][1] for n in modules):
         database = _setup_database(args.keepdb)
     try:
         for name, module in modules.items():
             print(f"== {name}")
-            t0 = time.perf_counter()
-            results[name] = _call(module, args.small, args.profile, args.full)
+            t0, c0 = time.perf_counter(), cpu_seconds()
+            try:
+                results[name] = _call(module, args.small, args.profile, args.full)
+            except Exception as exc:  # one benchmark's failure must not lose the table
+                traceback.print_exc()
+                results[name] = {"failed": f"{type(exc).__name__}: {exc}"[:200]}
             results[name].setdefault("wall_seconds", time.perf_counter() - t0)
-            print(f"== {name}: {results[name]['wall_seconds']:.0f} s")
+            results[name]["cpu_seconds"] = cpu_between(c0, cpu_seconds())
+            cpu[name] = results[name]["cpu_seconds"]
+            print(
+                f"== {name}: {results[name]['wall_seconds']:.0f} s "
+                f"(CPU {results[name]['cpu_seconds']:.0f} s)"
+            )
     finally:
         if database is not None:
             connection.creation.destroy_test_db(database[0], verbosity=0, keepdb=args.keepdb)
@@ -262,7 +295,20 @@ def main() -> None:
             "value": wall / 60,
             "unit": "min",
             **({} if args.full or args.small else {"target": "<= 10", "met": wall <= 600}),
-        }
+            "what": "wall clock of this python -m bench, setup and teardown included | "
+            "the next row: CPU seconds of the same run (on a machine shared with other work, "
+            "what the run would take alone)",
+        },
+        {
+            "metric": "CPU of this run (process, children, its database session)",
+            "value": sum(cpu.values()) / 60,
+            "unit": "min",
+            **({} if args.full or args.small else {"target": "<= 10"}),
+            **({} if args.full or args.small else {"met": sum(cpu.values()) <= 600}),
+            "what": "largest: "
+            + ", ".join(f"{k} {v:.0f} s" for k, v in sorted(cpu.items(), key=lambda kv: -kv[1])[:4])
+            + " | no baseline",
+        },
     ]
     print_table(summary)
     report = {

@@ -13,7 +13,8 @@ tokens, both build the request for the next model call:
   its documented recipe for a valid history), counting with the same tiktoken figures.
 
 Columns: orphaned tool calls or results in the output (our validator's pairing checks),
-pins lost or altered (authoritative messages not present byte for byte), tokens used, and
+pins lost or altered (an authoritative message's pin, as a context shows it, not present
+byte for byte), tokens used, and
 the median time per build. Builds that end in our explicit failure state are counted apart
 (no request, so nothing orphaned or lost).
 
@@ -139,10 +140,39 @@ def journal_messages(entries: list[Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _pins(entries: list[Any]) -> list[str]:
-    from ledger_app.mechanical import is_pin_source
+def _pins(entries: list[Any], ledger: Any = None, *, listed_verbatim: bool = False) -> list[str]:
+    """The pins a request must carry byte for byte, as
+    :func:`ledger_app.context_service.session_pins` says for a stored journal: each
+    authoritative message's pin as a context shows it (harness blocks such as Codex's
+    ``<environment_context>`` left out, attachments as receipts:
+    :func:`ledger_app.mechanical.pin_fact`, :func:`ledger_app.pins.pin_shown_text`), less the
+    pins ``ledger`` (the state the build ended with) has retired, superseded or closed (a
+    done request is one line); of the open requests the ledger holds, the latest three are
+    expected verbatim, the next ten as their one line (:func:`ledger_app.pins.request_line`)
+    and the rest not at all (DESIGN.md 6: :func:`ledger_app.pins.open_requests_split`). The
+    same pins for both sides; ``listed_verbatim`` (the trimmed baseline, which has no record
+    lines): the next ten are expected as their whole text."""
+    from ledger_app.mechanical import is_pin_source, pin_fact
+    from ledger_app.pins import open_requests_split, pin_shown_text, request_line
 
-    return [e.text for e in entries if is_pin_source(e)]
+    facts = {
+        f["support"][0]["entry"]: f
+        for f in ((ledger or {}).get("facts") or {}).values()
+        if f.get("pin") and f.get("support")
+    }
+    _, listed, counted = open_requests_split(list(facts.values()))
+    lines = {id(f) for f in listed}
+    left = {id(f) for f in counted}
+    out = []
+    for e in entries:
+        if not is_pin_source(e):
+            continue
+        fact = facts.get(e.entry_hash) or pin_fact(e)
+        if fact.get("lifecycle", "active") != "active" or id(fact) in left:
+            continue
+        one_line = id(fact) in lines and not listed_verbatim
+        out.append(request_line(fact) if one_line else pin_shown_text(fact))
+    return out
 
 
 def _pins_lost(pins: list[str], messages: list[dict[str, Any]], system: Any = None) -> int:
@@ -236,7 +266,6 @@ def run() -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     for path in _sources():
         entries, counts = _views(path)
-        pins = _pins(entries)
         receipts = _receipts(entries, count_tokens)
         plain = journal_messages(entries)
         lc_input = convert_to_messages(plain)
@@ -251,6 +280,7 @@ def run() -> dict[str, Any]:
             t_ours, result = _median(ours)
             t_trim, trimmed = _median(baseline)
             meter = Meter()
+            pins = _pins(entries, result.ledger)
             if result.status == "ok":
                 view = result.model_view
                 request = {k: v for k, v in view.items() if k != "format"}
@@ -275,7 +305,9 @@ def run() -> dict[str, Any]:
                     "ours_tokens": ours_tokens,
                     "ours_seconds": round(t_ours, 4),
                     "trim_orphans": len(trim_report.failed(*PAIRING)),
-                    "trim_pins_lost": _pins_lost(pins, out),
+                    "trim_pins_lost": _pins_lost(
+                        _pins(entries, result.ledger, listed_verbatim=True), out
+                    ),
                     "trim_tokens": trim_report.tokens,
                     "trim_seconds": round(t_trim, 4),
                     "fold_seconds_once": round(fold_time, 4),

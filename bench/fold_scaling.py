@@ -21,7 +21,8 @@ On generated sessions (:mod:`bench.generator`), with the offline writer and no r
   fold's p95 without the writer, its query count (equal at both sizes), and the page/API
   read p95 at that size.
 
-Sizes: ``BENCH_FOLD_ENTRIES`` (default 10,000; 2,000 with ``--small``) for the fold loop;
+Sizes: ``BENCH_FOLD_ENTRIES`` (default 4,000, 167 folds, for the default run's 10 minutes;
+10,000 with ``--full``; 2,000 with ``--small``) for the fold loop;
 ``compact`` of a tenth of it and of it, or of 10,000 and 100,000 entries with
 ``BENCH_FULL=1`` (the issue's sizes; several minutes more). The fold loop at 100k entries
 (``BENCH_FOLD_ENTRIES=100000``) also runs outside the default ``make bench``: the one-fold
@@ -224,11 +225,17 @@ def _ms_row(metric: str, value: float, baseline: float | None = None) -> dict[st
     return row
 
 
+#: entries of the fold loop in the default run (``--full``: 10,000)
+DEFAULT_ENTRIES = 4_000
+
+
 def run(small: bool = False) -> dict[str, Any]:
     """Measure and print; return the figures with their summary rows."""
-    big = int(os.environ.get("BENCH_FOLD_ENTRIES") or (2_000 if small else 10_000))
-    # compact of 10k and 100k entries with BENCH_FULL=1 (minutes); else a tenth of big and big
     full = os.environ.get("BENCH_FULL") == "1"
+    # the default run's 10 minutes: 4,000 entries (167 folds of 24); 10,000 with --full
+    default = 10_000 if full else DEFAULT_ENTRIES
+    big = int(os.environ.get("BENCH_FOLD_ENTRIES") or (2_000 if small else default))
+    # compact of 10k and 100k entries with BENCH_FULL=1 (minutes); else a tenth of big and big
     compact_sizes = (10_000, 100_000) if full else (max(1_000, big // 10), big)
     little = compact_sizes[0]
     many = int(os.environ.get("BENCH_FOLD_FACTS") or (5_000 if small else 100_000))

@@ -77,6 +77,12 @@ TOOLS = (
     ("list_dir", "path"),
 )
 
+#: tools that write files, and how many distinct files a session's writes touch
+FILE_WRITERS = ("edit_file", "write_file")
+WORKING_SET = 120
+#: how many distinct shell commands a session's ``exec`` calls run
+WORKING_COMMANDS = 80
+
 _WORDS = (
     "the a to of and in is for that it with on as be this was are not by or from at an "
     "test tests file files error failed passed run running build check value return def "
@@ -166,6 +172,8 @@ def iter_session(
         result, parallel calls sit in one round, about 12% of results are failures.
     """
     rng = random.Random(seed)
+    files = random.Random(seed + 0x5EED)  # its own stream: the other draws stay as they were
+    commands: dict[int, str] = {}
     text = _Text(seed)
     sizes = {k: SizeSampler(v) for k, v in profile["bytes"].items()}
 
@@ -218,6 +226,18 @@ def iter_session(
             call_id = f"call_{seed}_{call_no}"
             calls.append((call_id, name))
             args = {arg: text.cut(rng, max(1, size("arguments") - len(arg) - 6))}
+            if name == "exec":
+                # commands come back: an agent re-runs its tests and builds (OpenHands'
+                # corpus run: 48 commands, 26 distinct; mini-swe-agent's: 69, 50), so a
+                # session's commands are drawn from a working set of its own, sizes as sampled
+                pick = files.randrange(WORKING_COMMANDS)
+                if pick not in commands:
+                    commands[pick] = args[arg]
+                args[arg] = commands[pick]
+            if name in FILE_WRITERS:
+                # writes land on a working set of files, as an agent's do (DESIGN.md 5.5:
+                # a later write of a file supersedes the earlier one)
+                args["path"] = f"src/module_{files.randrange(WORKING_SET)}.py"
             yield emit(tool_call(call_id, name, args), True)
         for call_id, name in calls:
             failed = rng.random() < profile["result_failed"]

@@ -88,6 +88,7 @@ def reduce_one_fold(views: list[Any], ops: list[dict[str, Any]]) -> Any:
         "revision": views[-1].seq if views else 0,
         "evidence": evidence,
         "required_pins": required_pins(views),
+        "lifecycle_rules": reducer.LIFECYCLE_RULES,
         "ops": ops,
     }
     return reducer.apply_delta(copy.deepcopy(reducer.EMPTY_STATE), delta)

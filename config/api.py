@@ -50,7 +50,14 @@ model_unavailable        503     the writer's model could not be reached: the fo
                                  succeed later, so this is the server's 503, not a 4xx
 database_unavailable     503     the database connection dropped mid-request; nothing written;
                                  ``Retry-After`` says when to try again
+commit_unconfirmed       503     the connection dropped while an import committed: written or
+                                 not is unknown; the same import again is safe (idempotent)
+committed_then_lost      503     the import committed, then the connection dropped: the
+                                 message says what was committed; nothing to send again
+broker_unavailable       503     a fold request while the task broker is unreachable: not
+                                 queued (its task run says so), ask again later
 artifact_write_failed    503     an artifact's bytes could not be stored with their hash
+artifact_store_full      507     the artifact store (named) has no space left; nothing written
 =======================  ======  =====================================================
 
 No input produces a 500: an unexpected exception is logged with its traceback and answered
@@ -85,10 +92,12 @@ from journal_app.auth import api_key_auth
 from journal_app.chain import EntryInvalid
 from journal_app.errors import DomainError, MalformedBody
 from journal_app.formats import FormatError
+from journal_app.waterfall_api import router as waterfall_router
 from ledger_app.api import router as ledger_router
 from ledger_app.context_api import router as context_router
 from recovery_app.api import router as recovery_router
 from recovery_app.receipts_api import router as receipts_router
+from recovery_app.tenant_search_api import router as tenant_search_router
 
 log = structlog.get_logger("ledgerkeep.api")
 
@@ -494,3 +503,5 @@ api.add_router("/", ledger_router)
 api.add_router("/", recovery_router)
 api.add_router("/", receipts_router)
 api.add_router("/", context_router)
+api.add_router("/", waterfall_router)
+api.add_router("/", tenant_search_router)

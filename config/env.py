@@ -80,6 +80,20 @@ def env_json(name: str, default: dict[str, int]) -> dict[str, int]:
     return value
 
 
+def env_object(name: str) -> dict[str, object]:
+    """A JSON object of any shape (``{}`` when unset); the caller checks its fields."""
+    raw = os.environ.get(name)
+    if raw in (None, ""):
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise SettingError(f"{name}={raw!r} is not JSON") from None
+    if not isinstance(value, dict):
+        raise SettingError(f"{name} must be a JSON object")
+    return value
+
+
 _RATE = re.compile(r"^([0-9]+)/([0-9]*)([smhd])$")
 
 

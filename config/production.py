@@ -23,6 +23,9 @@ GUNICORN_MAX_REQUEST_LINE = 8190
 #: What a request line holds beside the URL: the longest method the API answers
 #: (``OPTIONS``), two spaces and ``HTTP/1.1``.
 REQUEST_LINE_OVERHEAD = len("OPTIONS") + 2 + len("HTTP/1.1")
+#: Seconds the proxy waits on its upstream (``UPSTREAM_TIMEOUT_SECONDS`` overrides); read
+#: by the settings and by ``config/gunicorn.py``, whose worker timeout is never shorter.
+UPSTREAM_TIMEOUT_SECONDS = 600.0
 
 
 def secret_key_problem(key: str, *, development_default: str) -> str | None:

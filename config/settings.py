@@ -7,9 +7,11 @@ to PostgreSQL; ``CELERY_BROKER_URL`` to a real broker (Redis or RabbitMQ).
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF
 
 from config.env import (
     SettingError,
@@ -18,11 +20,15 @@ from config.env import (
     env_int,
     env_json,
     env_list,
+    env_object,
     env_rate,
     env_str,
 )
 from config.logging import configure_structlog, logging_config
 from config.production import MAX_URL_BYTES, request_line_limit, secret_key_problem
+from config.production import UPSTREAM_TIMEOUT_SECONDS as UPSTREAM_TIMEOUT_DEFAULT
+from journal_app.pricing import PriceTableError, parse_price_table
+from ledger_app.consequence import PatternsInvalid, parse_patterns
 
 # BASE_DIR holds templates/, static/ and samples/: the checkout, or the copy an installed
 # wheel carries in config/site/ (setup.py). DATA_DIR holds what the embedded default writes
@@ -65,10 +71,12 @@ INSTALLED_APPS = [
     "recovery_app",
     "audit_app",
     "proxy_app",
+    "axes",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -77,7 +85,29 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "audit_app.origin.OriginMiddleware",  # which surface asked: audit events name it
+    "config.busy.DatabaseBusyMiddleware",  # SQLite busy past its timeout: 503, not a 500
+    "axes.middleware.AxesMiddleware",  # last: it answers a locked-out login (README)
 ]
+
+# Content-Security-Policy (django-csp; README "Security headers"): every script and style is
+# a static file of this site, so nothing inline runs or applies. htmx's own indicator <style>
+# is switched off in templates/base.html (its rule is in static/css/app.css); the favicon is
+# a data: URL.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -92,6 +122,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "audit_app.selectors.audit_nav",
             ],
         },
     },
@@ -110,7 +141,16 @@ if env_str("TEST_DATABASE_NAME"):
     # lets several test runs share one PostgreSQL server without colliding
     DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME")}
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
+    # The embedded default under concurrency (README, "Configuration"): WAL lets page views
+    # read while an import writes; a writer waits up to SQLITE_BUSY_TIMEOUT_SECONDS for the
+    # lock; write transactions take it when they begin, never halfway through.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "timeout": env_int("SQLITE_BUSY_TIMEOUT_SECONDS", 30),
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL;",
+        }
+    )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -132,6 +172,19 @@ STORAGES = {
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
 
+# Login throttling (django-axes; README "Security headers"): a user name that fails
+# LOGIN_FAILURE_LIMIT times from one address is locked out there for LOGIN_LOCKOUT_MINUTES
+# (429); a successful login resets the count.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "journal:session_list"
 LOGOUT_REDIRECT_URL = "login"
@@ -147,6 +200,13 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
+# Redis (and SQS) redeliver a message its worker took and never acknowledged (a worker
+# killed mid-fold) after this many seconds; Redis's own default is an hour. A fold still
+# running past it is delivered again and the second run folds nothing (the range is
+# unique), so it is kept short. README "Configuration".
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT_SECONDS", 300)
+}
 # No task runs longer than this (killed by the worker); a run still "running" after it (plus
 # a minute) is marked lost. Workers also mark the runs of dead workers lost when they start,
 # and beat does every few minutes (ledger_app.tasks.mark_lost_task_runs).
@@ -165,6 +225,9 @@ JOURNAL_CHUNK_BYTES = env_int("JOURNAL_CHUNK_BYTES", 4096)
 #: ledger_app.services.integrity.ledger_warnings): in-place database edits show by then
 LEDGER_CHECK_MAX_AGE_SECONDS = env_int("LEDGER_CHECK_MAX_AGE_SECONDS", 3600)
 ARTIFACT_THRESHOLD_TOKENS = env_int("ARTIFACT_THRESHOLD_TOKENS", 2000)
+#: attached material in a pinned message (a pasted log, file or fenced code block) over this
+#: many tokens is shown in a context as a receipt that `read` restores (DESIGN.md 5.2)
+PIN_ATTACHMENT_TOKENS = env_int("PIN_ATTACHMENT_TOKENS", 1000)
 TOKEN_ENCODING = env_str("TOKEN_ENCODING", "o200k_base")
 
 # Ledger budgets (DESIGN.md section 5.4).
@@ -176,6 +239,13 @@ LEDGER_CHECKPOINT_TARGET_TOKENS = env_int("LEDGER_CHECKPOINT_TARGET_TOKENS", 20_
 LEDGER_CHECKPOINT_EVERY_FOLDS = env_int("LEDGER_CHECKPOINT_EVERY_FOLDS", 1000)
 LEDGER_CHECKPOINT_DELTA_RATIO = env_float("LEDGER_CHECKPOINT_DELTA_RATIO", 2.0)
 LEDGER_FOLD_THRESHOLD_TOKENS = env_int("LEDGER_FOLD_THRESHOLD_TOKENS", 32_000)
+# Rows added to the table of consequential actions (DESIGN.md 5.5: P1 until superseded):
+# {"tools": [regex, ...], "commands": [regex, ...]} (ledger_app/consequence.py)
+LEDGER_CONSEQUENTIAL_PATTERNS = env_object("LEDGER_CONSEQUENTIAL_PATTERNS")
+try:
+    parse_patterns(LEDGER_CONSEQUENTIAL_PATTERNS)
+except PatternsInvalid as exc:
+    raise SettingError(f"LEDGER_CONSEQUENTIAL_PATTERNS: {exc}") from None
 
 # Recovery budget and tools (DESIGN.md section 7).
 RECOVERY_MAX_ROUNDS = env_int("RECOVERY_MAX_ROUNDS", 3)
@@ -200,6 +270,15 @@ MODEL_BACKOFF_SECONDS = env_float("MODEL_BACKOFF_SECONDS", 0.5)
 MODEL_BACKOFF_MAX_SECONDS = env_float("MODEL_BACKOFF_MAX_SECONDS", 8.0)
 MODEL_RESPONSE_FORMAT = env_str("MODEL_RESPONSE_FORMAT", "json_schema")
 MODEL_MAX_OUTPUT_TOKENS = env_int("MODEL_MAX_OUTPUT_TOKENS", 4096)
+# Local servers (README "Use a local model"): no retry of a timed-out request unless asked;
+# streamed answers, cut after MODEL_STALL_SECONDS without a chunk once the first came (the
+# wait for the first is bounded by MODEL_TIMEOUT_SECONDS); the writer's and the
+# verifier's windows (tokens; 0: their entry in MODEL_WINDOWS, else unbounded).
+MODEL_RETRY_ON_TIMEOUT = env_bool("MODEL_RETRY_ON_TIMEOUT", False)
+MODEL_STREAM = env_bool("MODEL_STREAM", True)
+MODEL_STALL_SECONDS = env_float("MODEL_STALL_SECONDS", 60.0)
+WRITER_WINDOW_TOKENS = env_int("WRITER_WINDOW_TOKENS", 0)
+VERIFIER_WINDOW_TOKENS = env_int("VERIFIER_WINDOW_TOKENS", 0)
 
 # The compacting proxy (issue 14, proxy_app): where requests are forwarded, and the context
 # window per model (a JSON map ``{"model": tokens}``; unknown models get the default).
@@ -207,11 +286,17 @@ UPSTREAM_OPENAI_BASE_URL = env_str("UPSTREAM_OPENAI_BASE_URL", "https://api.open
 UPSTREAM_OPENAI_API_KEY = env_str("UPSTREAM_OPENAI_API_KEY", "")
 UPSTREAM_ANTHROPIC_BASE_URL = env_str("UPSTREAM_ANTHROPIC_BASE_URL", "https://api.anthropic.com")
 UPSTREAM_ANTHROPIC_API_KEY = env_str("UPSTREAM_ANTHROPIC_API_KEY", "")
-UPSTREAM_TIMEOUT_SECONDS = env_float("UPSTREAM_TIMEOUT_SECONDS", 600.0)
+UPSTREAM_TIMEOUT_SECONDS = env_float("UPSTREAM_TIMEOUT_SECONDS", UPSTREAM_TIMEOUT_DEFAULT)
 MODEL_WINDOWS = env_json("MODEL_WINDOWS", {})
+# deepest nesting of arrays and objects a proxied body may have (checked before parsing)
+PROXY_MAX_JSON_DEPTH = env_int("PROXY_MAX_JSON_DEPTH", 100)
 MODEL_WINDOW_DEFAULT = env_int("MODEL_WINDOW_DEFAULT", 270_000)
-# Optional price table for the UI's cost column: {"model": [input per 1M tokens, output per 1M tokens]}.
-LEDGER_MODEL_PRICES = env_json("LEDGER_MODEL_PRICES", {})
+# Optional price table for computed costs (journal_app/pricing.py): {"model": [input, output]}
+# or [input, output, cached input], USD per 1M tokens; a bad entry stops the start, named.
+try:
+    LEDGER_MODEL_PRICES = parse_price_table(env_object("LEDGER_MODEL_PRICES"))
+except PriceTableError as _exc:
+    raise SettingError(f"LEDGER_MODEL_PRICES: {_exc}") from None
 
 # REST API (issue 7): URLs (path and query) over this many bytes are 414 in the error shape;
 # gunicorn (config/gunicorn.py) reads request lines long enough for every one (issue 16).

@@ -13,6 +13,7 @@ from django.urls import include, path, re_path
 
 from audit_app import urls as audit_urls
 from audit_app.raw_views import entry_raw
+from audit_app.views import AuditedLoginView
 from config.api import api, api_not_found
 from config.health import healthz
 from journal_app import urls as journal_urls
@@ -31,7 +32,7 @@ urlpatterns = [
     path("api/v1/", api.urls),
     re_path(r"^api/v1/(?P<rest>.*)$", api_not_found),
     path("admin/", admin.site.urls),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", AuditedLoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("ledger/", include("ledger_app.urls")),
     path("recovery/", include("recovery_app.urls")),

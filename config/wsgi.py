@@ -1,4 +1,9 @@
-"""WSGI entry point (gunicorn config.wsgi)."""
+"""WSGI entry point (``config.wsgi:application``), for tools that only speak WSGI.
+
+Production serves ``config.asgi`` (``config/gunicorn.py``): under WSGI the proxy's async
+views answer, but a streamed answer is collected whole before it is sent, and each request
+holds a worker for its whole duration.
+"""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.http import Http404, HttpRequest
 from ninja import File, Form, Query, Router, UploadedFile
 from ninja import Path as PathParam
@@ -50,6 +50,7 @@ from journal_app.services import (
     journal_verify,
     session_ensure,
 )
+from journal_app.services.imports import import_committed_lost
 
 router = Router(tags=["journal"])
 
@@ -76,7 +77,7 @@ def journal_out(journal: Journal) -> dict[str, Any]:
 def _session_out(session: Session) -> dict[str, Any]:
     return {
         "key": session.key,
-        "title": session.title,
+        "title": session.shown_title,
         "source_format": session.source_format,
         "source_name": session.source_name,
         "created_at": session.created_at,
@@ -309,18 +310,22 @@ def journal_import_upload(
         else:
             done = service(**options)
             result, ledgers = done.imported, done.ledgers
-    return {
-        "journal": journal_out(result.journal),
-        "format": result.parsed.format,
-        "appended": result.append.appended,
-        "unchanged": result.append.unchanged,
-        "counts": result.counts,
-        "ledger": [
-            {"journal": j.scope_label, **ledgers[j.pk].to_dict()}
-            for j in result.journals
-            if j.pk in ledgers
-        ],
-    }
+    try:  # committed: a connection lost from here on must not answer "nothing was written"
+        return {
+            "journal": journal_out(result.journal),
+            "format": result.parsed.format,
+            "appended": result.append.appended,
+            "unchanged": result.append.unchanged,
+            "counts": result.counts,
+            "ledger": [
+                {"journal": j.scope_label, **ledgers[j.pk].to_dict()}
+                for j in result.journals
+                if j.pk in ledgers
+            ],
+        }
+    except (OperationalError, InterfaceError) as exc:
+        scope = f"{request.auth.tenant.slug}/{session}/{lane}/{branch}"
+        raise import_committed_lost(result=result, name=name, scope=scope, exc=exc) from exc
 
 
 @router.get(SCOPE + "/entries", response={200: EntryPageOut, **ERRORS}, summary="List entries")

@@ -42,6 +42,12 @@ ROLES_OF_KIND: dict[str, tuple[str, ...]] = {
 }
 
 
+#: the longest ``tool_call_id`` and ``tool_name`` stored (characters; the ``Entry`` columns'
+#: ``max_length``). The entry hash covers both whole, so a longer value is refused here, on
+#: the one path every surface appends through (importers, API, proxy, follow), never cut.
+MAX_TOOL_FIELD_CHARS = 200
+
+
 class EntryInvalid(ValueError):
     """An item cannot become an entry. ``index`` is its position in the batch, ``field`` the field."""
 
@@ -103,8 +109,17 @@ def _validate(index: int, item: ParsedEntry) -> None:
     if item.kind == "message" and not isinstance(item.content.get("text"), str):
         raise EntryInvalid(index, "content.text", "a message needs its text (null content)", ref)
     for name in ("tool_call_id", "tool_name"):
-        if "\x00" in getattr(item, name):
+        value = getattr(item, name)
+        if "\x00" in value:
             raise EntryInvalid(index, name, "contains a NUL character", ref)
+        if len(value) > MAX_TOOL_FIELD_CHARS:
+            raise EntryInvalid(
+                index,
+                name,
+                f"is {len(value)} characters; at most {MAX_TOOL_FIELD_CHARS} are stored "
+                "(the entry hash covers it whole)",
+                ref,
+            )
     if item.kind in ("tool_call", "tool_result") and not item.tool_call_id:
         raise EntryInvalid(index, "tool_call_id", f"a {item.kind} needs a tool_call_id", ref)
     if item.token_figure is not None:
@@ -463,3 +478,40 @@ def check_entry(
                 f"hash {got.hash}, recomputed offset {want.offset} length {want.length} hash {want.hash}"
             )
     return problems
+
+
+# Record chains (folds, and the log of reviews, comments and audit events) -----------------
+
+
+def record_value(value: Any) -> Any:
+    """A stored column's value as the record hash sees it: datetimes and dates as ISO 8601
+    text (UTC as stored), ``Decimal``/UUID as text, everything JSON already is unchanged."""
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if value is None or isinstance(value, bool | int | float | str | list | dict):
+        return value
+    return str(value)
+
+
+def text_digest(text: str | None) -> str | None:
+    """sha256 hex of a stored text (a proposal's raw model answer: hashed, not copied)."""
+    if text is None:
+        return None
+    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+
+def record_hash(*, previous: str, record: Mapping[str, Any]) -> str:
+    """sha256 hex of one chained record: RFC 8785 of ``{"previous": ..., "record": ...}``.
+
+    Args:
+        previous: the previous record's hash in its chain (``""`` for the first).
+        record: the record's stored values (column name to :func:`record_value` values).
+
+    Returns:
+        The record hash; changing any value, or the previous record's hash, changes it.
+
+    Raises:
+        CanonicalisationError: a value with no RFC 8785 form (NaN, a lone surrogate).
+    """
+    data = canonical_record({"previous": previous, "record": dict(record)})
+    return hashlib.sha256(data).hexdigest()

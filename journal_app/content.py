@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from journal_app.harness import harness_kind
+from journal_app.harness import harness_kind, without_harness
 
 
 def content_text(kind: str, content: dict[str, Any]) -> str:
@@ -36,24 +36,43 @@ AUTHORITATIVE_ROLES = ("system", "developer", "user")
 
 #: Version of the pin rules (:func:`is_authoritative`) a fold's delta is written against
 #: (``delta["pin_rules"]``): 1 pinned every non-derived system/developer/user message; 2
-#: leaves harness records out (issue 15, item 5). ``verify_ledger`` checks a delta against
-#: the rules it names, so ledgers folded before the change still verify.
-PIN_RULES = 2
+#: leaves harness records out (issue 15, item 5); 3 also leaves the harness blocks inside a
+#: message out of the pin's text (:func:`pin_text`) and gives each pin a ``pin_kind`` and
+#: its ``attachments`` (DESIGN.md 5.2). ``verify_ledger`` checks a delta against the rules
+#: it names, so ledgers folded before a change still verify; a pin fact with ``pin_kind``
+#: was written under rules 3 or later, one without it under rules 1 or 2.
+PIN_RULES = 3
 
 
 def is_authoritative(
-    kind: str, role: str, derived: bool, meta: dict[str, Any], *, text: str
+    kind: str, role: str, derived: bool, meta: dict[str, Any], *, text: str, rules: int = PIN_RULES
 ) -> bool:
     """Whether an entry is an authoritative instruction (a pin source, DESIGN.md 5.2).
 
     A system, developer or user *message* that is not derived (summaries, compaction
     markers) and not a harness record (:func:`journal_app.harness.harness_kind`: Claude
     Code ``isMeta`` caveats and command markup, interrupt markers, format-error nags, ...;
-    issue 15 item 5). ``text`` is the entry's :func:`content_text`.
+    issue 15 item 5). ``text`` is the entry's :func:`content_text`; ``rules`` the pin rules
+    to judge by (:data:`PIN_RULES`; a check of an earlier fold passes the rules it names).
     """
     return (
         kind == "message"
         and role in AUTHORITATIVE_ROLES
         and not derived
-        and not harness_kind(kind=kind, role=role, text=text, meta=meta)
+        and not harness_kind(kind=kind, role=role, text=text, meta=meta, rules=rules)
     )
+
+
+def pin_text(text: str, rules: int = PIN_RULES) -> str:
+    """The text a pin holds of an authoritative message whose text is ``text``, under pin
+    rules ``rules`` (DESIGN.md 5.2; validation compares a pin with this byte for byte).
+
+    Rules 1 and 2: ``text`` itself. Rules 3: ``text`` minus the harness blocks inside it
+    (:func:`journal_app.harness.without_harness`: IDE context, ``<environment_context>``,
+    ``<system-reminder>``, empty command markup, local command output, interrupt lines),
+    the rest verbatim; when nothing but harness blocks is left, the whole ``text``
+    (conservative: a message is never pinned as nothing). Pure, no token counting.
+    """
+    if rules < 3:
+        return text
+    return without_harness(text) or text

@@ -29,12 +29,19 @@ Kinds (sources: the corpus in ``tests/fixtures/corpus`` and the formats' own wri
 Codex ``<user_instructions>`` (AGENTS.md) and the "# Context from my IDE setup" prefix of a
 Codex user turn are *not* harness records: the first is the user's standing instructions, the
 second holds the user's request.
+
+Inside a message (pin rules 3, DESIGN.md 5.2), :func:`harness_blocks` finds the harness
+blocks riding with the user's words (the IDE-context prefix, ``<environment_context>``,
+``<system-reminder>``, empty command markup, local command output, interrupt lines);
+:func:`segments` splits a message into words, harness blocks and attached material (a pasted
+log, file or code block over ``PIN_ATTACHMENT_TOKENS``); :func:`without_harness` is the text
+a pin holds.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 #: Roles a harness writes its records in (an assistant or tool entry is never a pin anyway).
 HARNESS_ROLES = ("user", "developer", "system")
@@ -65,7 +72,9 @@ _NAGS = (
 )
 
 
-def harness_kind(*, kind: str, role: str, text: str, meta: dict[str, Any] | None) -> str:
+def harness_kind(
+    *, kind: str, role: str, text: str, meta: dict[str, Any] | None, rules: int = 3
+) -> str:
     """The kind of harness record an entry is (see the module docstring), or ``""``.
 
     Args:
@@ -73,6 +82,11 @@ def harness_kind(*, kind: str, role: str, text: str, meta: dict[str, Any] | None
         role: the entry role (``user``, ``developer`` or ``system``; others give ``""``).
         text: the entry's text (:func:`journal_app.content.content_text`).
         meta: the entry metadata as the importer stored it (``None`` for none).
+        rules: the pin rules (:data:`journal_app.content.PIN_RULES`) to judge by: from 3 on,
+            a tag record (``environment``, ``local_command``, ``local_output``) has no words
+            outside its blocks (:func:`without_harness`); before, two
+            ``<system-reminder>`` blocks with the user's words between them were taken for
+            one record (kept so ledgers folded then still verify).
 
     Returns:
         ``"marked"``, ``"meta"``, ``"local_command"``, ``"local_output"``, ``"interrupt"``,
@@ -85,17 +99,317 @@ def harness_kind(*, kind: str, role: str, text: str, meta: dict[str, Any] | None
         return "marked"
     if meta.get("isMeta") or text.lstrip().startswith(_CAVEAT):
         return "meta"
-    if _COMMAND_MARKUP.match(text):
+    # from rules 3 on, a tag record is one with no words outside its blocks (a lazy match
+    # from the first opening tag to the last closing one can span the user's words)
+    blocks_only = rules < 3 or not without_harness(text)
+    if _COMMAND_MARKUP.match(text) and blocks_only:
         args = " ".join(m.strip() for m in _COMMAND_ARGS.findall(text))
         if not args:
             return "local_command"
-    if _LOCAL_OUTPUT.match(text):
+    if _LOCAL_OUTPUT.match(text) and blocks_only:
         return "local_output"
     if _INTERRUPT.match(text):
         return "interrupt"
-    if _ENVIRONMENT.match(text):
+    if _ENVIRONMENT.match(text) and blocks_only and not (rules >= 3 and carries_instructions(text)):
         return "environment"
     head = text.lstrip()[:200]
     if any(head.startswith(nag) for nag in _NAGS):
         return "nag"
     return ""
+
+
+# --- Harness blocks inside a message, and attached material (DESIGN.md 5.2, pin rules 3) ---
+
+#: Default of the ``PIN_ATTACHMENT_TOKENS`` setting: attached material (a pasted log, file or
+#: fenced code block) over this many tokens is shown in a context as a receipt (DESIGN.md 5.2)
+DEFAULT_ATTACHMENT_TOKENS = 1000
+
+#: Codex's IDE-context prefix: from the heading to the line that introduces the user's words
+_IDE_HEAD = re.compile(r"^# Context from my IDE setup:[ \t]*$", re.M)
+_IDE_REQUEST = re.compile(r"^## My request for Codex:[ \t]*(?:\r?\n|$)", re.M)
+_TAG_BLOCK = re.compile(
+    r"<(environment_context|system-reminder|local-command-stdout|local-command-stderr"
+    r"|bash-stdout|bash-stderr)>.*?</\1>",
+    re.S,
+)
+_COMMAND_RUN = re.compile(
+    r"(?:<(command-name|command-message|command-args|command-contents)>.*?</\1>[ \t]*\r?\n?[ \t]*)+",
+    re.S,
+)
+#: What a reminder block holds when it carries the user's standing instructions (Claude
+#: Code puts CLAUDE.md in a ``<system-reminder>``): governing text, never a harness block
+_INSTRUCTIONS_INSIDE = re.compile(
+    r"CLAUDE\.md|AGENTS\.md|# claudeMd|project instructions|user's private global instructions",
+    re.I,
+)
+
+
+def carries_instructions(text: str) -> bool:
+    """Whether ``text`` holds a reminder block carrying the user's standing instructions
+    (CLAUDE.md, AGENTS.md): such a pin is governing (DESIGN.md 5.2)."""
+    return any(
+        _INSTRUCTIONS_INSIDE.search(m.group(0))
+        for m in _TAG_BLOCK.finditer(text)
+        if m.group(1) == "system-reminder"
+    )
+
+
+_INTERRUPT_LINE = re.compile(r"^[ \t]*\[Request interrupted by user[^\]\n]*\][ \t]*$", re.M)
+_TAG_KIND = {
+    "environment_context": "environment",
+    "system-reminder": "system_reminder",
+    "local-command-stdout": "local_output",
+    "local-command-stderr": "local_output",
+    "bash-stdout": "local_output",
+    "bash-stderr": "local_output",
+}
+
+
+class Segment(NamedTuple):
+    """One stretch of a message's text: ``(kind, start, end, harness)``.
+
+    ``kind`` is ``"words"`` (the user's own words, verbatim in the pin), ``"harness"`` (a
+    harness block: never in the pin) or ``"attachment"`` (attached material: verbatim in the
+    pin, shown as a receipt); ``start``/``end`` are character offsets into the message text
+    (``text[start:end]``); ``harness`` names a harness block's kind (``"ide"``,
+    ``"environment"``, ``"system_reminder"``, ``"command"``, ``"local_output"``,
+    ``"interrupt"``), ``""`` for the other kinds.
+    """
+
+    kind: str
+    start: int
+    end: int
+    harness: str = ""
+
+
+def harness_blocks(text: str) -> list[tuple[int, int, str]]:
+    """The harness blocks inside a message, ``[(start, end, kind)]`` in text order, not
+    overlapping (DESIGN.md 5.2: "inside a user message, harness blocks ... are harness
+    records"). Pure and deterministic.
+
+    Blocks (sources: the corpus in ``tests/fixtures/corpus``, Claude Code's proxied requests):
+
+    * ``ide``: Codex's ``# Context from my IDE setup:`` prefix up to and including the line
+      ``## My request for Codex:`` (the user's words follow it); with no such line the block
+      runs to the end of the text;
+    * ``environment``: ``<environment_context>...</environment_context>``;
+    * ``system_reminder``: ``<system-reminder>...</system-reminder>``, unless it carries the
+      user's standing instructions (``Contents of CLAUDE.md``, ``# claudeMd``, AGENTS.md):
+      those are governing text and stay in the pin (DESIGN.md 5.2);
+    * ``command``: a run of Claude Code command markup (``<command-name>``,
+      ``<command-message>``, ``<command-args>``, ``<command-contents>``) whose arguments are
+      empty; a command given arguments is the user's words and stays;
+    * ``local_output``: ``<local-command-stdout>``, ``<bash-stdout>`` and their stderr tags;
+    * ``interrupt``: a line ``[Request interrupted by user...]``.
+
+    Each block also takes the whitespace that follows it (and, for a block that ends the
+    text, the whitespace before it), so the words left read as the user wrote them.
+    """
+    found: list[tuple[int, int, str]] = []
+    for head in _IDE_HEAD.finditer(text):
+        marker = _IDE_REQUEST.search(text, head.end())
+        found.append((head.start(), marker.end() if marker else len(text), "ide"))
+    found += [
+        (m.start(), m.end(), _TAG_KIND[m.group(1)])
+        for m in _TAG_BLOCK.finditer(text)
+        if not _INSTRUCTIONS_INSIDE.search(m.group(0))
+    ]
+    for m in _COMMAND_RUN.finditer(text):
+        if not " ".join(a.strip() for a in _COMMAND_ARGS.findall(m.group(0))).strip():
+            found.append((m.start(), m.end(), "command"))
+    found += [(m.start(), m.end(), "interrupt") for m in _INTERRUPT_LINE.finditer(text)]
+    blocks: list[tuple[int, int, str]] = []
+    for start, end, kind in sorted(found):
+        if blocks and start < blocks[-1][1]:  # inside an earlier block (a tag in IDE context)
+            if end > blocks[-1][1]:
+                blocks[-1] = (blocks[-1][0], end, blocks[-1][2])
+            continue
+        blocks.append((start, end, kind))
+    out: list[tuple[int, int, str]] = []
+    for start, end, kind in blocks:
+        while end < len(text) and text[end].isspace():
+            end += 1
+        if end == len(text):
+            while start > 0 and text[start - 1].isspace():
+                start -= 1
+        if out and start < out[-1][1]:
+            start = out[-1][1]
+        if start < end:
+            out.append((start, end, kind))
+    return out
+
+
+_FENCE = re.compile(r"^[ \t]*(```+|~~~+)[^\n]*\n.*?^[ \t]*\1[ \t]*$\n?", re.M | re.S)
+_BLANK_RUN = re.compile(r"\n[ \t]*\n\s*")
+_PROSE_CHARS = re.compile(r"[\w\s.,;:!?'\"()\-–—’“”]", re.U)
+#: a word that reads as code or machine output: a path, an identifier, a number, a log level
+_CODE_WORD = re.compile(r"[/\\_=<>{}\[\]|$#@*~^`]|::|\w\.\w|\d|^[A-Z]{3,}:?$|^\W+$")
+
+
+def _prose_line(line: str) -> bool:
+    """A line of running text: not indented, mostly letters and punctuation, at least three
+    words of which at most one in six reads as code (or a short line ending a sentence)."""
+    if line.startswith(("\t", "    ")):
+        return False
+    s = line.strip()
+    if not s or len(_PROSE_CHARS.findall(s)) < 0.9 * len(s):
+        return False
+    words = s.split()
+    code = sum(1 for w in words if _CODE_WORD.search(w))
+    if code * 6 > len(words):
+        return False
+    return len(words) >= 3 or s[-1] in ".?!:"
+
+
+def _prose(paragraph: str) -> bool:
+    """A paragraph of the user's own words: at least 60% of its lines are running text."""
+    lines = [x for x in paragraph.splitlines() if x.strip()]
+    return bool(lines) and sum(map(_prose_line, lines)) * 5 >= len(lines) * 3
+
+
+_LEAD_IN = re.compile(
+    r"\b(?:here|this|these|below|following|attached|pasted|i|i'm|i've|my|we|our|see|got|get"
+    r"|log|logs|output|error|errors|file|trace)\b",
+    re.I,
+)
+
+
+def _lead_in(line: str) -> bool:
+    """A line introducing what follows it ("Here is the log:"), not a header of the
+    material itself ("Traceback (most recent call last):")."""
+    return _prose_line(line) and line.rstrip().endswith(":") and bool(_LEAD_IN.search(line))
+
+
+def _sentence(paragraph: str) -> bool:
+    """A short paragraph (at most 3 lines) that ends a sentence and starts with a letter: the
+    user's words next to pasted material, even when they name a path or a test."""
+    lines = [x.strip() for x in paragraph.splitlines() if x.strip()]
+    return (
+        0 < len(lines) <= 3
+        and lines[0][0].isalpha()
+        and lines[-1][-1] in ".?!:"
+        and len(paragraph) <= 400
+    )
+
+
+def _material(text: str, start: int, end: int, limit: int, count: Any) -> list[tuple[int, int]]:
+    """Attached material inside ``text[start:end]`` (words): fenced code blocks over
+    ``limit`` tokens, then runs of paragraphs that are not running text over ``limit`` tokens
+    (a short sentence at either end of a run, or a lead-in line ending with ``:``, stays
+    words)."""
+    if len(text[start:end].encode("utf-8")) <= limit:  # a token is at least one byte
+        return []
+    spans: list[tuple[int, int]] = []
+    rest: list[tuple[int, int]] = []
+    at = start
+    for m in _FENCE.finditer(text, start, end):
+        if count(m.group(0)) > limit:
+            spans.append((m.start(), m.end()))
+            rest.append((at, m.start()))
+            at = m.end()
+    rest.append((at, end))
+    for a, b in rest:
+        paragraphs: list[tuple[int, int]] = []
+        p = a
+        for gap in _BLANK_RUN.finditer(text, a, b):
+            paragraphs.append((p, gap.start()))
+            p = gap.end()
+        paragraphs.append((p, b))
+        run: list[tuple[int, int]] = []
+        for para in [*paragraphs, None]:
+            if para is not None and para[0] < para[1] and not _prose(text[para[0] : para[1]]):
+                run.append(para)
+                continue
+            while run and _sentence(text[run[0][0] : run[0][1]]):
+                run.pop(0)  # a short sentence before the material stays words
+            while run and _sentence(text[run[-1][0] : run[-1][1]]):
+                run.pop()  # and one after it
+            if run:
+                s, e = run[0][0], run[-1][1]
+                first = text[s:e].split("\n", 1)
+                if len(first) == 2 and _lead_in(first[0]):
+                    s += len(first[0]) + 1
+                # the user's sentences on the lines right after the material, with no blank
+                # line between ("...\nPlease explain the error and do not restart it."):
+                # words, never hidden in the receipt (an instruction there is governing)
+                while s < e:
+                    cut = text.rfind("\n", s, e)
+                    last = text[cut + 1 : e] if cut >= 0 else ""
+                    if cut < 0 or not (_prose_line(last) and last.rstrip()[-1:] in ".?!:"):
+                        break
+                    e = cut
+                if count(text[s:e]) > limit:
+                    spans.append((s, e))
+                run = []
+    return sorted(spans)
+
+
+def segments(
+    text: str, *, attachment_tokens: int = DEFAULT_ATTACHMENT_TOKENS, count: Any = None
+) -> list[Segment]:
+    """Split a message's text into ordered, contiguous :class:`Segment` s covering all of it.
+
+    Harness blocks are :func:`harness_blocks`; a stretch of whitespace between two of them
+    (or before the first, after the last) belongs to the harness. In the words left,
+    attached material over ``attachment_tokens`` tokens (``PIN_ATTACHMENT_TOKENS``, DESIGN.md
+    5.2) is an ``attachment``: a fenced code block, or a run of paragraphs that are not
+    running text (a pasted log or file), without a lead-in line ending with ``:``.
+
+    Args:
+        text: the message text (:func:`journal_app.content.content_text`).
+        attachment_tokens: the size in tokens over which material is an attachment.
+        count: ``str -> int`` token counter (default
+            :func:`journal_app.tokens.count_tokens`, o200k_base).
+
+    Returns:
+        Segments in text order; ``[]`` for an empty text. Deterministic: the same text and
+        threshold give the same segments.
+    """
+    if count is None:
+        from journal_app.tokens import count_tokens as count
+    out: list[Segment] = []
+    for seg in _split(text):
+        if seg.kind == "harness":
+            out.append(seg)
+            continue
+        at = seg.start
+        for s, e in _material(text, seg.start, seg.end, attachment_tokens, count):
+            if at < s:
+                out.append(Segment("words", at, s))
+            out.append(Segment("attachment", s, e))
+            at = e
+        if at < seg.end:
+            out.append(Segment("words", at, seg.end))
+    return out
+
+
+def _split(text: str) -> list[Segment]:
+    """Harness and words segments (no attachment analysis): whitespace-only words next to a
+    harness block join it, and neighbouring blocks of one kind merge."""
+    out: list[Segment] = []
+    at = 0
+    for start, end, kind in harness_blocks(text):
+        if at < start:
+            if text[at:start].strip():
+                out.append(Segment("words", at, start))
+            else:
+                start = at  # whitespace before a block belongs to it
+        if out and out[-1].kind == "harness" and out[-1].harness == kind:
+            out[-1] = Segment("harness", out[-1].start, end, kind)
+        else:
+            out.append(Segment("harness", start, end, kind))
+        at = end
+    if at < len(text):
+        if text[at:].strip() or not out:
+            out.append(Segment("words", at, len(text)))
+        else:
+            last = out[-1]
+            out[-1] = Segment("harness", last.start, len(text), last.harness)
+    return out
+
+
+def without_harness(text: str) -> str:
+    """``text`` minus its harness blocks: the words and attached material of
+    :func:`segments`, verbatim and in order (the pin text under pin rules 3, DESIGN.md 5.2);
+    ``""`` when the text is harness blocks and whitespace only. No token counting."""
+    return "".join(text[s.start : s.end] for s in _split(text) if s.kind == "words")

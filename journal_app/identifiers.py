@@ -236,7 +236,8 @@ def _strings(value: Any) -> Iterator[str]:
 def shell_command(content: dict[str, Any]) -> str:
     """The shell command of a tool call's content (``command``/``cmd``/``script``), or ``""``.
 
-    The same reading as :func:`ledger_app.mechanical.command_of`.
+    The one reading of a call's command: :func:`ledger_app.mechanical.command_of` (the
+    reducer's command key, the offline writer) calls this.
     """
     args = content.get("arguments")
     if isinstance(args, dict):

@@ -106,6 +106,14 @@ class Session(models.Model):
         return f"{self.tenant.slug}/{self.key}"
 
     @property
+    def shown_title(self) -> str:
+        """The title as pages show it: secrets filtered (:mod:`journal_app.privacy`); a title
+        is the first user message, which may hold one. ``title`` stays verbatim."""
+        from journal_app.privacy import filter_text
+
+        return filter_text(self.title).text if self.title else ""
+
+    @property
     def meta_dict(self) -> dict[str, Any]:
         return json.loads(self.meta)
 
@@ -270,8 +278,26 @@ class Entry(AppendOnlyModel):
         return f"{self.seq} {self.kind}/{self.role} {display(self.entry_hash)[:19]}"
 
     @property
+    def body_unreadable(self) -> bool:
+        """The stored body is not a JSON object (changed below the application): pages show
+        it raw with a warning, and ``verify_journal`` names the entry."""
+        try:
+            return not isinstance(json.loads(self.body), dict)
+        except ValueError:
+            return True
+
+    @property
     def content(self) -> dict[str, Any]:
-        return json.loads(self.body)
+        """The body parsed; a body that is not a JSON object comes back as its raw text
+        (``text`` and ``output``) with ``body_not_json`` set, so a page shows it instead of
+        failing."""
+        try:
+            value = json.loads(self.body)
+        except ValueError:
+            value = None
+        if isinstance(value, dict):
+            return value
+        return {"text": self.body, "output": self.body, "body_not_json": True}
 
     @property
     def meta_dict(self) -> dict[str, Any]:

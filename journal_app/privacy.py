@@ -45,7 +45,8 @@ REASONING_KINDS = ("thinking", "redacted_thinking", "reasoning")
 REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
 
 # A value may not start with a reference or placeholder (``$VAR``, ``<x>``, ``{x}``, ``[x``).
-_VALUE = r"(?P<v>(?![$<{\[%*])[^\s\"'`\\,;&|()<>\[\]{}]{8,})"
+# A lone ``&`` belongs to the value (``Tr0ub4dor&3Horse``); ``&&`` ends it (a shell list).
+_VALUE = r"(?P<v>(?![$<{\[%*])(?:[^\s\"'`\\,;&|()<>\[\]{}]|&(?!&)){8,})"
 
 #: Provider key and credential patterns: ``(kind, regex, anchors, lowered)``; group ``v`` is
 #: the value when present. A pattern runs only on a text holding one of its anchors (in the
@@ -97,6 +98,63 @@ PROVIDER_PATTERNS: tuple[tuple[str, re.Pattern[str], tuple[str, ...], bool], ...
         ("k_live_", "k_test_"),
         False,
     ),
+    # gitleaks / detect-secrets formats the plugins above do not cover
+    ("huggingface-token", re.compile(r"(?P<v>\bhf_[A-Za-z0-9]{30,})"), ("hf_",), False),
+    ("npm-token", re.compile(r"(?P<v>\bnpm_[A-Za-z0-9]{36})"), ("npm_",), False),
+    ("shopify-token", re.compile(r"(?P<v>\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32})"), ("shp",), False),
+    ("groq-key", re.compile(r"(?P<v>\bgsk_[A-Za-z0-9]{40,})"), ("gsk_",), False),
+    ("xai-key", re.compile(r"(?P<v>\bxai-[A-Za-z0-9]{60,})"), ("xai-",), False),
+    ("google-oauth-token", re.compile(r"(?P<v>\bya29\.[0-9A-Za-z_-]{20,})"), ("ya29.",), False),
+    ("databricks-token", re.compile(r"(?P<v>\bdapi[a-f0-9]{32}(?:-\d)?)"), ("dapi",), False),
+    ("linear-key", re.compile(r"(?P<v>\blin_api_[A-Za-z0-9]{40})"), ("lin_api_",), False),
+    ("postman-key", re.compile(r"(?P<v>\bPMAK-[a-f0-9]{24}-[a-f0-9]{34})"), ("PMAK-",), False),
+    ("pulumi-token", re.compile(r"(?P<v>\bpul-[a-f0-9]{40})"), ("pul-",), False),
+    (
+        "age-secret-key",
+        re.compile(r"(?P<v>\bAGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58})"),
+        ("AGE-SECRET-KEY-",),
+        False,
+    ),
+    (
+        "basic-auth-header",
+        re.compile(r"(?i)\bauthorization\s*[:=]\s*[\"']?basic\s+(?P<v>[A-Za-z0-9+/]{8,}={0,2})"),
+        ("basic",),
+        True,
+    ),
+    (
+        "auth-header",
+        re.compile(
+            r"(?i)\bauthorization\s*[:=]\s*[\"']?(?:token|apikey|api-key)\s+(?P<v>[^\s\"']{8,})"
+        ),
+        ("authorization",),
+        True,
+    ),
+    (
+        # ``mysql -u root -pS3cret`` (the password glued to -p, or quoted: ``-p'S3cret'``),
+        # mysqldump, mysqladmin
+        "mysql-password",
+        re.compile(r"\bmysql(?:dump|admin|sh)?\b[^\n|;]*?\s-p[\"']?(?P<v>[^\s\"'|;&]{3,})"),
+        ("mysql",),
+        False,
+    ),
+    (
+        # ``docker login -p S3cret`` / ``--password S3cret`` (not ``--password-stdin``)
+        "docker-login-password",
+        re.compile(
+            r"\bdocker\s+login\b[^\n|;]*?\s(?:-p|--password)(?:\s+|=)[\"']?(?P<v>[^\s\"'|;&$]{3,})"
+        ),
+        ("docker",),
+        False,
+    ),
+    ("sshpass-password", re.compile(r"\bsshpass\s+-p\s*(?P<v>[^\s\"']{3,})"), ("sshpass",), False),
+    (
+        "curl-user-password",
+        re.compile(
+            r"\bcurl\b[^\n|;]*?\s(?:-u|--user)\s+[\"']?[^\s:\"']+:(?P<v>(?![$<{%])[^\s@\"']{3,})"
+        ),
+        ("curl",),
+        False,
+    ),
     (
         "bearer-token",
         re.compile(r"(?i)\bbearer\s+(?P<v>[A-Za-z0-9._~+/-]{20,}=*)"),
@@ -133,18 +191,20 @@ PROVIDER_PATTERNS: tuple[tuple[str, re.Pattern[str], tuple[str, ...], bool], ...
 _KEYWORD = re.compile(
     r"(?i)(?P<flag>--?)?(?P<name>[a-z0-9_.-]{0,40}?"
     r"(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|auth[_-]?key"
-    r"|private[_-]?key|client[_-]?secret|credentials?)[a-z0-9_-]{0,20})"
-    r"[\"']?(?P<sep>\s*[:=]\s*|\s+)[\"']?" + _VALUE
+    r"|private[_-]?key|client[_-]?secret|credentials?|(?<![a-z])(?:pass|pwd)(?![a-z]))"
+    r"[a-z0-9_-]{0,20})"
+    r"[\"']?(?P<sep>\s*[:=]\s*|\s+(?:(?:is|was)\s+)?)[\"']?" + _VALUE
 )
 #: The part of a :data:`_KEYWORD` match from its keyword on: a window without one cannot hold
 #: a match, and this leads with the keyword, so the regex engine skips ahead to it (5x faster
 #: than trying the lazy name prefix at every position of the window; issue 13).
 _KEYWORD_TAIL = re.compile(
     r"(?i)(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|auth[_-]?key"
-    r"|private[_-]?key|client[_-]?secret|credentials?)[a-z0-9_-]{0,20}"
-    r"[\"']?(?P<sep>\s*[:=]\s*|\s+)[\"']?" + _VALUE
+    r"|private[_-]?key|client[_-]?secret|credentials?|(?<![a-z])(?:pass|pwd)(?![a-z]))"
+    r"[a-z0-9_-]{0,20}"
+    r"[\"']?(?P<sep>\s*[:=]\s*|\s+(?:(?:is|was)\s+)?)[\"']?" + _VALUE
 )
-_KEYWORD_ANCHORS = ("pass", "secret", "token", "key", "credential")
+_KEYWORD_ANCHORS = ("pass", "pwd", "secret", "token", "key", "credential")
 _KEYWORD_WINDOW = (80, 240)
 _STRONG = re.compile(r"[0-9!@#$%^&*+/=~]")
 _NUMBER = re.compile(r"[0-9.,_]+")
@@ -264,7 +324,8 @@ def _raw_spans(text: str) -> Iterable[Span]:
             if _KEYWORD_TAIL.search(text, wa, wb) is None:
                 continue
             for m in _KEYWORD.finditer(text, wa, wb):
-                sep_is_space = not m.group("sep").strip()
+                sep = m.group("sep")
+                sep_is_space = ":" not in sep and "=" not in sep  # `` ``, `` is ``
                 name = m.group("name")
                 # ``name value`` for an option (``--token x``) or a compound name
                 # (``aws_secret_access_key x``); in prose ("the token is ...", "password

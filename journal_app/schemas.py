@@ -63,8 +63,9 @@ class ErrorOut(Schema):
 #: Error responses every operation documents (and the only non-2xx statuses it returns):
 #: the statuses of ``config/api.py``'s table. 405 is a wrong method on an existing path; 414
 #: a URL over ``API_MAX_URL_BYTES``; 429 a key over ``API_RATE_LIMIT``; 503 a fold whose
-#: model could not be reached (``model_unavailable``) or a dropped database connection.
-ERROR_STATUSES = frozenset({400, 401, 403, 404, 405, 409, 413, 414, 422, 429, 503})
+#: model could not be reached (``model_unavailable``) or a dropped database connection; 507
+#: a full artifact store (``artifact_store_full``).
+ERROR_STATUSES = frozenset({400, 401, 403, 404, 405, 409, 413, 414, 422, 429, 503, 507})
 ERRORS: dict[Any, Any] = {ERROR_STATUSES: ErrorOut}
 
 
@@ -121,8 +122,10 @@ class EntryIn(StrictIn):
     kind: Kind
     role: Role
     content: dict[str, Any]
-    tool_call_id: str = Field("", max_length=200, pattern=NO_NUL)
-    tool_name: str = Field("", max_length=200, pattern=NO_NUL)
+    # their length (at most 200 characters) is checked where every surface appends
+    # (journal_app.chain), so the API refuses a longer one with the importers' error
+    tool_call_id: str = Field("", pattern=NO_NUL)
+    tool_name: str = Field("", pattern=NO_NUL)
     derived: bool = False
     metadata: dict[str, Any] = Field(
         default_factory=dict,

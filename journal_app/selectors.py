@@ -18,6 +18,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.cache import cache
 from django.db.models import (
     Count,
     F,
@@ -37,8 +38,10 @@ from django.utils import timezone
 
 from journal_app.hashing import strip_prefix
 from journal_app.models import Artifact, Entry, Journal, Membership, Session, Tenant
+from journal_app.pricing import Price, entry_cost, parse_price_table, source_model
 from journal_app.rounds import Round, group_rounds
 from journal_app.times import entry_time as entry_time  # re-exported: views, ledger
+from journal_app.waterfall import Step, Waterfall, waterfall
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -657,30 +660,224 @@ def failure_summary(session: Session, journals: Sequence[Journal]) -> dict[str, 
 # Cost ----------------------------------------------------------------------------------------
 
 
-def model_prices() -> dict[str, tuple[Decimal, Decimal]]:
-    """The price table: model name -> (input, output) price per million tokens, from
-    ``settings.LEDGER_MODEL_PRICES`` (``{"model": [in, out], ...}``; absent: no cost shown)."""
-    table = getattr(settings, "LEDGER_MODEL_PRICES", None) or {}
-    out = {}
-    for name, pair in table.items():
-        try:
-            out[str(name)] = (Decimal(str(pair[0])), Decimal(str(pair[1])))
-        except (TypeError, IndexError, ValueError, ArithmeticError):
-            continue
+def model_prices() -> dict[str, Price]:
+    """The price table of ``settings.LEDGER_MODEL_PRICES`` (parsed at start-up by
+    :func:`journal_app.pricing.parse_price_table`); ``{}``: no cost is shown."""
+    return parse_price_table(getattr(settings, "LEDGER_MODEL_PRICES", None) or {})
+
+
+def journal_costs(journal_ids: Sequence[int], prices: Mapping[str, Price]) -> dict[int, Decimal]:
+    """The computed cost (USD) of each journal's calls: the sum of
+    :func:`journal_app.pricing.entry_cost` over its entries with provider usage.
+
+    Journals are append-only, so a journal's cost is cached under its head seq (the default
+    cache): a later call reads only the journals that grew. Journals without a priced call
+    are absent from the answer. One query over the entries whose metadata names ``usage``.
+    """
+    if not prices or not journal_ids:
+        return {}
+    heads = dict(Journal.objects.filter(pk__in=journal_ids).values_list("pk", "head_seq"))
+    table_key = repr(sorted(prices.items()))
+    keys = {jid: f"journal-cost:{jid}:{head}:{hash(table_key)}" for jid, head in heads.items()}
+    cached = cache.get_many(list(keys.values()))
+    out: dict[int, Decimal] = {}
+    missing = []
+    for jid, key in keys.items():
+        if key in cached:
+            if cached[key] is not None:
+                out[jid] = cached[key]
+        else:
+            missing.append(jid)
+    if missing:
+        fresh: dict[int, Decimal] = {}
+        rows = Entry.objects.filter(journal_id__in=missing, meta__contains='"usage"').values_list(
+            "journal_id", "meta"
+        )
+        for jid, meta in rows.iterator(chunk_size=2000):
+            try:
+                cost = entry_cost(prices, json.loads(meta))
+            except ValueError:
+                continue
+            if cost is not None:
+                fresh[jid] = fresh.get(jid, Decimal(0)) + cost
+        cache.set_many({keys[jid]: fresh.get(jid) for jid in missing}, timeout=None)
+        out.update(fresh)
     return out
 
 
-def usage_cost(
-    model: str, usage: Mapping[str, Any], prices: Mapping[str, tuple[Decimal, Decimal]]
-) -> Decimal | None:
-    """The cost of one provider-reported usage (``input_tokens``, ``output_tokens``) at the
-    model's price per million tokens; ``None`` when the model has no price."""
-    price = prices.get(model)
-    if price is None:
-        return None
-    try:
-        tokens_in = int(usage.get("input_tokens") or 0)
-        tokens_out = int(usage.get("output_tokens") or 0)
-    except (TypeError, ValueError):
-        return None
-    return (price[0] * tokens_in + price[1] * tokens_out) / Decimal(1_000_000)
+def session_costs(sessions: Sequence[Session]) -> dict[int, Decimal]:
+    """The computed cost (USD) of each session: the sum of its journals'
+    (:func:`journal_costs`); sessions without a priced call are absent."""
+    prices = model_prices()
+    if not prices or not sessions:
+        return {}
+    owner = dict(
+        Journal.objects.filter(session__in=[s.pk for s in sessions]).values_list("pk", "session_id")
+    )
+    out: dict[int, Decimal] = {}
+    for jid, cost in journal_costs(list(owner), prices).items():
+        out[owner[jid]] = out.get(owner[jid], Decimal(0)) + cost
+    return out
+
+
+def tenant_costs(sessions: QuerySet[Session]) -> list[tuple[str, Decimal]]:
+    """The computed cost (USD) per tenant over the (filtered) sessions of
+    :func:`sessions_for_user`: ``[(tenant slug, cost)]``, costliest first; tenants without a
+    priced call are left out."""
+    listed = list(sessions.order_by().select_related("tenant"))
+    by_tenant: dict[str, Decimal] = {}
+    costs = session_costs(listed)
+    for s in listed:
+        if s.pk in costs:
+            by_tenant[s.tenant.slug] = by_tenant.get(s.tenant.slug, Decimal(0)) + costs[s.pk]
+    return sorted(by_tenant.items(), key=lambda kv: -kv[1])
+
+
+def journal_summaries(tenant: str = "") -> list[dict[str, Any]]:
+    """Every journal (of ``tenant`` when given), for the ``sessions`` command: ``scope``
+    (tenant/session/lane/branch), ``title``, ``entries`` (the head seq: seqs are gapless),
+    ``tokens`` (ours, summed), ``folds`` and ``last_activity`` (the source's time of the
+    newest entry, else its import time; ``None`` when empty). A fixed number of queries.
+
+    Raises:
+        Tenant.DoesNotExist: ``tenant`` names no tenant.
+    """
+    qs = Journal.objects.select_related("session__tenant")
+    if tenant:
+        qs = qs.filter(session__tenant=Tenant.objects.get(slug=tenant))
+    Fold = _ledger_model("folds")
+    newest = Entry.objects.filter(journal=OuterRef("pk"), seq=OuterRef("head_seq")).values(
+        "created_at"
+    )
+    rows = qs.annotate(
+        fold_count=_count_subquery(Fold.objects.filter(journal=OuterRef("pk")), "journal"),
+        token_total=Coalesce(
+            Subquery(
+                Entry.objects.filter(journal=OuterRef("pk"))
+                .order_by()
+                .values("journal")
+                .annotate(n=Sum("token_count"))
+                .values("n"),
+                output_field=IntegerField(),
+            ),
+            Value(0),
+        ),
+        newest_at=Coalesce(F("last_source_at"), Subquery(newest[:1])),
+    ).order_by("session__tenant__slug", "session__key", "lane", "branch")
+    return [
+        {
+            "scope": f"{j.session.tenant.slug}/{j.session.key}/{j.lane}/{j.branch}",
+            "title": j.session.shown_title,
+            "entries": j.head_seq,
+            "tokens": j.token_total,
+            "folds": j.fold_count,
+            "last_activity": j.newest_at,
+        }
+        for j in rows
+    ]
+
+
+#: entries a waterfall page reads (its spans start among them)
+WATERFALL_ENTRIES = 300
+#: entries read past a waterfall page to find the results of its last tool calls
+WATERFALL_MARGIN = 60
+
+
+def _usage_int(usage: Any, *keys: str) -> int:
+    if not isinstance(usage, dict):
+        return 0
+    for k in keys:
+        v = usage.get(k)
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+    return 0
+
+
+def journal_waterfall(journal: Journal, page: int = 1) -> tuple[Waterfall, int, int]:
+    """Page ``page`` (from 1) of the journal's waterfall (:mod:`journal_app.waterfall`): the
+    spans starting among :data:`WATERFALL_ENTRIES` entries, with their durations, provider
+    tokens and computed cost (:func:`model_prices`).
+
+    Returns:
+        ``(waterfall, page, pages)``: the page number clamped to ``1..pages``. Two queries
+        (the page's entries with a margin; no count: a journal's head is its entry count).
+    """
+    pages = max(1, -(-journal.head_seq // WATERFALL_ENTRIES))
+    page = min(max(1, page), pages)
+    first = (page - 1) * WATERFALL_ENTRIES + 1
+    last = first + WATERFALL_ENTRIES - 1
+    prices = model_prices()
+    rows = (
+        Entry.objects.filter(journal=journal, seq__gte=first, seq__lte=last + WATERFALL_MARGIN)
+        .order_by("seq")
+        .values_list("seq", "kind", "role", "tool_call_id", "tool_name", "meta", "is_error")
+    )
+    steps = []
+    for seq, kind, role, call_id, tool_name, meta_text, is_error in rows:
+        meta = json.loads(meta_text or "{}")
+        usage = meta.get("usage")
+        try:
+            cost = entry_cost(prices, meta) if prices else None
+        except ValueError:
+            cost = None
+        at = entry_time(meta)
+        started = entry_started(meta)  # the turn_context's time when it is earlier
+        steps.append(
+            Step(
+                seq=seq,
+                kind=kind,
+                role=role,
+                tool_call_id=call_id,
+                tool_name=tool_name,
+                at=at,
+                started=started if started != at else None,
+                input_tokens=_usage_int(usage, "input_tokens", "prompt_tokens"),
+                output_tokens=_usage_int(usage, "output_tokens", "completion_tokens"),
+                cost=cost,
+                is_error=is_error,
+                model=source_model(meta),
+            )
+        )
+    built = waterfall(steps)
+    kept = [s for s in built.spans if s.first_seq <= last]
+    if len(kept) != len(built.spans):
+        built = waterfall(
+            [s for s in steps if s.seq <= max((k.last_seq for k in kept), default=last)]
+        )
+        built.spans = [s for s in built.spans if s.first_seq <= last]
+    return built, page, pages
+
+
+#: roles that may fold from the page and decide P0 retirements (the review rule's roles)
+FOLDING_ROLES = (Membership.Role.REVIEWER, Membership.Role.ADMIN)
+
+
+def get_journal_with_role(
+    user: User, tenant_slug: str, key: str, lane: str, branch: str
+) -> tuple[Journal, str | None]:
+    """:func:`get_journal_for_user` and the user's role in the journal's tenant (``"admin"``
+    for a superuser, ``None`` without a membership), read in the same query.
+
+    Raises:
+        Http404: no such journal, or not one of the user's tenants.
+    """
+    if not user.is_authenticated:
+        raise Http404("no such journal")
+    role = Membership.objects.filter(user=user, tenant=OuterRef("session__tenant")).values("role")[
+        :1
+    ]
+    journal = (
+        Journal.objects.filter(
+            session__tenant__in=tenants_for_user(user),
+            session__tenant__slug=tenant_slug,
+            session__key=key,
+            lane=lane,
+            branch=branch,
+        )
+        .select_related("session__tenant")
+        .annotate(user_role=Subquery(role))
+        .first()
+    )
+    if journal is None:
+        raise Http404("no such journal")
+    return journal, (str(Membership.Role.ADMIN) if user.is_superuser else journal.user_role)

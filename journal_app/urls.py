@@ -17,6 +17,7 @@ urlpatterns = [
     path("", views.session_list, name="session_list"),
     path("t/<str:tenant>/<str:session>/", views.session_overview, name="session"),
     path(_SCOPE, views.timeline, name="timeline"),
+    path(_SCOPE + "waterfall/", views.waterfall_view, name="waterfall"),
     path("e/<str:entry_hash>/", views.entry_detail, name="entry"),
     path("a/<str:tenant>/<str:content_hash>/", views.artifact_detail, name="artifact"),
     path("panel/close/", views.panel_close, name="panel_close"),

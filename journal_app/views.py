@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
@@ -30,8 +31,11 @@ from journal_app.charts import FoldPoint, token_chart
 from journal_app.filters import ENTRY_FIELDS, FilterError, describe, error_parts, parse_entries
 from journal_app.hashing import display
 from journal_app.models import Entry, Journal
+from journal_app.pricing import entry_cost, source_model
 from journal_app.rounds import Round, round_duration
 from journal_app.services import artifact_read, entry_check
+from journal_app.toolcall import call_parts, with_text
+from journal_app.waterfall import BAR_WIDTH
 
 SESSIONS_PER_PAGE = 25
 ENTRIES_PER_PAGE = 100
@@ -155,18 +159,28 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
     if activity not in selectors.ACTIVITY_DAYS:
         activity = ""
     sort = request.GET.get("sort", "")
-    if sort not in selectors.SESSION_SORTS:
+    if sort not in selectors.SESSION_SORTS and sort != "cost":
         sort = ""
     sessions = selectors.sessions_for_user(
         request.user, q, tenant=tenant, lane=lane, activity=activity, sort=sort or "newest"
     )
-    page = Paginator(sessions, SESSIONS_PER_PAGE).get_page(_page_number(request))
+    priced = bool(selectors.model_prices())
+    listed: Any = sessions
+    all_costs: dict[int, Decimal] = {}
+    if sort == "cost" and priced:  # computed in Python: costest first, unpriced last
+        listed = list(sessions)
+        all_costs = selectors.session_costs(listed)
+        listed.sort(key=lambda s: -all_costs.get(s.pk, Decimal(-1)))
+    page = Paginator(listed, SESSIONS_PER_PAGE).get_page(_page_number(request))
     rows = list(page.object_list)
     open_obligations = selectors.open_obligations_by_session(rows)
+    costs = all_costs or (selectors.session_costs(rows) if priced else {})
     for s in rows:  # last activity: the source's time when it has one (sorted on the same)
         s.open_obligations = open_obligations.get(s.pk, 0)
         s.source_time = s.source_at
+        s.cost = costs.get(s.pk)
     filtered = bool(q or tenant or lane or activity)
+    tenant_costs = selectors.tenant_costs(sessions) if priced else []
     context = {
         "q": q,
         "tenant": tenant,
@@ -180,7 +194,11 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
             "tokens": "most tokens",
             "folds": "most folds",
             "activity": "latest activity",
+            **({"cost": "highest cost (computed)"} if priced else {}),
         },
+        "priced": priced,
+        "tenant_costs": tenant_costs,
+        "totals_cost": sum((c for _, c in tenant_costs), Decimal(0)),
         "filtered": filtered,
         "tenants": list(selectors.tenants_for_user(request.user).values_list("slug", flat=True)),
         "activities": selectors.ACTIVITY_LABELS,
@@ -268,6 +286,7 @@ class EntryRow:
     comments: int = 0
     filter_labels: list[str] = field(default_factory=list)  # why the preview was filtered
     receipt_preview: str = ""  # the artifact receipt's preview, filtered
+    call_parts: list[Any] = field(default_factory=list)  # tool calls: toolcall.Part, filtered
     at: datetime | None = None  # the source's time of the entry (metadata), if it has one
     started: datetime | None = None  # when its work began (selectors.entry_started)
     since_start: str = ""  # "+1h02m" from the journal's first timed entry
@@ -295,6 +314,7 @@ class RoundBlock:
     rows: list[EntryRow] = field(default_factory=list)
     continued: bool = False  # some of the round's entries are on another page
     duration: str = ""  # from the round's start (rounds.round_duration) to its last timed entry
+    cost: Any = None  # Decimal: the computed cost of the round's calls on this page
     preface: list[EntryRow] = field(default_factory=list)  # parallel rounds: the non-call rows
     columns: list[CallColumn] = field(default_factory=list)  # parallel rounds: side by side
 
@@ -341,15 +361,6 @@ def provider_usage(meta: dict[str, Any]) -> dict[str, int]:
     return out
 
 
-def source_model(meta: dict[str, Any]) -> str:
-    """The model the source names for an entry (``model``, ``message.model`` or
-    ``turn_context.model`` in its metadata), or ``""``."""
-    for holder in (meta, meta.get("message"), meta.get("turn_context")):
-        if isinstance(holder, dict) and isinstance(holder.get("model"), str):
-            return holder["model"]
-    return ""
-
-
 def _timed(rows: list[EntryRow], start: datetime | None, prices: dict[str, Any]) -> None:
     """Fill times, gaps, provider figures and cost of the rows (in seq order)."""
     previous: datetime | None = None
@@ -359,8 +370,7 @@ def _timed(rows: list[EntryRow], start: datetime | None, prices: dict[str, Any])
         row.started = selectors.entry_started(meta)
         row.usage = provider_usage(meta)
         row.model = source_model(meta)
-        if row.usage and row.model and prices:
-            row.cost = selectors.usage_cost(row.model, row.usage, prices)
+        row.cost = entry_cost(prices, meta)
         if row.at is not None:
             if start is not None and row.at > start:
                 row.since_start = "+" + span_text(row.at - start)
@@ -380,8 +390,15 @@ def _row(e: Entry, interrupted: set[str], comments: dict[int, int]) -> EntryRow:
     labels = list(shown.labels)
     if receipt_preview is not None:
         labels += [x for x in receipt_preview.labels if x not in labels]
+    parts = []
+    if e.kind == "tool_call":
+        for part in call_parts(e.content):
+            filtered = privacy.filter_text(part.text, kind=e.kind)
+            labels += [x for x in filtered.labels if x not in labels]
+            parts.append(with_text(part, filtered.text))
     return EntryRow(
         entry=e,
+        call_parts=parts,
         preview=shown.text[:PREVIEW_CHARS],
         truncated=len(text) > PREVIEW_CHARS or len(shown.text) > PREVIEW_CHARS,
         interrupted=e.kind == "tool_call" and e.tool_call_id in interrupted,
@@ -478,6 +495,8 @@ def timeline(
             took = round_duration(started, times)
             if took is not None:
                 block.duration = span_text(took)
+            costs = [row.cost for row in block.rows if row.cost is not None]
+            block.cost = sum(costs, Decimal(0)) if costs else None
             if block.round.parallel:
                 _side_by_side(block)
     context = {
@@ -497,6 +516,9 @@ def timeline(
         "priced": bool(prices),
         "permalink": _permalink(request, request.get_full_path()),
     }
+    if prices and not is_fragment_request(request):
+        context["journal_cost"] = selectors.journal_costs([journal.pk], prices).get(journal.pk)
+        context["session_cost"] = selectors.session_costs([journal.session]).get(journal.session_id)
     return render(request, _partial(request, "journal_app/timeline.html", "entry-list"), context)
 
 
@@ -791,3 +813,53 @@ def artifact_detail(request: HttpRequest, tenant: str, content_hash: str) -> Htt
         "permalink": _permalink(request, request.get_full_path()),
     }
     return render(request, "journal_app/artifact.html", context)
+
+
+# Waterfall --------------------------------------------------------------------------------
+
+
+@login_required
+def waterfall_view(
+    request: HtmxHttpRequest, tenant: str, session: str, lane: str, branch: str
+) -> HttpResponse:
+    """The scope's model calls and tool runs as a waterfall, 300 entries a page
+    (:func:`journal_app.selectors.journal_waterfall`): one row per span with its start
+    (relative to the page's first), duration, provider tokens and computed cost, and a bar on
+    the page's time axis (server-rendered SVG). ``?page=N``; an htmx request gets
+    ``#waterfall``. README "The UI" (Waterfall).
+    """
+    journal = selectors.get_journal_for_user(request.user, tenant, session, lane, branch)
+    try:
+        asked = int(request.GET.get("page") or 1)
+    except ValueError:
+        asked = 1
+    built, page, pages = selectors.journal_waterfall(journal, asked)
+    spans = built.spans
+    for s in spans:
+        s.duration_text = span_text(s.duration) if s.duration is not None else ""
+        s.offset_text = "+" + span_text(s.offset) if s.offset is not None else ""
+    first = (page - 1) * selectors.WATERFALL_ENTRIES + 1
+    slowest = sorted(
+        (s for s in spans if s.duration is not None), key=lambda s: s.duration, reverse=True
+    )[:3]
+    context = {
+        "journal": journal,
+        "session": journal.session,
+        "tenant": journal.session.tenant,
+        "waterfall": built,
+        "spans": spans,
+        "slowest": slowest,
+        "total_text": span_text(built.total) if built.total is not None else "",
+        "bar_width": BAR_WIDTH,
+        "page_number": page,
+        "pages": pages,
+        "first_seq": first,
+        "last_seq": min(journal.head_seq, first + selectors.WATERFALL_ENTRIES - 1),
+        "calls": sum(1 for s in spans if s.kind == "call"),
+        "tools": sum(1 for s in spans if s.kind == "tool"),
+        "failed": sum(1 for s in spans if s.failed),
+        "timeline_url": timeline_url(journal),
+        "waterfall_url": reverse("journal:waterfall", kwargs=scope_kwargs(journal)),
+        "permalink": _permalink(request, request.get_full_path()),
+    }
+    return render(request, _partial(request, "journal_app/waterfall.html", "waterfall"), context)

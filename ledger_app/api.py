@@ -202,6 +202,7 @@ def fold_queue(
         journal_id=journal.pk,
         upto=payload.upto,
         writer=payload.writer,
+        send_now=True,  # 503 broker_unavailable when the broker is down, never queued forever
     )
     run.refresh_from_db()
     return Status(202, task_out(run))
@@ -217,7 +218,7 @@ def fold_read(
     delta's ops and the reducer's verdict on each."""
     journal = request.auth.journal(session, lane, branch)
     fold = selectors.fold_get(journal, number)
-    delta = fold.delta_dict
+    delta = presenters.delta_shown(fold.delta_dict)
     verdicts = [r.to_dict() for r in presenters.op_rows(delta, {})]
     delta.pop("verdicts", None)
     return {

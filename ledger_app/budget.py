@@ -19,6 +19,7 @@ from typing import Any
 
 from journal_app.tokens import count_tokens
 from ledger_app.facts import Fact, support_hashes
+from ledger_app.pins import open_requests_split, pin_shown_text, request_line
 
 #: Context window the defaults are derived from (DESIGN.md 5.4), tokens.
 WINDOW_TOKENS = 270_000
@@ -105,6 +106,16 @@ class ConsolidationPlan:
         }
 
 
+def _carried_tokens(fact: Fact, count: Counter) -> int:
+    """Tokens a checkpoint carries of ``fact``: a pin that has ended (a closed request, a
+    retired instruction) is one line there (DESIGN.md 5.2), its text staying in the ledger;
+    any other fact is rendered whole."""
+    if fact.get("pin") and fact.get("lifecycle", "active") != "active":
+        first = next((ln for ln in str(fact.get("text", "")).splitlines() if ln.strip()), "")
+        return count(render_fact({**fact, "text": first[:200]}))
+    return fact_tokens(fact, count)
+
+
 def _eviction_class(fact: Fact) -> int | None:
     """0 inactive P2/P3, 1 active P3, 2 active P2; ``None`` = never evicted."""
     if fact.get("priority") in KEPT_PRIORITIES:
@@ -138,7 +149,8 @@ def plan_consolidation(
     ascending, then ``id``). Eviction stops as soon as the ledger is at or under
     ``target_tokens``. P0 and P1 facts are never evicted. If they alone exceed the target
     the outcome is ``"target_unreachable"``: every P2/P3 fact is still evicted and every
-    P0/P1 fact kept.
+    P0/P1 fact kept. A pin that has ended (a closed request, a retired instruction) counts
+    as the one line a checkpoint shows of it (DESIGN.md 5.2).
 
     Args:
         state: a reducer state ``{"facts": {id: fact}, "folds": n}``; not modified.
@@ -151,7 +163,7 @@ def plan_consolidation(
         Its ops are all accepted by :func:`ledger_app.reducer.apply_delta`.
     """
     facts: Mapping[str, Fact] = state.get("facts", {})
-    sizes = {fid: fact_tokens(f, count) for fid, f in facts.items()}
+    sizes = {fid: _carried_tokens(f, count) for fid, f in facts.items()}
     before = sum(sizes.values())
     kept = sum(sizes[fid] for fid, f in facts.items() if _eviction_class(f) is None)
     plan = ConsolidationPlan(
@@ -202,3 +214,65 @@ def plan_consolidation(
     plan.after_tokens = total
     plan.outcome = "target_unreachable" if unreachable else "accepted"
     return plan
+
+
+@dataclass
+class MandatoryState:
+    """What a context must carry of a ledger state, in tokens (DESIGN.md 5.4, 5.5 and 6).
+
+    Attributes:
+        governing_tokens: active governing pins (system and developer text, a user's rules and
+            objective), rendered as the context shows them (:func:`ledger_app.pins.pin_shown_text`:
+            attachments as receipts).
+        request_tokens: active (still open) request pins: the latest verbatim, older ones a
+            line each, the oldest a count (:func:`ledger_app.pins.open_requests_split`).
+        p1_tokens: active P1 facts that are not pins.
+        facts: how many facts the three figures count.
+    """
+
+    governing_tokens: int = 0
+    request_tokens: int = 0
+    p1_tokens: int = 0
+    facts: int = 0
+
+    @property
+    def total(self) -> int:
+        """``governing_tokens + request_tokens + p1_tokens``."""
+        return self.governing_tokens + self.request_tokens + self.p1_tokens
+
+
+def mandatory_state(state: Mapping[str, Any], count: Counter = count_tokens) -> MandatoryState:
+    """The mandatory state of ``state``: P0 shown verbatim plus active P1 (DESIGN.md 5.5).
+
+    Closed, superseded, retired and cancelled facts are not mandatory (a closed request is
+    one history line, shown when there is room); a pin without ``pin_kind`` counts as
+    governing (pins folded before requests were told apart).
+
+    Args:
+        state: a reducer state ``{"facts": {id: fact}, ...}``; not modified.
+        count: ``count(text) -> int``, tokens.
+
+    Returns:
+        :class:`MandatoryState`.
+    """
+    out = MandatoryState()
+    facts = state.get("facts", {}).values()
+    verbatim, listed, counted = open_requests_split([f for f in facts if f.get("pin")])
+    for fact in verbatim:
+        out.request_tokens += count(render_fact({**fact, "text": pin_shown_text(fact)}))
+    out.request_tokens += sum(count(request_line(f)) for f in listed)
+    out.request_tokens += count(f"+{len(counted)} older open requests") if counted else 0
+    out.facts += len(verbatim) + len(listed) + len(counted)
+    for fact in facts:
+        if fact.get("lifecycle", "active") != "active":
+            continue
+        if fact.get("pin"):
+            if fact.get("pin_kind") == "request":
+                continue
+            out.governing_tokens += count(render_fact({**fact, "text": pin_shown_text(fact)}))
+        elif fact.get("priority") == "P1":
+            out.p1_tokens += count(render_fact(fact))
+        else:
+            continue
+        out.facts += 1
+    return out

@@ -11,8 +11,7 @@ One JSON object per line, in this order:
    repairs verbatim with each judge's verdicts, failed runs included) and its
    ``retirement`` records (P0 review queue decisions).
 3. the audit app's comments and annotations (:func:`audit_app.services.export_records`),
-   then records of registered providers (:func:`export_provider_register`): recovery
-   receipts once recovery_app registers its provider.
+   then the recovery receipts (:func:`_generic_receipts`).
 4. ``end``: the number of records and entries and the sha256 of every byte before it, so
    a truncated or edited file is refused on import.
 
@@ -31,7 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import IO, Any
 
@@ -47,16 +46,6 @@ from ledger_app.models import Fold, FoldAttempt, Proposal, RetirementRequest
 EXPORT_FORMAT = "ledgerkeep-export"
 EXPORT_VERSION = 1
 BATCH = 1000
-
-#: ``provider(session, journals) -> records``; each record a JSON-able dict with a ``type``.
-ExportProvider = Callable[[Session, list[Journal]], Iterable[dict[str, Any]]]
-_PROVIDERS: dict[str, ExportProvider] = {}
-
-
-def export_provider_register(name: str, provider: ExportProvider) -> None:
-    """Add records to every export (called from an app's ``ready()``; re-registering a
-    name replaces it). Recovery receipts: ``recovery_app`` registers ``"recovery_app"``."""
-    _PROVIDERS[name] = provider
 
 
 def _dumps(record: dict[str, Any]) -> str:
@@ -211,7 +200,7 @@ def _retirement_record(r: RetirementRequest, journal: Journal) -> dict[str, Any]
 
 
 def _generic_receipts(session: Session, journals: list[Journal]) -> Iterator[dict[str, Any]]:
-    """Recovery receipts before recovery_app registers its own provider: every field of
+    """Recovery receipts: every field of
     ``recovery_app.Receipt`` rows of these journals, if that model exists with a
     ``journal`` foreign key; nothing otherwise."""
     try:
@@ -346,9 +335,7 @@ def session_export(
             .order_by("pk")
         ):
             emit(_retirement_record(r, journal))
-    providers = {"audit_app": export_records, **_PROVIDERS}
-    providers.setdefault("recovery_app", _generic_receipts)
-    for provider in providers.values():
+    for provider in (export_records, _generic_receipts):
         for record in provider(session, journals):
             emit(record)
     summary = ExportSummary(

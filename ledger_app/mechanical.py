@@ -3,7 +3,8 @@
 Used by the first fold and as the fallback of a fold whose model proposals were rejected:
 
 * every authoritative system, developer and user message becomes a P0 **pin** holding its
-  text verbatim (author ``code``);
+  text verbatim minus the harness blocks inside it (author ``code``; pin rules 3: a
+  ``pin_kind``, governing or request, and its ``attachments``; :func:`pin_facts`);
 * every tool call with a result becomes one fact about its outcome: a routine read at P3
   (``history``), another success at P2 (``verified_state``), a failure at P1 as a
   ``blocker`` (so no later success claim may cite it as support);
@@ -21,24 +22,29 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from journal_app.chunking import DEFAULT_CHUNK_BYTES
-from journal_app.content import is_authoritative
-from journal_app.identifiers import COMMAND_LIMIT, Identifier, identifiers_of
+from journal_app.content import PIN_RULES, is_authoritative, pin_text
+from journal_app.harness import DEFAULT_ATTACHMENT_TOKENS
+from journal_app.identifiers import COMMAND_LIMIT, Identifier, identifiers_of, shell_command
 from journal_app.privacy import redact_secrets
+from ledger_app.consequence import is_consequential, is_test_run
 from ledger_app.facts import Fact
 from ledger_app.outcomes import (
     QUOTE_CHARS,
     SUBMIT_COMMAND,
     SUBMIT_TOOLS,
     first_text,
+    is_edit_tool,
+    path_of,
     read_outcome,
     support_item,
 )
 from ledger_app.pending import call_obligation
+from ledger_app.pins import classify, pin_layout
 
 READ_TOOLS = {
     "read",
@@ -126,17 +132,10 @@ def redact_op(op: dict[str, Any]) -> dict[str, Any]:
 
 
 def command_of(call: EntryView) -> str:
-    """The shell command of a call, if its arguments hold one (``command``/``cmd``), else ``""``."""
-    args = call.content.get("arguments")
-    if isinstance(args, dict):
-        for key in ("command", "cmd", "script"):
-            value = args.get(key)
-            if isinstance(value, list):
-                value = " ".join(str(v) for v in value)
-                value = value.removeprefix("bash -lc ").removeprefix("bash -c ")
-            if isinstance(value, str) and value.strip():
-                return value.strip()
-    return ""
+    """The shell command of a call, if its arguments hold one (``command``/``cmd``/``script``),
+    else ``""``: :func:`journal_app.identifiers.shell_command`, the one reading (the journal
+    sits below the ledger, so the rule lives there and this names it for the ledger)."""
+    return shell_command(call.content)
 
 
 def is_routine_read(call: EntryView) -> bool:
@@ -231,10 +230,33 @@ def _describe(call: EntryView) -> str:
     return f"`{call.tool_name}`"
 
 
-def pin_fact(entry: EntryView) -> Fact:
-    """The P0 pin of one authoritative message: its text verbatim, cited by its hash."""
-    return {
-        "id": f"pin:{entry.entry_hash[:16]}",
+def pin_id(entry_hash: str) -> str:
+    """The id code gives the pin of the entry of ``entry_hash`` (hex): ``pin:<16 hex>``.
+    Cheaper than ``pin_fact(entry)["id"]``, which lays the message out."""
+    return f"pin:{entry_hash[:16]}"
+
+
+def pin_fact(
+    entry: EntryView,
+    *,
+    objective: bool = False,
+    attachment_tokens: int = DEFAULT_ATTACHMENT_TOKENS,
+    rules: int = PIN_RULES,
+) -> Fact:
+    """The P0 pin of one authoritative message (DESIGN.md 5.2), written by code.
+
+    Pin rules 3 (:data:`journal_app.content.PIN_RULES`): ``text`` is the message's text
+    verbatim minus the harness blocks inside it (:func:`journal_app.content.pin_text`; the
+    whole text when it is harness blocks only); ``attachments`` lists attached material over
+    ``attachment_tokens`` tokens (``PIN_ATTACHMENT_TOKENS``; :func:`ledger_app.pins.pin_layout`
+    gives the fields); ``pin_kind`` is ``"governing"`` or ``"request"`` and ``pin_reason``
+    says why (:func:`ledger_app.pins.classify`; ``objective``: the session's first request).
+    Cited by the entry's hash; id ``pin:<16 hex>``. Under ``rules`` 1 and 2 (what a fold
+    written then held, e.g. for a what-if refold of it): the text whole, no kind, no
+    attachments.
+    """
+    base: Fact = {
+        "id": pin_id(entry.entry_hash),
         "category": "constraint" if entry.role in ("system", "developer") else "objective",
         "priority": "P0",
         "lifecycle": "active",
@@ -244,12 +266,75 @@ def pin_fact(entry: EntryView) -> Fact:
         "pin": True,
         "author": "code",
     }
+    if rules < 3:
+        return base
+    text, attachments, words = pin_layout(entry.text, attachment_tokens=attachment_tokens)
+    kind, reason = classify(role=entry.role, words=words.strip(), objective=objective)
+    fact: Fact = {**base, "text": text, "pin_kind": kind, "pin_reason": reason, "seq": entry.seq}
+    if attachments:
+        fact["attachments"] = attachments
+    return fact
 
 
-def is_pin_source(entry: EntryView) -> bool:
-    """Authoritative message (:func:`journal_app.content.is_authoritative`) with non-empty text."""
+#: ``pin_reason`` of user pins that are never the session's objective: standing instructions,
+#: and a message with no words (harness blocks or an attachment only)
+NOT_OBJECTIVE = ("instructions", "empty")
+
+
+def objective_pinned(facts: Mapping[str, Fact]) -> bool:
+    """Whether the ledger ``facts`` already hold the session's objective: an active user pin
+    (category ``objective``) whose ``pin_reason`` is not in :data:`NOT_OBJECTIVE`. Pins
+    folded before pin rules 3 count (any user pin)."""
+    return any(
+        f.get("pin")
+        and f.get("category") == "objective"
+        and f.get("lifecycle", "active") == "active"
+        and f.get("pin_reason") not in NOT_OBJECTIVE
+        for f in facts.values()
+    )
+
+
+def pin_facts(
+    entries: Sequence[EntryView],
+    *,
+    state: Mapping[str, Any] | None = None,
+    attachment_tokens: int = DEFAULT_ATTACHMENT_TOKENS,
+) -> list[Fact]:
+    """The pins of ``entries`` (every :func:`is_pin_source`, in order, :func:`pin_fact`).
+
+    The first user pin with words that are not standing instructions is the session's
+    objective, in the session's first fold only (``state["folds"]`` 0 or absent), unless
+    ``state`` (the ledger before these entries; its active pins suffice) already holds one
+    (:func:`objective_pinned`). DESIGN.md 5.2.
+    """
+    # the session's objective is in its first fold: a later fold never names one (the
+    # objective may have closed since, a request that was done: DESIGN.md 5.2)
+    first = int((state or {}).get("folds") or 0) == 0
+    want_objective = first and not objective_pinned((state or {}).get("facts") or {})
+    out: list[Fact] = []
+    for e in entries:
+        if not is_pin_source(e):
+            continue
+        fact = pin_fact(
+            e, objective=want_objective and e.role == "user", attachment_tokens=attachment_tokens
+        )
+        if want_objective and e.role == "user" and fact["pin_reason"] not in NOT_OBJECTIVE:
+            want_objective = False
+        out.append(fact)
+    return out
+
+
+def pin_text_of(entry: EntryView, rules: int = PIN_RULES) -> str:
+    """The text the pin of ``entry`` holds under pin rules ``rules``
+    (:func:`journal_app.content.pin_text`): what a required pin and a check compare."""
+    return pin_text(entry.text, rules)
+
+
+def is_pin_source(entry: EntryView, rules: int = PIN_RULES) -> bool:
+    """Authoritative message (:func:`journal_app.content.is_authoritative`, under pin rules
+    ``rules``) with non-empty text."""
     return entry.text != "" and is_authoritative(
-        entry.kind, entry.role, entry.derived, entry.meta, text=entry.text
+        entry.kind, entry.role, entry.derived, entry.meta, text=entry.text, rules=rules
     )
 
 
@@ -309,10 +394,26 @@ def outcome_fact(call: EntryView, result: EntryView) -> Fact:
     exit_code = result.content.get("exit_code")
     code = f" (exit {exit_code})" if exit_code is not None else ""
     routine = is_routine_read(call)
+    cmd = command_of(call)
+    shell = "" if cmd in EDITOR_COMMANDS else cmd
+    consequential = not routine and is_consequential(tool_name=call.tool_name, command=shell)
     category, priority, label = _OUTCOME_CLASS.get(
         seen.kind,
         ("history", "P3", "success") if routine else ("verified_state", "P2", "success"),
     )
+    text_out = output if isinstance(output, str) else result.text
+    if seen.kind == "failure":
+        # DESIGN.md 5.5: a lookup that found nothing, a failed read and a no-op are history;
+        # a consequential action's failure and a failed test run are P1 until a later run
+        # of the same command key passes; another command's failure (a probe) is P2
+        if routine or _LOOKUP_MISS.search(text_out) and not consequential:
+            category, priority = "history", "P3"
+        elif _NO_OP.search(text_out):
+            category, priority = "history", "P3"
+        elif not consequential and not is_test_run(shell):
+            priority = "P2"
+    elif consequential and label == "success" and seen.kind not in _OUTCOME_CLASS:
+        priority = "P1"
     what = _describe(call)
     if seen.kind == "failure":
         detail = _json_failure(result.text) or seen.summary.removeprefix("failed").lstrip(": ")
@@ -349,7 +450,57 @@ def outcome_fact(call: EntryView, result: EntryView) -> Fact:
     }
     if seen.path:
         fact["path"] = redact(seen.path)
+    if consequential:
+        fact["consequential"] = True
+    key = fact_key(call)
+    if key:
+        fact["command_key"] = key
     return fact
+
+
+#: output of a lookup that found nothing (DESIGN.md 5.5: history, never a blocker)
+_LOOKUP_MISS = re.compile(
+    r"No such file or directory|does not exist|cannot access|not found|No matches found|"
+    r"cannot find the (?:file|path)",
+    re.I,
+)
+#: output of a command that had nothing to do (``git commit`` with nothing to commit)
+_NO_OP = re.compile(
+    r"nothing to commit|nothing added to commit|no changes added to commit|"
+    r"Already up[ -]to[ -]date|Everything up-to-date",
+    re.I,
+)
+
+
+_PATCHED_FILE = re.compile(r"\*\*\* (?:Update|Add|Delete) File: ([^\n]+)")
+
+
+def fact_key(call: EntryView) -> str:
+    """The command key of a call's outcome fact (DESIGN.md 5.5: a later fact with the same
+    key supersedes it, and closes it when it was a failure and the later one a success).
+
+    ``edit:<path>`` for an ``apply_patch`` command (the first file it changes);
+    ``<tool>:<command>`` for another shell command (redacted: the same command always gives the
+    same key); ``edit:<path>`` for a file edit or write by any edit tool (a later edit of
+    the file supersedes the earlier, a rejected edit closes when one is applied);
+    ``<tool>:<path>`` for another call naming a path; ``""`` when the call names neither.
+    """
+    cmd = command_of(call)
+    args = call.content.get("arguments")
+    args = args if isinstance(args, dict) else {}
+    path = path_of(args)
+    patched = _PATCHED_FILE.search(cmd) if "apply_patch" in cmd else None
+    if patched:
+        return f"edit:{redact(patched.group(1).strip())}"
+    if cmd and cmd not in EDITOR_COMMANDS:
+        return f"{call.tool_name}:{redact(cmd)}"
+    if not path:
+        return ""
+    if cmd == "view" or is_routine_read(call):
+        return f"{call.tool_name}:{redact(path)}"
+    if cmd in EDITOR_COMMANDS or is_edit_tool(call.tool_name):
+        return f"edit:{redact(path)}"
+    return f"{call.tool_name}:{redact(path)}"
 
 
 def is_submit(call: EntryView) -> bool:
@@ -392,6 +543,62 @@ def interrupted_fact(call: EntryView) -> Fact:
     return call_obligation(fact, call)  # "pending since seq N" when declared (issue 15)
 
 
-def required_pins(entries: Sequence[EntryView]) -> list[dict[str, str]]:
-    """``[{"entry": hex, "text": verbatim}]`` for every pin source in ``entries``."""
-    return [{"entry": e.entry_hash, "text": e.text} for e in entries if is_pin_source(e)]
+def required_pins(entries: Sequence[EntryView], rules: int = PIN_RULES) -> list[dict[str, str]]:
+    """``[{"entry": hex, "text": pin text}]`` for every pin source in ``entries``: the text
+    its pin must hold byte for byte under pin rules ``rules`` (:func:`pin_text_of`)."""
+    return [
+        {"entry": e.entry_hash, "text": pin_text_of(e, rules)}
+        for e in entries
+        if is_pin_source(e, rules)
+    ]
+
+
+def stamp_keys(ops: Sequence[dict[str, Any]], entries: Sequence[EntryView]) -> list[dict[str, Any]]:
+    """``ops`` with the command key and the consequential flag set on every model writer's
+    fact that cites one tool call and nothing else (the call, its result) and has no key yet.
+
+    What makes the reducer's lifecycles (DESIGN.md 5.5) the same for every writer: a model
+    writer's fact about a command is superseded by a later run of it like a mechanical one.
+    Pins and facts citing no call, or several, are left as they are. Returns new op dicts
+    (the given ones are not modified).
+    """
+    calls = {e.entry_hash: e for e in entries if e.kind == "tool_call"}
+    by_id = {e.tool_call_id: e for e in calls.values() if e.tool_call_id}
+    result_call = {
+        e.entry_hash: by_id[e.tool_call_id]
+        for e in entries
+        if e.kind == "tool_result" and e.tool_call_id in by_id
+    }
+    out: list[dict[str, Any]] = []
+    for op in ops:
+        fact = op.get("fact")
+        if (
+            not isinstance(fact, dict)
+            or fact.get("pin")
+            or fact.get("command_key")
+            or fact.get("author", "writer") in ("code", "offline")  # they key their own facts
+        ):
+            out.append(op)
+            continue
+        support = [s.get("entry", "") for s in fact.get("support") or [] if isinstance(s, dict)]
+        cited = {
+            call.entry_hash: call
+            for h in support
+            if (call := calls.get(h) or result_call.get(h)) is not None
+        }
+        # about the call alone: a fact that also cites a message (a claim, a decision) is not
+        # the call's outcome, and a later run must not end it
+        alone = all(h in calls or h in result_call for h in support)
+        key = fact_key(next(iter(cited.values()))) if len(cited) == 1 and alone else ""
+        if not key:
+            out.append(op)
+            continue
+        call = next(iter(cited.values()))
+        cmd = command_of(call)
+        stamped = {**fact, "command_key": key}
+        if not is_routine_read(call) and is_consequential(
+            tool_name=call.tool_name, command="" if cmd in EDITOR_COMMANDS else cmd
+        ):
+            stamped["consequential"] = True
+        out.append({**op, "fact": stamped})
+    return out

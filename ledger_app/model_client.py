@@ -4,16 +4,28 @@ Every writer and verifier call goes through :class:`ModelClient`, a small wrappe
 official ``openai`` package pointed at ``OPENAI_BASE_URL``, so any OpenAI-compatible server
 (OpenAI, vLLM, Ollama, llama.cpp) works. It adds what the product needs around a call:
 
-* a timeout per request (seconds) and **retries with exponential backoff and jitter** on
-  transient failures only (``tenacity``): a timeout, a refused or dropped connection, HTTP
-  429 and HTTP 5xx. Anything else (400, 401, 404, ...) is raised at once;
-* **structured output**: a JSON schema (``response_format={"type": "json_schema"}``); a
-  server that answers 400 to that request is asked once more in JSON mode
-  (``{"type": "json_object"}``) and remembered as such, and the caller validates the text;
+* a timeout per call (``MODEL_TIMEOUT_SECONDS``) and **retries with exponential backoff and
+  jitter** on transient failures only (``tenacity``): a refused or dropped connection, HTTP
+  429 and HTTP 5xx. A request the client timed out on is **not** retried unless
+  ``MODEL_RETRY_ON_TIMEOUT`` (a single-slot local server would queue a second full
+  generation behind the abandoned one). Anything else (400, 401, 404, ...) is raised at once;
+* **streaming reads** (``MODEL_STREAM``, default on): the answer arrives in chunks, progress
+  is logged, and a stream silent for ``MODEL_STALL_SECONDS`` after its first chunk is cut (a
+  stalled server), while the prompt's reading before the first chunk and a slow but
+  progressing generation run up to ``MODEL_TIMEOUT_SECONDS``;
+* **structured output** in three modes (``MODEL_RESPONSE_FORMAT``): ``json_schema`` (the
+  server enforces the schema), ``json_object`` (JSON mode) and ``none`` (plain text). In the
+  last two the schema and a compact example are added to the system message, because the
+  server does not enforce them. A server that refuses a format (HTTP 400, 422 or 500 whose
+  message names ``response_format``/``json_schema``) is asked once more in the next mode
+  down (``json_schema`` -> ``json_object`` -> ``none``) at once, not as a transient retry, and
+  that is remembered for the process and base URL (:data:`FORMAT_MEMORY`);
 * a :class:`CallRecord` per call: role, model, input and output tokens as the server
   reported them, latency of the answering request and total time including retries
-  (seconds), the number of attempts and the response format used. Folds copy these into
-  their manifest.
+  (seconds), the number of attempts, the response format used and the ``finish_reason``
+  (``length``: the answer was cut at ``max_tokens``). Folds copy these into their manifest.
+
+The README's "Use a local model" section gives tested settings for Ollama, llama.cpp and vLLM.
 
 When the retries are used up, :class:`ModelUnavailable` is raised with the records of
 every attempt; the fold service then records the fold as failed and writes nothing else.
@@ -21,27 +33,47 @@ every attempt; the fold service then records the fold as failed and writes nothi
 
 from __future__ import annotations
 
+import json
+import logging
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import httpx
 import openai
 from tenacity import (
     RetryCallState,
     Retrying,
     retry_if_exception,
     stop_after_attempt,
+    stop_after_delay,
+    stop_never,
     wait_exponential_jitter,
 )
 
-#: Errors worth another attempt: they say nothing about the request itself.
+log = logging.getLogger(__name__)
+
+#: Errors worth another attempt: they say nothing about the request itself. A timeout
+#: (:class:`openai.APITimeoutError`, a subclass of the connection error) only when the
+#: configuration asks for it (``retry_on_timeout``).
 TRANSIENT = (
     openai.APITimeoutError,
     openai.APIConnectionError,
     openai.RateLimitError,
     openai.InternalServerError,
 )
+
+#: Structured-output modes, strongest first; a refused mode steps down to the next.
+FORMATS = ("json_schema", "json_object", "none")
+
+#: base URL -> the mode its server accepted after refusing a stronger one (per process).
+FORMAT_MEMORY: dict[str, str] = {}
+_MEMORY_LOCK = threading.Lock()
+
+#: Seconds between two progress lines of a streamed answer in the log.
+PROGRESS_EVERY_S = 10.0
 
 
 class ModelError(Exception):
@@ -84,8 +116,16 @@ class ModelConfig:
         timeout_s: per request, seconds.
         max_attempts: requests per call, the first included (4: one try and three retries).
         backoff_initial_s / backoff_max_s: exponential backoff bounds, seconds (with jitter).
-        response_format: ``"json_schema"`` (default) or ``"json_object"`` (JSON mode only).
-        max_output_tokens: ``max_tokens`` of each request.
+        response_format: ``"json_schema"`` (default), ``"json_object"`` (JSON mode only) or
+            ``"none"`` (plain text; the schema goes in the prompt).
+        max_output_tokens: ``max_tokens`` of each request (tokens).
+        retry_on_timeout: retry a request the client timed out on (default no).
+        stream: read answers as a stream (chunks), cutting a stream silent for
+            ``stall_s`` seconds; ``timeout_s`` then bounds the whole answer.
+        stall_s: seconds without a chunk before a streamed answer is cut (0: ``timeout_s``).
+        writer_window: the writer model's context window in tokens (0: unbounded); the
+            prompt, the ledger state and the output reserve of a writer call fit in it.
+        verifier_window: the same for the verifier model (0: the writer's).
     """
 
     base_url: str = ""
@@ -98,6 +138,24 @@ class ModelConfig:
     backoff_max_s: float = 8.0
     response_format: str = "json_schema"
     max_output_tokens: int = 4096
+    retry_on_timeout: bool = False
+    stream: bool = False
+    stall_s: float = 0.0
+    writer_window: int = 0
+    verifier_window: int = 0
+
+    def __post_init__(self) -> None:
+        if self.response_format not in FORMATS:
+            raise ValueError(
+                f"MODEL_RESPONSE_FORMAT must be one of {', '.join(FORMATS)}, "
+                f"not {self.response_format!r}"
+            )
+
+    def window_for(self, role: str) -> int:
+        """The context window (tokens) of ``role``'s model; 0 when unbounded."""
+        if role == "verifier":
+            return self.verifier_window or self.writer_window
+        return self.writer_window
 
     @property
     def configured(self) -> bool:
@@ -114,12 +172,22 @@ class ModelConfig:
         """Read ``OPENAI_BASE_URL``, ``OPENAI_API_KEY``, ``WRITER_MODEL``, ``VERIFIER_MODEL``
         and the optional ``MODEL_TIMEOUT_SECONDS``, ``MODEL_MAX_ATTEMPTS``,
         ``MODEL_BACKOFF_SECONDS``, ``MODEL_BACKOFF_MAX_SECONDS``, ``MODEL_RESPONSE_FORMAT``,
-        ``MODEL_MAX_OUTPUT_TOKENS`` from a settings object (Django's, or any namespace)."""
+        ``MODEL_MAX_OUTPUT_TOKENS``, ``MODEL_RETRY_ON_TIMEOUT``, ``MODEL_STREAM``,
+        ``MODEL_STALL_SECONDS``, ``WRITER_WINDOW_TOKENS`` / ``VERIFIER_WINDOW_TOKENS`` (else
+        the model's entry in ``MODEL_WINDOWS``) from a settings object (Django's, or any
+        namespace).
+
+        Raises:
+            ValueError: ``MODEL_RESPONSE_FORMAT`` is not one of :data:`FORMATS`.
+        """
 
         def get(name: str, default: Any) -> Any:
             value = getattr(settings, name, default)
             return default if value in (None, "") else value
 
+        windows = get("MODEL_WINDOWS", {}) or {}
+        writer_model = str(get("WRITER_MODEL", ""))
+        verifier_model = str(get("VERIFIER_MODEL", "")) or writer_model
         return cls(
             base_url=str(get("OPENAI_BASE_URL", "")),
             api_key=str(get("OPENAI_API_KEY", "")),
@@ -131,6 +199,11 @@ class ModelConfig:
             backoff_max_s=float(get("MODEL_BACKOFF_MAX_SECONDS", 8.0)),
             response_format=str(get("MODEL_RESPONSE_FORMAT", "json_schema")),
             max_output_tokens=int(get("MODEL_MAX_OUTPUT_TOKENS", 4096)),
+            retry_on_timeout=bool(get("MODEL_RETRY_ON_TIMEOUT", False)),
+            stream=bool(get("MODEL_STREAM", True)),
+            stall_s=float(get("MODEL_STALL_SECONDS", 60.0)),
+            writer_window=int(get("WRITER_WINDOW_TOKENS", 0) or windows.get(writer_model, 0)),
+            verifier_window=int(get("VERIFIER_WINDOW_TOKENS", 0) or windows.get(verifier_model, 0)),
         )
 
 
@@ -142,6 +215,8 @@ class CallRecord:
     backoff (both seconds); tokens are the server's ``usage`` figures (0 when it sent none).
     ``status`` is ``ok``, ``unavailable``, ``refused`` or ``malformed`` (a 200 whose body is
     not a chat completion: the caller sees an empty reply); ``errors`` lists what went wrong.
+    ``finish_reason`` is the server's (``stop``, ``length``: cut at ``max_tokens``, ...;
+    empty when it sent none); ``max_tokens`` is what the request allowed.
     """
 
     role: str
@@ -155,6 +230,13 @@ class CallRecord:
     attempts: int = 0
     status: str = "ok"
     errors: list[str] = field(default_factory=list)
+    finish_reason: str = ""
+    max_tokens: int = 0
+
+    @property
+    def truncated(self) -> bool:
+        """True when the answer was cut at ``max_tokens`` (``finish_reason`` ``length``)."""
+        return self.finish_reason == "length"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (latencies rounded to the millisecond)."""
@@ -178,12 +260,106 @@ def _describe(exc: BaseException) -> str:
     return f"{name} (HTTP {status})" if status else f"{name}: {str(exc)[:200]}"
 
 
-def _schema_refused(exc: openai.APIStatusError) -> bool:
-    """A 400 that is about the ``response_format`` (the server has no JSON-schema mode)."""
-    if exc.status_code != 400:
+#: Words of an error message that say the server refused the requested output format.
+_FORMAT_WORDS = ("response_format", "json_schema", "json schema", "grammar", "not supported")
+
+
+def format_refused(exc: openai.APIStatusError) -> bool:
+    """True when ``exc`` is the server refusing the output format, not the request: HTTP
+    400, 422 or 500 whose message names ``response_format``, ``json_schema`` or a grammar
+    (llama-cpp-python's server answers 500, vLLM 400, others 422)."""
+    if exc.status_code not in (400, 422, 500):
         return False
     text = str(exc).lower()
-    return any(w in text for w in ("response_format", "json_schema", "schema", "not supported"))
+    return any(w in text for w in _FORMAT_WORDS)
+
+
+def context_overflow(exc: BaseException) -> bool:
+    """True when ``exc`` says the prompt does not fit the model's window (HTTP 400 or 413
+    ``context_length_exceeded``, "maximum context length", "exceeds the context window")."""
+    if getattr(exc, "status_code", None) not in (400, 413, 422, 500):
+        return False
+    text = str(exc).lower()
+    return any(
+        w in text
+        for w in (
+            "context_length_exceeded",
+            "maximum context length",
+            "context window",
+            "context length",
+            "too many tokens",
+            "exceeds the available context",
+        )
+    )
+
+
+def format_hint(schema: Mapping[str, Any], example: Any = None) -> str:
+    """What the system message carries when the server does not enforce the schema: one
+    compact example of the answer (when given) and the JSON schema, minified."""
+    lines = [
+        "",
+        "## Answer format",
+        "Answer with one JSON object and nothing else: no prose, no Markdown fence.",
+    ]
+    if example is not None:
+        lines += [
+            "An example answer (use these field names exactly):",
+            json.dumps(example, ensure_ascii=False, separators=(",", ":")),
+        ]
+    lines += [
+        "The JSON schema every answer follows:",
+        json.dumps(schema, ensure_ascii=False, separators=(",", ":")),
+    ]
+    return "\n".join(lines)
+
+
+def with_format_hint(
+    messages: Sequence[Mapping[str, str]], schema: Mapping[str, Any], example: Any = None
+) -> list[dict[str, str]]:
+    """``messages`` with :func:`format_hint` appended to the first system message (a new
+    system message first when there is none)."""
+    hint = format_hint(schema, example)
+    out = [dict(m) for m in messages]
+    for m in out:
+        if m.get("role") == "system":
+            m["content"] = str(m.get("content", "")) + "\n" + hint
+            return out
+    return [{"role": "system", "content": hint.strip()}, *out]
+
+
+def _remembered(base_url: str, configured: str) -> str:
+    with _MEMORY_LOCK:
+        known = FORMAT_MEMORY.get(base_url, configured)
+    return max(configured, known, key=FORMATS.index)
+
+
+def _remember(base_url: str, mode: str) -> None:
+    with _MEMORY_LOCK:
+        FORMAT_MEMORY[base_url] = max(mode, FORMAT_MEMORY.get(base_url, mode), key=FORMATS.index)
+
+
+@dataclass
+class _Answer:
+    """One answered request, streamed or not: text, finish reason, usage, or why the body
+    is not a chat completion (``malformed``)."""
+
+    text: str = ""
+    finish_reason: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    malformed: str = ""
+
+
+class ModelStalled(openai.APITimeoutError):
+    """A streamed answer stopped arriving for ``stall_s`` seconds, or ran past the call's
+    timeout (a timeout: retried only when ``retry_on_timeout``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(request=httpx.Request("POST", "http://model/chat/completions"))
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class ModelClient:
@@ -204,7 +380,6 @@ class ModelClient:
             )
         self.config = config
         self._sleep = sleep
-        self._json_mode_only = config.response_format == "json_object"
         self._client = openai.OpenAI(
             base_url=config.base_url,
             api_key=config.api_key or "not-needed",
@@ -212,9 +387,28 @@ class ModelClient:
             max_retries=0,  # tenacity owns the retries, so every attempt is counted
         )
 
+    @property
+    def mode(self) -> str:
+        """The structured-output mode the next request uses (configured, or remembered
+        for this base URL after a refusal)."""
+        return _remembered(self.config.base_url, self.config.response_format)
+
     def model_for(self, role: str) -> str:
         """The model name used for ``role`` (``"writer"`` or ``"verifier"``)."""
         return self.config.verifier if role == "verifier" else self.config.writer_model
+
+    def prepared(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        schema: Mapping[str, Any],
+        example: Any = None,
+        mode: str | None = None,
+    ) -> list[dict[str, str]]:
+        """The messages as sent in ``mode`` (default: :attr:`mode`): unchanged for
+        ``json_schema``, with :func:`format_hint` otherwise (callers size prompts on it)."""
+        if (mode or self.mode) == "json_schema":
+            return [dict(m) for m in messages]
+        return with_format_hint(messages, schema, example)
 
     def complete(
         self,
@@ -224,6 +418,9 @@ class ModelClient:
         schema_name: str,
         schema: Mapping[str, Any],
         round: int = 0,
+        example: Any = None,
+        max_tokens: int | None = None,
+        timeout_s: float | None = None,
     ) -> Completion:
         """One chat completion asking for JSON that matches ``schema``.
 
@@ -233,16 +430,31 @@ class ModelClient:
             schema_name: the schema's name for ``json_schema`` mode.
             schema: a JSON schema (from pydantic, :mod:`ledger_app.proposals`).
             round: 0 for the first proposal, 1 for the repair (recorded only).
+            example: a compact example answer, shown with the schema when the server does
+                not enforce it (``json_object``/``none`` modes).
+            max_tokens: the answer's limit (tokens); default ``max_output_tokens``.
+            timeout_s: this call's limit (seconds), at most the configured one (a caller
+                inside a budget: the recovery analyst); retries stop when it is spent.
 
         Returns:
-            :class:`Completion`; the text is not validated here.
+            :class:`Completion`; the text is not validated here. A body that is not a chat
+            completion (HTML, empty, no choices) is an empty text with ``status``
+            ``malformed`` and the cause in ``errors``; ``record.finish_reason`` says
+            whether the answer was cut (``length``).
 
         Raises:
-            ModelUnavailable: every attempt failed with a transient error.
-            ModelRequestRefused: the server refused the request (4xx other than 429).
+            ModelUnavailable: every attempt failed with a transient error (a timeout counts
+                only once unless ``retry_on_timeout``).
+            ModelRequestRefused: the server refused the request (4xx other than 429, or a
+                format refusal in the last mode); ``context_overflow(exc.__cause__)`` tells a
+                prompt too long for the window.
         """
         model = self.model_for(role)
-        record = CallRecord(role=role, model=model, round=round)
+        limit = int(max_tokens or self.config.max_output_tokens)
+        timeout = (
+            self.config.timeout_s if timeout_s is None else min(timeout_s, self.config.timeout_s)
+        )
+        record = CallRecord(role=role, model=model, round=round, max_tokens=limit)
         started = time.monotonic()
 
         def remember(state: RetryCallState) -> None:
@@ -251,44 +463,58 @@ class ModelClient:
                 if exc is not None:
                     record.errors.append(_describe(exc))
 
+        def transient(exc: BaseException) -> bool:
+            if isinstance(exc, openai.APITimeoutError):
+                return self.config.retry_on_timeout
+            return isinstance(exc, TRANSIENT)
+
         retrying = Retrying(
-            stop=stop_after_attempt(self.config.max_attempts),
+            stop=stop_after_attempt(self.config.max_attempts)
+            | (stop_after_delay(timeout) if timeout_s is not None else stop_never),
             wait=wait_exponential_jitter(
                 initial=self.config.backoff_initial_s, max=self.config.backoff_max_s
             ),
-            retry=retry_if_exception(lambda e: isinstance(e, TRANSIENT)),
+            retry=retry_if_exception(transient),
             after=remember,
             sleep=self._sleep,
             reraise=True,
         )
         try:
-            response = retrying(self._request, model, messages, schema_name, schema, record)
+            answer = retrying(
+                self._request, model, messages, schema_name, schema, example, limit, record, timeout
+            )
         except TRANSIENT as exc:
             record.status = "unavailable"
             record.total_s = time.monotonic() - started
+            if isinstance(exc, openai.APITimeoutError) and not self.config.retry_on_timeout:
+                record.errors.append(
+                    "timed out; not retried (MODEL_RETRY_ON_TIMEOUT is off: a local server "
+                    "would still be generating the abandoned answer)"
+                )
             raise ModelUnavailable(role, record.attempts, _describe(exc), record) from exc
         except openai.APIStatusError as exc:
             record.status = "refused"
             record.total_s = time.monotonic() - started
+            record.errors.append(_describe(exc))
             raise ModelRequestRefused(role, exc.status_code, str(exc)[:300], record) from exc
         except (ValueError, openai.APIResponseValidationError) as exc:
-            # a 200 whose body is not a chat completion: an unusable answer, judged as one
-            record.status = "malformed"
-            record.errors.append(f"malformed response body: {str(exc)[:200]}")
-            record.total_s = time.monotonic() - started
-            return Completion(text="", record=record)
+            doc = getattr(exc, "doc", None)
+            if isinstance(doc, str) and not doc.strip():
+                answer = _Answer(malformed="empty body")
+            elif isinstance(doc, str):
+                answer = _Answer(malformed=f"not a chat completion (not JSON): {doc[:80]!r}")
+            else:
+                answer = _Answer(malformed=f"{type(exc).__name__}: {str(exc)[:200]}")
         record.total_s = time.monotonic() - started
-        try:
-            usage = getattr(response, "usage", None)
-            record.input_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
-            record.output_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-            choices = getattr(response, "choices", None) or []
-            text = (choices[0].message.content or "") if choices else ""
-        except (AttributeError, IndexError, TypeError, ValueError) as exc:
+        record.input_tokens, record.output_tokens = answer.input_tokens, answer.output_tokens
+        record.finish_reason = answer.finish_reason
+        if answer.malformed:
             record.status = "malformed"
-            record.errors.append(f"malformed response body: {type(exc).__name__}: {exc}"[:300])
-            text = ""
-        return Completion(text=text if isinstance(text, str) else "", record=record)
+            record.errors.append(f"malformed response body: {answer.malformed}"[:300])
+            return Completion(text="", record=record)
+        if record.truncated:
+            record.errors.append(f"cut at max_tokens ({limit}): finish_reason length")
+        return Completion(text=answer.text, record=record)
 
     def _request(
         self,
@@ -296,39 +522,181 @@ class ModelClient:
         messages: Sequence[Mapping[str, str]],
         schema_name: str,
         schema: Mapping[str, Any],
+        example: Any,
+        limit: int,
         record: CallRecord,
-    ) -> Any:
-        if not self._json_mode_only:
-            fmt: dict[str, Any] = {
-                "type": "json_schema",
-                "json_schema": {"name": schema_name, "schema": dict(schema), "strict": False},
-            }
+        timeout: float,
+    ) -> _Answer:
+        mode = self.mode
+        while True:
+            if mode == "json_schema":
+                fmt: dict[str, Any] | None = {
+                    "type": "json_schema",
+                    "json_schema": {"name": schema_name, "schema": dict(schema), "strict": False},
+                }
+            else:
+                fmt = {"type": "json_object"} if mode == "json_object" else None
+            sent = self.prepared(messages, schema, example, mode)
             try:
-                return self._send(model, messages, fmt, "json_schema", record)
-            except openai.BadRequestError as exc:
-                if not _schema_refused(exc):
+                return self._send(model, sent, fmt, mode, limit, record, timeout)
+            except openai.APIStatusError as exc:
+                if mode == FORMATS[-1] or not format_refused(exc):
                     raise
-                record.errors.append(_describe(exc) + ": no JSON-schema mode, using JSON mode")
-                self._json_mode_only = True
-        return self._send(model, messages, {"type": "json_object"}, "json_object", record)
+                lower = FORMATS[FORMATS.index(mode) + 1]
+                record.errors.append(
+                    f"{_describe(exc)}: the server refused response_format {mode}; "
+                    f"using {lower} (schema in the prompt), remembered for this server"
+                )
+                if mode == "json_schema":
+                    record.errors[-1] += " (no JSON-schema mode)"
+                _remember(self.config.base_url, lower)
+                mode = lower
 
     def _send(
         self,
         model: str,
-        messages: Sequence[Mapping[str, str]],
-        fmt: dict[str, Any],
+        messages: list[dict[str, str]],
+        fmt: dict[str, Any] | None,
         fmt_name: str,
+        limit: int,
         record: CallRecord,
-    ) -> Any:
+        timeout: float,
+    ) -> _Answer:
         record.attempts += 1
         record.response_format = fmt_name
         t0 = time.monotonic()
-        response = self._client.chat.completions.create(
-            model=model,
-            messages=[dict(m) for m in messages],  # type: ignore[misc]
-            response_format=fmt,  # type: ignore[arg-type]
-            temperature=0,
-            max_tokens=self.config.max_output_tokens,
-        )
+        kwargs: dict[str, Any] = {
+            "model": model,
+            "messages": messages,
+            "temperature": 0,
+            "max_tokens": limit,
+        }
+        if fmt is not None:
+            kwargs["response_format"] = fmt
+        if self.config.stream:
+            answer = self._stream(kwargs, record, t0, timeout)
+        else:
+            answer = _plain(self._client.chat.completions.create(**kwargs, timeout=timeout))
         record.latency_s = time.monotonic() - t0
-        return response
+        return answer
+
+    def _stream(
+        self, kwargs: dict[str, Any], record: CallRecord, t0: float, limit_s: float
+    ) -> _Answer:
+        """Read a streamed answer chunk by chunk: a gap over ``stall_s`` between chunks or a
+        total over ``limit_s`` raises :class:`ModelStalled` (a timeout).
+
+        The wait for the first chunk is bounded by ``limit_s`` only: a server sends nothing
+        while it reads the prompt (minutes for 8,000 tokens on a CPU), and that is not a
+        stall. From the first chunk on, a watchdog closes the stream once no chunk came for
+        ``stall_s`` seconds."""
+        stall = min(self.config.stall_s or limit_s, limit_s)
+        timeout = httpx.Timeout(limit_s)
+        answer, parts, last_log = _Answer(), [], t0
+        last_chunk: list[float] = []  # the time of the latest chunk, once one came
+        finished, stalled = threading.Event(), threading.Event()
+
+        def watchdog(stream: Any) -> None:
+            while not finished.wait(min(0.1, stall / 4)):
+                if last_chunk and time.monotonic() - last_chunk[0] > stall:
+                    stalled.set()
+                    stream.close()  # the read blocked in the loop below ends
+                    return
+
+        try:
+            try:
+                stream = self._client.chat.completions.create(
+                    **kwargs, stream=True, stream_options={"include_usage": True}, timeout=timeout
+                )
+            except openai.BadRequestError as exc:
+                if "stream_options" not in str(exc):
+                    raise
+                # a server without usage in streams: the answer comes without token figures
+                record.errors.append(f"{_describe(exc)}: no stream_options; usage not reported")
+                stream = self._client.chat.completions.create(
+                    **kwargs, stream=True, timeout=timeout
+                )
+            threading.Thread(target=watchdog, args=(stream,), daemon=True).start()
+            with stream:
+                for chunk in stream:
+                    now = time.monotonic()
+                    last_chunk[:] = [now]
+                    usage = getattr(chunk, "usage", None)
+                    if usage is not None:
+                        answer.input_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+                        answer.output_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+                    for choice in getattr(chunk, "choices", None) or []:
+                        delta = getattr(choice, "delta", None)
+                        if delta is not None and isinstance(delta.content, str):
+                            parts.append(delta.content)
+                        if choice.finish_reason:
+                            answer.finish_reason = str(choice.finish_reason)
+                    if now - last_log >= PROGRESS_EVERY_S:
+                        last_log = now
+                        log.info(
+                            "%s: %d characters after %.0f s",
+                            record.role,
+                            sum(map(len, parts)),
+                            now - t0,
+                        )
+                    if now - t0 > limit_s:
+                        raise ModelStalled(
+                            f"the answer ran past its time limit ({limit_s:g} s) while streaming"
+                        )
+        except ModelStalled:
+            raise
+        except (httpx.TimeoutException, openai.APITimeoutError) as exc:
+            if stalled.is_set():
+                raise ModelStalled(
+                    f"no chunk for {stall:g} s (MODEL_STALL_SECONDS): the stream stalled"
+                ) from exc
+            raise ModelStalled(
+                f"no answer within its time limit ({limit_s:g} s, MODEL_TIMEOUT_SECONDS)"
+            ) from exc
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.StreamClosed) as exc:
+            if stalled.is_set():
+                raise ModelStalled(
+                    f"no chunk for {stall:g} s (MODEL_STALL_SECONDS): the stream stalled"
+                ) from exc
+            raise openai.APIConnectionError(
+                message=f"the stream broke: {exc}",
+                request=httpx.Request("POST", self.config.base_url),
+            ) from exc
+        finally:
+            finished.set()
+        if stalled.is_set():
+            raise ModelStalled(
+                f"no chunk for {stall:g} s (MODEL_STALL_SECONDS): the stream stalled"
+            )
+        answer.text = "".join(parts)
+        if not parts and not answer.finish_reason:
+            answer.malformed = "the stream carried no chat-completion chunk (empty or not SSE)"
+        return answer
+
+
+def _plain(response: Any) -> _Answer:
+    """An :class:`_Answer` from a non-streamed response (or why it is not a completion)."""
+    if isinstance(response, str | bytes):
+        shown = (
+            response[:80] if isinstance(response, str) else response[:80].decode(errors="replace")
+        )
+        return _Answer(malformed=f"not a chat completion: {shown!r}" if shown else "empty body")
+    try:
+        usage = getattr(response, "usage", None)
+        answer = _Answer(
+            input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+        )
+        choices = getattr(response, "choices", None)
+        if not choices:
+            answer.malformed = "a 200 with no choices"
+            return answer
+        if not isinstance(choices, list):
+            answer.malformed = f"choices is a {type(choices).__name__}, not a list"
+            return answer
+        answer.finish_reason = str(choices[0].finish_reason or "")
+        text = choices[0].message.content
+        answer.text = text if isinstance(text, str) else ""
+        return answer
+    except (AttributeError, IndexError, TypeError, ValueError) as exc:
+        return _Answer(malformed=f"{type(exc).__name__}: {exc}"[:300])

@@ -68,6 +68,15 @@ class RetirementRequest(models.Model):
     def __str__(self) -> str:
         return f"retire {self.fact_id} ({self.status})"
 
+    @property
+    def shown_fact_text(self) -> str:
+        """``fact_text`` as the review pages and the API show it: secrets filtered by the one
+        detector (:mod:`journal_app.privacy`); a P0 pin holds its message verbatim, and
+        ``fact_text`` stays so (README, "Tenants, users, export")."""
+        from journal_app.privacy import filter_text
+
+        return filter_text(self.fact_text).text
+
 
 class FoldQuerySet(models.QuerySet):
     """Fold queries that rebuild states (checkpoint plus later deltas)."""
@@ -147,6 +156,13 @@ class Fold(models.Model):
     facts_added = models.PositiveIntegerField(default=0)
     ops_rejected = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
+    record_hash = models.CharField(
+        max_length=64,
+        blank=True,
+        default="",
+        help_text="sha256 of everything this fold stores, chained to the previous fold's "
+        "(ledger_app.services.records)",
+    )
 
     objects = FoldQuerySet.as_manager()
 
@@ -437,3 +453,27 @@ class FoldInvariants(models.Model):
 
     def __str__(self) -> str:
         return f"invariants of fold {self.fold_id}: {self.panel.get('status')}"
+
+
+class StoredCheck(models.Model):
+    """The last full check of one journal's ledger, for the pages of every process
+    (:func:`ledger_app.services.checks.check_store`; README, "Settings":
+    ``LEDGER_CHECK_MAX_AGE_SECONDS``).
+
+    ``state`` is the ledger's revision the check ran at (``[head_seq, head_hash, last fold
+    pk]``), ``problems`` its sentences (``[]``: it verified). ``queued_state`` and
+    ``queued_at`` are the claim of a queued check: a page queues one only when it moves them
+    (a compare-and-set), so two processes never queue the same state twice.
+    """
+
+    journal = models.OneToOneField(
+        Journal, on_delete=models.CASCADE, primary_key=True, related_name="stored_check"
+    )
+    state = models.JSONField(null=True, help_text="[head_seq, head_hash, last fold pk] checked")
+    problems = models.JSONField(default=list, help_text="sentences; [] when it verified")
+    checked_at = models.DateTimeField(null=True)
+    queued_state = models.CharField(max_length=200, blank=True)
+    queued_at = models.DateTimeField(null=True)
+
+    def __str__(self) -> str:
+        return f"check of journal {self.journal_id} at {self.state}"

@@ -125,6 +125,11 @@ def _args(content: dict[str, Any]) -> dict[str, Any]:
     return args if isinstance(args, dict) else {}
 
 
+def is_edit_tool(tool_name: str) -> bool:
+    """Whether a tool edits or writes files (``Edit``, ``apply_patch``, ``str_replace_editor``...)."""
+    return _name(tool_name) in _EDIT_TOOLS
+
+
 def path_of(args: dict[str, Any]) -> str:
     """The file path of a call's arguments (``file_path``, ``path``, ...), ``""`` for none."""
     for key in ("file_path", "path", "filePath", "filename", "file"):

@@ -66,16 +66,39 @@ class ProposedFact(BaseModel):
     support: list[int] = Field(
         min_length=1, max_length=12, description="seq numbers of the entries that show it"
     )
+    consequential: bool = Field(
+        default=False,
+        description="true when the fact records an action that changed something outside "
+        "the conversation (migration, deploy, delete, file or database write, payment, "
+        "order, commit, push) or its outcome; such a fact is P1 until superseded",
+    )
+    decision_text: str | None = Field(
+        default=None,
+        max_length=2000,
+        description="for a decision: exactly what was accepted, copied character for "
+        "character from a cited entry (the proposal, the chosen option, or the restated "
+        "text the user confirmed); the user's own words when no proposal came before",
+    )
 
 
 class ProposedEnd(BaseModel):
-    """Ending an active fact: ``close`` (obligation done), ``cancel``, or ``retire``."""
+    """Ending an active fact: ``close``, ``cancel``, or ``retire``.
+
+    ``close`` ends an open obligation, a **request** pin (every part of the request carried
+    out: cite the results for each part), or a ``decision`` (an approval consumed: cite the
+    approved action's successful result); never a governing pin. A close is recorded at the
+    seq of its last evidence (DESIGN.md 5.5)."""
 
     model_config = ConfigDict(extra="ignore")
 
     key: str = Key
     op: Literal["close", "cancel", "retire"]
-    fact_id: str = Field(min_length=1, max_length=100, description="id of the ledger fact")
+    fact_id: str = Field(
+        min_length=1,
+        max_length=100,
+        description="id of the ledger fact: an open obligation, a request pin (pin_kind "
+        "request) or a decision to close; any non-P0 fact to retire",
+    )
     evidence: list[int] = Field(
         min_length=1, max_length=12, description="seq numbers of the entries that show it"
     )
@@ -92,11 +115,21 @@ class WriterProposal(BaseModel):
 
 
 class ItemVerdict(BaseModel):
-    """The verifier's two verdicts on one proposed item, each with its reason."""
+    """The verifier's two verdicts on one proposed item, each with its reason, and the
+    ``seq`` and ``quote`` they rest on (a verdict without them counts as none: the model
+    writer checks the quote against the entry's text as shown)."""
 
     model_config = ConfigDict(extra="ignore")
 
     key: str = Field(min_length=1, max_length=40)
+    seq: int | None = Field(
+        default=None, description="seq of the cited entry this verdict rests on"
+    )
+    quote: str = Field(
+        default="",
+        max_length=500,
+        description="words copied exactly from that entry's text as shown",
+    )
     entailment: Literal["entailed", "not_entailed"] = Field(
         description="does the cited evidence itself demonstrate the claim"
     )
@@ -173,6 +206,7 @@ def parse_reply(text: str, model: type[M]) -> tuple[M | None, str]:
 def duplicate_keys(proposal: WriterProposal) -> list[str]:
     """Keys used by more than one item of ``proposal`` (each such item is rejected)."""
     seen: dict[str, int] = {}
-    for item in [*proposal.facts, *proposal.ends]:
+    items: list[ProposedFact | ProposedEnd] = [*proposal.facts, *proposal.ends]
+    for item in items:
         seen[item.key] = seen.get(item.key, 0) + 1
     return sorted(k for k, n in seen.items() if n > 1)

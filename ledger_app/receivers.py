@@ -14,18 +14,24 @@ from __future__ import annotations
 
 from typing import Any
 
+import structlog
 from django.conf import settings
 from django.db import transaction
 from django.db.models import BigIntegerField, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 from django.db.models.signals import post_save
 from django.dispatch import receiver
+from kombu.exceptions import OperationalError as BrokerError
 
 from journal_app.models import Entry, Journal
+from ledger_app.background import run_in_background
 from ledger_app.models import Fold
 from ledger_app.runs import task_run_enqueue
+from ledger_app.services.checks import check_not_queued
 from ledger_app.services.integrity import check_wanted
 from ledger_app.tasks import check_ledger, fold_journal
+
+log = structlog.get_logger(__name__)
 
 
 def unfolded_count(journal_id: int) -> int:
@@ -90,5 +96,25 @@ def unfolded_reset(sender: type[Fold], *, instance: Fold, created: bool, **kwarg
 
 @receiver(check_wanted, sender=Journal, dispatch_uid="ledger_app.queue_check")
 def queue_check(sender: type[Journal], *, journal_id: int, **kwargs: Any) -> None:
-    """Queue the ``check_ledger`` task after commit: a page found no stored check (issue 16)."""
-    transaction.on_commit(lambda: check_ledger.delay(journal_id=journal_id), robust=True)
+    """Queue the ``check_ledger`` task after commit: a page found no stored check (issue 16).
+
+    With eager tasks (the embedded default, no worker) it runs on the web process's
+    background thread (:func:`ledger_app.background.run_in_background`), so the page that
+    asked never waits for it; with a broker, a worker runs it. The message is sent from that
+    thread too, so a page never waits on a broker that is down; one that cannot be reached
+    is recorded on the claim (:func:`~ledger_app.services.checks.check_not_queued`) and the
+    pages say the check was not queued."""
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        transaction.on_commit(
+            lambda: run_in_background(lambda: check_ledger.run(journal_id)), robust=True
+        )
+        return
+
+    def send() -> None:
+        try:
+            check_ledger.apply_async(kwargs={"journal_id": journal_id}, retry=False)
+        except (BrokerError, ConnectionError) as exc:
+            check_not_queued(journal_id=journal_id, why=str(exc))
+            log.warning("check_not_queued", journal_id=journal_id, error=str(exc))
+
+    transaction.on_commit(lambda: run_in_background(send), robust=True)

@@ -32,6 +32,16 @@ The rules (each broken rule rejects the op with a reason; nothing is dropped sil
   cancellation (5.2);
 * an assistant statement stays ``reported``: ``verified`` needs a tool result, and a
   failed tool result cannot support a success claim (5.2, 5.3);
+* lifecycles that end (DESIGN.md 5.5), for a delta with ``"lifecycle_rules": 1`` (every
+  fold since; older deltas replay as they were written): an added fact whose
+  ``command_key`` equals an active fact's supersedes it (a later run of the same command,
+  a later edit of the same file), and a failure (``outcome`` failure) ends *closed* when
+  the later fact is a success; a superseded or closed P1/P2 fact drops to P3 history
+  (``was_priority`` keeps what it was); ``close`` also ends a request pin
+  (``pin_kind`` request; a governing pin never closes) and a ``decision`` (an approval
+  consumed by the action it approved), on completion evidence, with the ``seq`` of use;
+  ``supersede`` with ``"by"`` (an existing active fact) and no ``fact`` retires a fact into
+  a newer one (a plan item the latest plan no longer holds);
 * ``withdraw`` (a refold: the same range folded again by a better writer, recorded as a new
   fold, never an edit) supersedes an active non-pin fact only when the delta says
   ``"refold_of": n`` and the fact was born in fold ``n``.
@@ -43,6 +53,7 @@ import contextlib
 import copy
 import gc
 import hashlib
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +69,10 @@ from ledger_app.facts import (
     PRIORITIES,
     Fact,
 )
+
+#: Version of the lifecycle rules (DESIGN.md 5.5) a fold's delta is written against
+#: (``delta["lifecycle_rules"]``); a delta without it replays under the rules before them.
+LIFECYCLE_RULES = 1
 
 OPS = ("add", "supersede", "retire", "close", "cancel", "review", "evict", "withdraw")
 EMPTY_STATE: dict[str, Any] = {"facts": {}, "folds": 0}
@@ -232,12 +247,80 @@ def delta_reads(delta: Mapping[str, Any]) -> tuple[set[str], set[str]]:
             continue
         if "id" in op:
             ids.add(str(op["id"]))
+        if "by" in op:
+            ids.add(str(op["by"]))
+        if op.get("op") == "close" and delta.get("lifecycle_rules"):
+            ids |= _carried_ids(str(op.get("id", "")), op.get("evidence"))
         fact = op.get("fact")
         if isinstance(fact, dict):
             ids.add(str(fact.get("id") or f"f{fold}.{index}"))
     entries = {str(p["entry"]) for p in delta.get("required_pins") or [] if isinstance(p, dict)}
     ids |= {f"pin:{e[:16]}" for e in entries}
     return ids, entries
+
+
+def _carried_ids(pin_id: str, evidence: Any) -> set[str]:
+    """The ids of the facts a request's ``close`` ends with it: the outcome facts of its
+    evidence (``tool:``/``test:`` + 16 hex of the result, as code names them) and its
+    ``done:`` record (:func:`_end_carried`)."""
+    if not pin_id.startswith("pin:") or not isinstance(evidence, list):
+        return set()
+    ids = {f"done:{pin_id[4:]}"}
+    for h in evidence:
+        if isinstance(h, str):
+            ids |= {f"tool:{h[:16]}", f"test:{h[:16]}"}
+    return ids
+
+
+def _end_carried(
+    facts: dict[str, Fact], pin_id: str, evidence: list[str], fold: int, seq: Any
+) -> list[str]:
+    """A request that closes ends the active P1 facts that carried it out (DESIGN.md 5.5:
+    its file edits' outcomes and its ``done:`` record drop to P3 history, cited by the
+    closed pin, which a context shows as one "done at seq N" line); a consequential action
+    other than a file edit (a migration, a deploy) stays P1 until superseded. Returns the
+    ids ended."""
+    ended = []
+    for fid in sorted(_carried_ids(pin_id, evidence)):
+        fact = facts.get(fid)
+        if (
+            fact is None
+            or fact.get("pin")
+            or fact.get("lifecycle", "active") != "active"
+            or fact.get("priority") != "P1"
+            or fact.get("outcome") == "failure"
+            # a change outside the conversation that lasts (a migration, a deploy, a push)
+            # stays P1 until superseded; a file's edit is in the file, its request done
+            or (
+                fact.get("consequential")
+                and not str(fact.get("command_key", "")).startswith("edit:")
+            )
+        ):
+            continue
+        fact["lifecycle"] = "closed"
+        fact["ended_by"] = {"fold": fold, "evidence": list(evidence), "by": pin_id}
+        if isinstance(seq, int):
+            fact["ended_by"]["seq"] = seq
+        _demote(fact)
+        ended.append(fid)
+    return ended
+
+
+def delta_keys(delta: Mapping[str, Any]) -> set[str]:
+    """The command keys :func:`apply_delta` may look up in the state (DESIGN.md 5.5): those
+    of the facts the delta adds, when it carries ``lifecycle_rules``; ``set()`` otherwise.
+
+    The active facts holding these keys, with the facts :func:`delta_reads` names, are all
+    the reducer reads of the state.
+    """
+    if not delta.get("lifecycle_rules"):
+        return set()
+    keys: set[str] = set()
+    for op in delta.get("ops") or []:
+        fact = op.get("fact") if isinstance(op, dict) else None
+        if isinstance(fact, dict) and fact.get("command_key"):
+            keys.add(str(fact["command_key"]))
+    return keys
 
 
 def fact_changes(
@@ -391,6 +474,83 @@ def apply_in_place(state: dict[str, Any], delta: Mapping[str, Any]) -> list[OpRe
     return _apply(state, delta)
 
 
+class _KeyIndex:
+    """Command key -> ids of the facts added with it (checked when read: a fact that has
+    ended since is skipped), so a replay finds the active fact of a key without a scan."""
+
+    def __init__(self, facts: Mapping[str, Fact]) -> None:
+        self.facts = facts
+        self.ids: dict[str, list[str]] = {}
+        for fid, f in facts.items():
+            if f.get("command_key") and f.get("lifecycle", "active") == "active":
+                self.ids.setdefault(str(f["command_key"]), []).append(fid)
+
+    def add(self, key: str, fact_id: str) -> None:
+        self.ids.setdefault(key, []).append(fact_id)
+
+    def active(self, key: str, but: str) -> list[str]:
+        alive = [
+            fid
+            for fid in self.ids.get(key, ())
+            if fid != but
+            and (f := self.facts.get(fid)) is not None
+            and f.get("command_key") == key
+            and f.get("lifecycle", "active") == "active"
+            and not f.get("pin")
+        ]
+        self.ids[key] = alive
+        return alive
+
+
+#: the index of the facts dict the last delta was applied to, and that dict's size after it
+#: (a replay applies every delta to the same dict: the index is built once and kept up to
+#: date; a dict changed in between by anything else is indexed again)
+#: (one slot per thread: a threaded server or worker applies deltas to different states)
+_index_local = threading.local()
+
+
+def _slot() -> list[Any]:
+    slot = getattr(_index_local, "slot", None)
+    if slot is None:
+        slot = _index_local.slot = [None, None, -1]
+    return slot
+
+
+def _index_of(facts: dict[str, Fact]) -> _KeyIndex:
+    slot = _slot()
+    if slot[0] is not facts or slot[2] != len(facts):
+        slot[0], slot[1] = facts, _KeyIndex(facts)
+    return slot[1]
+
+
+def _demote(fact: Fact) -> None:
+    """A superseded or closed P1/P2 fact becomes P3 history (DESIGN.md 5.5)."""
+    if fact.get("priority") in ("P1", "P2") and not fact.get("pin"):
+        fact["was_priority"] = fact["priority"]
+        fact["priority"] = "P3"
+
+
+def _end_by_key(old: Fact, new: Fact, fold: int, evidence: Mapping[str, Mapping[str, Any]]) -> str:
+    """End ``old`` because ``new`` holds its command key; returns the lifecycle it ends in."""
+    if old.get("outcome") == "failure" and new.get("outcome") == "success":
+        shown = [
+            s["entry"]
+            for s in new["support"]
+            if evidence.get(s["entry"], {}).get("kind") == "tool_result"
+        ]
+        old["lifecycle"] = "closed"
+        old["ended_by"] = {
+            "fold": fold,
+            "evidence": shown or [s["entry"] for s in new["support"]],
+            "by": new["id"],
+        }
+    else:
+        old["lifecycle"] = "superseded"
+        old["superseded_by"] = new["id"]
+    _demote(old)
+    return str(old["lifecycle"])
+
+
 def _apply(new: dict[str, Any], delta: Mapping[str, Any]) -> list[OpResult]:
     """Apply ``delta`` to ``new`` in place and return the verdicts (see :func:`apply_delta`)."""
     for key in ("fold", "ops", "evidence"):
@@ -400,6 +560,12 @@ def _apply(new: dict[str, Any], delta: Mapping[str, Any]) -> list[OpResult]:
     evidence: Mapping[str, Mapping[str, Any]] = delta["evidence"]
     facts: dict[str, Fact] = new.setdefault("facts", {})
     results: list[OpResult] = []
+    rules = int(delta.get("lifecycle_rules") or 0) >= 1
+    keyed = rules and any(
+        isinstance(op, dict) and isinstance(op.get("fact"), dict) and op["fact"].get("command_key")
+        for op in delta["ops"]
+    )
+    key_index = _index_of(facts) if keyed else None
 
     for index, op in enumerate(delta["ops"]):
         if not isinstance(op, dict):
@@ -415,10 +581,11 @@ def _apply(new: dict[str, Any], delta: Mapping[str, Any]) -> list[OpResult]:
         if kind not in OPS:
             raise invalid(f"unknown operation {kind!r} (known: {', '.join(OPS)})", "op")
 
-        if kind in ("add", "supersede"):
+        by_existing = kind == "supersede" and "fact" not in op and "by" in op
+        if kind in ("add", "supersede") and not by_existing:
             fact = op.get("fact")
             problem = _check_fact_shape(fact)
-            if problem:
+            if problem or not isinstance(fact, dict):  # the shape check passes dicts only
                 raise invalid(problem, "fact")
             unresolved = _unresolved_support(fact, evidence)
             if unresolved:
@@ -453,8 +620,20 @@ def _apply(new: dict[str, Any], delta: Mapping[str, Any]) -> list[OpResult]:
             if target is not None:
                 target["lifecycle"] = "superseded"
                 target["superseded_by"] = fact_id
+                if rules:
+                    _demote(target)
             facts[fact_id] = fact
-            results.append(OpResult(index, kind, "accepted", "", fact_id))
+            ended = ""
+            command_key = fact.get("command_key")
+            if key_index is not None and command_key and not fact.get("pin"):
+                command_key = str(command_key)
+                ends = [
+                    f"{old} {_end_by_key(facts[old], fact, fold, evidence)} (same command key)"
+                    for old in key_index.active(command_key, fact_id)
+                ]
+                key_index.add(command_key, fact_id)
+                ended = "; ".join(ends)
+            results.append(OpResult(index, kind, "accepted", ended, fact_id))
             continue
 
         fact_id = str(op.get("id", ""))
@@ -482,6 +661,33 @@ def _apply(new: dict[str, Any], delta: Mapping[str, Any]) -> list[OpResult]:
         assert target is not None
         if target["lifecycle"] != "active":
             reject(f"fact {fact_id!r} is {target['lifecycle']}, not active", fact_id)
+            continue
+
+        if kind == "supersede":  # by an existing fact (``by``), no new fact
+            newer = facts.get(str(op.get("by", "")))
+            if not rules:
+                reject("'supersede' by an existing fact needs the delta's lifecycle_rules", fact_id)
+            elif newer is None or newer.get("lifecycle", "active") != "active":
+                reject(f"field 'by': {op.get('by')!r} is not an active fact", fact_id)
+            elif target.get("pin") or target["priority"] == "P0":
+                reject("a P0 fact is never superseded; it can only be retired with review", fact_id)
+            elif target["category"] == "open_obligation" and (
+                "plan_status" not in target
+                or not isinstance(newer.get("plan_items"), list)
+                or fact_id in newer["plan_items"]
+            ):
+                reject(
+                    "an open obligation ends only by 'close' on completion evidence or "
+                    "'cancel'; only a later plan that no longer holds a plan item supersedes it",
+                    fact_id,
+                )
+            else:
+                target["lifecycle"] = "superseded"
+                target["superseded_by"] = str(op["by"])
+                if op.get("reason"):
+                    target["ended_reason"] = str(op["reason"])
+                _demote(target)
+                results.append(OpResult(index, kind, "accepted", "", fact_id))
             continue
 
         if kind == "withdraw":
@@ -551,8 +757,22 @@ def _apply(new: dict[str, Any], delta: Mapping[str, Any]) -> list[OpResult]:
                     target["ended_by"] = {"fold": pending["fold"], "evidence": pending["evidence"]}
                 results.append(OpResult(index, kind, "accepted", decision, fact_id))
         elif kind == "close":
-            if target["category"] != "open_obligation":
-                reject("only an open obligation can be closed", fact_id)
+            request = bool(target.get("pin")) and target.get("pin_kind") == "request"
+            closable = not target.get("pin") and target["category"] == "open_obligation"
+            if rules:
+                closable = (
+                    closable
+                    or request
+                    or (not target.get("pin") and target["category"] == "decision")
+                )
+            if not closable:
+                reject(
+                    "only an open obligation, a request pin or a decision can be closed "
+                    "(a governing pin ends only by a reviewed retirement)"
+                    if rules
+                    else "only an open obligation can be closed",
+                    fact_id,
+                )
             elif not _completion(ev, evidence):
                 reject(
                     "an open obligation closes only on evidence of completion (a tool result "
@@ -562,7 +782,17 @@ def _apply(new: dict[str, Any], delta: Mapping[str, Any]) -> list[OpResult]:
             else:
                 target["lifecycle"] = "closed"
                 target["ended_by"] = {"fold": fold, "evidence": list(ev)}
-                results.append(OpResult(index, kind, "accepted", "", fact_id))
+                if rules and isinstance(op.get("seq"), int):
+                    target["ended_by"]["seq"] = op["seq"]
+                if rules and op.get("reason"):
+                    target["ended_by"]["reason"] = str(op["reason"])
+                ended = ""
+                if rules:
+                    _demote(target)
+                    if request:
+                        done = _end_carried(facts, fact_id, list(ev), fold, op.get("seq"))
+                        ended = f"ends {', '.join(done)} (carried it out)" if done else ""
+                results.append(OpResult(index, kind, "accepted", ended, fact_id))
         elif kind == "cancel":
             if target["category"] != "open_obligation":
                 reject("only an open obligation can be cancelled", fact_id)
@@ -575,6 +805,8 @@ def _apply(new: dict[str, Any], delta: Mapping[str, Any]) -> list[OpResult]:
                 target["ended_by"] = {"fold": fold, "evidence": list(ev)}
                 results.append(OpResult(index, kind, "accepted", "", fact_id))
 
+    if key_index is not None:
+        _slot()[2] = len(facts)
     for pin in delta.get("required_pins", []):
         check_pin(facts, pin["entry"], pin["text"])
     new["folds"] = max(int(new.get("folds", 0)), fold)

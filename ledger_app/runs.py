@@ -18,20 +18,44 @@ from typing import Any
 from celery import Task
 from django.db import transaction
 from django.utils import timezone
+from kombu.exceptions import OperationalError
 
+from journal_app.errors import DomainError
 from journal_app.models import Journal
 from ledger_app.models import TaskRun
 
 
-def task_run_enqueue(*, task: Task, journal: Journal, **kwargs: Any) -> TaskRun:
-    """Record a ``queued`` run and send ``task(**kwargs)`` once the transaction commits.
+class BrokerUnavailable(DomainError):
+    """The task broker cannot be reached: the task was not queued (HTTP 503)."""
+
+    status = 503
+    code = "broker_unavailable"
+
+
+#: what a run that never reached the broker says in ``TaskRun.error``
+BROKER_DOWN = "not queued: the task broker is unreachable"
+
+
+def task_run_enqueue(
+    *, task: Task, journal: Journal, send_now: bool = False, **kwargs: Any
+) -> TaskRun:
+    """Record a ``queued`` run and send ``task(**kwargs)``.
 
     The run's ``task_id`` is chosen here, so the execution that picks the message up claims
-    this row (:func:`task_run_start`). Sending is robust: a broker error is logged, not
-    raised, because the caller's work is already committed; the row then stays ``queued``.
+    this row (:func:`task_run_start`). A run that cannot reach the broker is marked
+    ``failed`` with :data:`BROKER_DOWN` and the broker's error, never left ``queued``.
+
+    Args:
+        send_now: send at once and raise when the broker is down (a person asked for this
+            task and waits for the answer: the API's fold request). Otherwise the message
+            goes once the transaction commits and a broker error is logged, not raised,
+            because the caller's work (an append) is already committed.
 
     Returns:
         The queued :class:`TaskRun`.
+
+    Raises:
+        BrokerUnavailable: ``send_now`` and the broker refused the connection.
     """
     run = TaskRun.objects.create(
         task_name=task.name,
@@ -41,10 +65,24 @@ def task_run_enqueue(*, task: Task, journal: Journal, **kwargs: Any) -> TaskRun:
     )
 
     def send() -> None:
-        task.apply_async(kwargs=kwargs, task_id=run.task_id)
+        try:
+            task.apply_async(kwargs=kwargs, task_id=run.task_id)
+        except (OperationalError, ConnectionError) as exc:
+            TaskRun.objects.filter(pk=run.pk, status=TaskRun.Status.QUEUED).update(
+                status=TaskRun.Status.FAILED,
+                error=f"{BROKER_DOWN}: {exc}",
+                finished_at=timezone.now(),
+            )
+            raise BrokerUnavailable(
+                f"the fold was not queued: the task broker is unreachable ({exc}); "
+                "nothing was folded, ask again when it is back"
+            ) from exc
 
-    # Not delay_on_commit: it has no ``robust`` flag.
-    transaction.on_commit(send, robust=True)
+    if send_now:
+        send()
+    else:
+        # Not delay_on_commit: it has no ``robust`` flag.
+        transaction.on_commit(send, robust=True)
     return run
 
 

@@ -126,29 +126,6 @@ def fold_journal(
     return _recorded(self, journal_id, services.ledger_compact, upto=upto, writer=writer)
 
 
-@shared_task(
-    bind=True,
-    acks_late=True,
-    autoretry_for=TRANSIENT,
-    retry_backoff=True,
-    retry_jitter=True,
-    max_retries=5,
-)
-def consolidate_journal(self: Task, journal_id: int) -> dict[str, Any]:
-    """Consolidate the journal's ledger into a checkpoint (DESIGN.md sections 5.4 and 9).
-
-    Args:
-        journal_id: primary key of the :class:`~journal_app.models.Journal`.
-
-    Returns:
-        The run's result, shaped as :func:`fold_journal`'s (the service's ``fold``,
-        ``created`` and ``reason``).
-
-    Idempotency and retries as :func:`fold_journal`; the service owns the idempotency key.
-    """
-    return _recorded(self, journal_id, services.ledger_consolidate)
-
-
 def _live_workers(me: str) -> set[str] | None:
     """Node names answering a ping (``me`` included), or ``None`` when nobody can be asked."""
     if current_app.conf.task_always_eager:

@@ -9,12 +9,14 @@ from ledger_app import views
 app_name = "ledger"
 _SCOPE = "<str:tenant>/<str:session>/<str:lane>/<str:branch>/"
 urlpatterns = [
+    path("dashboard/", views.dashboard, name="dashboard"),
     path("reviews/", views.review_list, name="reviews"),
     path("reviews/<int:pk>/", views.review_detail, name="review"),
     path("<str:tenant>/<str:session>/export/", views.export, name="export"),
     path(_SCOPE, views.facts, name="facts"),
     path(_SCOPE + "facts/<path:fact_id>/", views.fact_detail, name="fact"),
     path(_SCOPE + "folds/", views.fold_list, name="folds"),
+    path(_SCOPE + "folds/run/", views.fold_now, name="fold_now"),
     path(_SCOPE + "folds/compare/", views.fold_compare, name="fold_compare"),
     path(_SCOPE + "folds/<int:number>/", views.fold_detail, name="fold"),
     path(_SCOPE + "folds/<int:number>/verifier/", views.fold_verdicts, name="verdicts"),

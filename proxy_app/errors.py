@@ -26,6 +26,13 @@ class ProxyRequestInvalid(ProxyError):
     code = "validation_error"
 
 
+class BodyRefused(ProxyError):
+    """A body nested deeper than ``PROXY_MAX_JSON_DEPTH``, or a string holding a NUL or a lone
+    surrogate (HTTP 422, ``field`` names the string); nothing journaled or forwarded."""
+
+    code = "invalid_body"
+
+
 class ContextFailed(ProxyError):
     """No valid context fits the budgets: the builder's explicit failure state (HTTP 422).
 

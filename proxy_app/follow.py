@@ -28,8 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from journal_app.formats import FORMATS, FormatError, detect_format
+from journal_app.formats import FORMATS, FormatError, codex, detect_format
 from journal_app.formats.base import ParsedEntry, ParsedSession, check_pairing
+from journal_app.formats.codex import _DUPLICATE_EVENTS as CODEX_DUPLICATE_EVENTS
+from journal_app.formats.codex import _digest as codex_digest
+from journal_app.formats.codex import _response_texts as codex_response_texts
 from journal_app.formats.source import Source, loads
 from journal_app.services import default_session_key, tenant_ensure
 from proxy_app.services import ProxyScope, conversation_record
@@ -115,14 +118,89 @@ class FollowResult:
         ]
 
 
-def _rows(path: Path, text: str) -> tuple[list[tuple[int, Any]], list[SkippedLine], list[str]]:
+@dataclass
+class FollowState:
+    """What :func:`follow_file` keeps of a file between passes, so a pass reads only the
+    bytes written since the last one (README "Follow live agent logs").
+
+    Attributes:
+        ident: ``(device, inode)`` of the file read.
+        end: the offset just after its last complete line.
+        head, tail: the first and the last bytes before ``end`` (up to :data:`TAIL_CHECK`
+            each), checked again on the next pass: a file that shrank, was replaced or
+            changed there is read whole again (and its rewrite found as usual). A change
+            between them alone is seen by the next whole read (a restart).
+        lines: its complete lines so far; ``rows`` / ``skipped`` their JSON records and the
+            lines that are not JSON (:func:`_rows`).
+    """
+
+    ident: tuple[int, int] = (0, 0)
+    end: int = 0
+    head: bytes = b""
+    tail: bytes = b""
+    lines: list[str] = field(default_factory=list)
+    rows: list[tuple[int, Any]] = field(default_factory=list)
+    skipped: list[SkippedLine] = field(default_factory=list)
+
+    def reset(self) -> None:
+        """Forget everything read: the next pass reads the file whole."""
+        self.__dict__.update(FollowState().__dict__)
+
+
+#: bytes before the last offset compared on each pass (a changed file is read whole again)
+TAIL_CHECK = 4096
+
+
+def _read_new(path: Path, state: FollowState) -> tuple[int, int] | None:
+    """Bring ``state`` up to the file's last complete line, reading from ``state.end``.
+
+    Returns:
+        ``(new lines, bytes of a half-written last line)``, or ``None`` when the file was
+        replaced, shrank or changed before ``state.end`` (``state`` is then reset and the
+        caller reads it whole).
+    """
+    info = path.stat()
+    with path.open("rb") as fh:
+        if state.end:
+            if (info.st_dev, info.st_ino) != state.ident or info.st_size < state.end:
+                return None
+            if fh.read(len(state.head)) != state.head:
+                return None
+            fh.seek(state.end - len(state.tail))
+            if fh.read(len(state.tail)) != state.tail:
+                return None
+        else:
+            state.ident = (info.st_dev, info.st_ino)
+        fh.seek(state.end)
+        more = fh.read()
+    cut = more.rfind(b"\n") + 1
+    if not cut:
+        return 0, len(more)
+    chunk = more[:cut].decode("utf-8", errors="strict")
+    if not state.end:
+        chunk = chunk.removeprefix("\ufeff")
+    new_lines = chunk.splitlines()
+    rows, skipped, _ = _rows(path, chunk, first=len(state.lines) + 1)
+    state.lines += new_lines
+    state.rows += rows
+    state.skipped += skipped
+    state.end += cut
+    state.tail = (state.tail + more[:cut])[-TAIL_CHECK:]
+    if len(state.head) < TAIL_CHECK:
+        state.head = (state.head + more[:cut])[:TAIL_CHECK]
+    return len(new_lines), len(more) - cut
+
+
+def _rows(
+    path: Path, text: str, first: int = 1
+) -> tuple[list[tuple[int, Any]], list[SkippedLine], list[str]]:
     """``(rows, skipped, lines)``: the JSON records of the complete lines, numbered as
     :func:`journal_app.formats.source.parse_jsonl` numbers them, and the lines that are not
     JSON (instead of refusing the whole file at the first)."""
     rows: list[tuple[int, Any]] = []
     skipped: list[SkippedLine] = []
     lines = text.splitlines()
-    for number, line in enumerate(lines, start=1):
+    for number, line in enumerate(lines, start=first):
         if not line.strip():
             continue
         try:
@@ -156,6 +234,49 @@ def _parse(
     return None
 
 
+#: rows a Codex ``event_msg`` line may wait for the ``response_item`` that repeats it; an
+#: older one without its repeat is journaled as the importer keeps it (an event only)
+HOLD_ROWS = 50
+
+
+def _settled(rows: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
+    """The rows of a Codex rollout whose reading a later line cannot change.
+
+    Codex writes ``event_msg`` ``agent_reasoning`` / ``user_message`` / ``agent_message``
+    lines and, a few lines later, the ``response_item`` lines that repeat them; the importer
+    (:mod:`journal_app.formats.codex`) keeps one of each pair, the response item. An event
+    among the last :data:`HOLD_ROWS` rows whose repeat has not been written yet would be
+    journaled as an entry of its own and then stop matching once the repeat arrives (a false
+    rewrite): the rows from the first such event on wait for the next pass.
+    """
+    while True:  # a cut can take away the repeat of an earlier event: cut again
+        cut = _first_unrepeated(rows, len(rows) - HOLD_ROWS)
+        if cut is None:
+            return rows
+        rows = rows[:cut]
+
+
+def _first_unrepeated(rows: list[tuple[int, Any]], tail: int) -> int | None:
+    """The index of the first duplicating event at or after ``tail`` without its repeat."""
+    counts = codex_response_texts(rows)
+    for index, (_, obj) in enumerate(rows):
+        if not isinstance(obj, dict) or obj.get("type") != "event_msg":
+            continue
+        payload = obj.get("payload")
+        etype = payload.get("type") if isinstance(payload, dict) else None
+        if etype not in CODEX_DUPLICATE_EVENTS:
+            continue
+        text = payload.get(CODEX_DUPLICATE_EVENTS[etype])
+        if not isinstance(text, str):
+            continue
+        key = (etype, codex_digest(text))
+        if counts[key] > 0:
+            counts[key] -= 1
+        elif index >= tail:
+            return index
+    return None
+
+
 def _with_skips(
     entries: list[ParsedEntry], skipped: list[SkippedLine], lines: list[str]
 ) -> list[ParsedEntry]:
@@ -180,6 +301,7 @@ def follow_file(
     session: str | None = None,
     lane: str = "main",
     fmt: str | None = None,
+    state: FollowState | None = None,
 ) -> FollowResult:
     """Journal the complete records of ``path`` that are not journaled yet.
 
@@ -197,6 +319,10 @@ def follow_file(
             ``import_journal`` names it).
         lane: the lane.
         fmt: a format name, or ``None`` to detect it.
+        state: kept by the caller between passes over one file (:class:`FollowState`):
+            only the bytes written since the last pass are read and decoded, and a pass
+            that finds no new complete line ends there (nothing parsed or placed).
+            ``None``: the whole file is read.
 
     Returns:
         :class:`FollowResult`. Idempotent: a second pass over an unchanged file appends 0.
@@ -208,14 +334,31 @@ def follow_file(
     """
     path = Path(path)
     key = session or default_session_key(path)
-    raw = path.read_bytes()
-    end = raw.rfind(b"\n") + 1
-    result = FollowResult(path=path, session=key, waiting=len(raw) - end)
-    text = raw[:end].decode("utf-8", errors="strict").removeprefix("\ufeff")
-    if not text.strip():
+    state = state if state is not None else FollowState()
+    seen = bool(state.end)
+    read = _read_new(path, state)
+    if read is None:  # replaced, shrunk or changed: read whole again
+        state.reset()
+        seen, read = False, _read_new(path, state)
+        assert read is not None
+    new_lines, waiting = read
+    result = FollowResult(path=path, session=key, waiting=waiting)
+    if seen and not new_lines:
+        result.skipped = "nothing new"
+        return result
+    if not any(line.strip() for line in state.lines):
         result.skipped = "no complete record yet"
         return result
-    rows, skipped, lines = _rows(path, text)
+    rows, skipped, lines = list(state.rows), list(state.skipped), state.lines
+    name = fmt or (detect_format(Source(path=path, kind="jsonl", data=rows)) if rows else None)
+    if name == codex.NAME:
+        settled = _settled(rows)
+        if len(settled) < len(rows):
+            last = settled[-1][0] if settled else 0
+            rows = settled
+            skipped = [b for b in skipped if b.line <= last]
+            held = "".join(f"{x}\n" for x in lines[last:]).encode()
+            result.waiting = waiting + len(held)
     parsed = _parse(path, fmt, rows, skipped)
     entries = parsed.entries if parsed is not None else []
     if not skipped and not any(e.kind in ("message", "tool_call") for e in entries):
@@ -251,6 +394,31 @@ def jsonl_files(paths: Iterable[str | Path]) -> list[Path]:
     return sorted(out)
 
 
+def follow_session_key(path: Path, roots: Iterable[Path]) -> str:
+    """The session a followed file journals to: its path under the followed folder that
+    holds it, the folders joined by ``.`` (``projects/-work-repo/live.jsonl`` followed as
+    ``projects`` -> ``-work-repo.live``, so same-named files in different folders are
+    different sessions); a file named directly, its name (``live``). Characters a session
+    key cannot hold become ``-``; a key over 100 characters keeps its end and a hash of the
+    whole path."""
+    relative = None
+    absolute = Path(path).resolve()
+    for root in roots:
+        try:  # both made absolute: a folder named relatively, files reported absolutely
+            relative = absolute.relative_to(Path(root).resolve())
+            break
+        except ValueError:
+            continue
+    if relative is None or len(relative.parts) < 2:
+        return default_session_key(path)
+    parts = [*relative.parts[:-1], default_session_key(path)]
+    key = re.sub(r"[^A-Za-z0-9._-]", "-", ".".join(parts)).lstrip("._-") or "session"
+    if len(key) > 100:
+        digest = hashlib.sha256(str(relative).encode("utf-8", "surrogatepass")).hexdigest()
+        key = f"{digest[:12]}-{key[-87:]}"
+    return key
+
+
 def follow_paths(
     *,
     paths: Iterable[str | Path],
@@ -262,8 +430,9 @@ def follow_paths(
 ) -> None:
     """Follow every ``.jsonl`` file under ``paths``: one pass now, then on each change.
 
-    Each file is its own session, named after the file (``agent-run.jsonl`` -> session
-    ``agent-run``). A malformed complete line is reported once (file, line number, why) and
+    Each file is its own session, named by its path under the followed folder
+    (:func:`follow_session_key`). Each pass over a file reads only what was written since
+    the last one (:class:`FollowState`). A malformed complete line is reported once (file, line number, why) and
     skipped (:func:`follow_file`); a file that cannot be read at all is reported and retried
     on its next change; the others carry on.
 
@@ -272,11 +441,18 @@ def follow_paths(
         stop: set it to end the watch (tests); Ctrl-C ends it too.
     """
     paths = [Path(p) for p in paths]
+    states: dict[Path, FollowState] = {}
 
     def run(files: Iterable[Path]) -> None:
         for f in files:
             try:
-                result = follow_file(path=f, tenant=tenant, fmt=fmt)
+                result = follow_file(
+                    path=f,
+                    tenant=tenant,
+                    fmt=fmt,
+                    session=follow_session_key(f, paths),
+                    state=states.setdefault(f, FollowState()),
+                )
             except (FormatError, UnicodeDecodeError, OSError) as exc:
                 report(f"{f}: not followed this time: {exc}")
                 continue

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from journal_app.formats import anthropic, openai_chat
+from journal_app.formats import anthropic, openai_chat, openai_responses
 from journal_app.formats.base import FormatError, ParsedEntry, check_pairing
 from journal_app.formats.source import Source
 from journal_app.hashing import canonical_body
@@ -37,7 +37,7 @@ from journal_app.hashing import canonical_body
 #: kinds a runtime never resends: they are journaled but skipped when matching
 UNMATCHED_KINDS = ("event", "reasoning")
 #: the request surfaces and the importer that reads each
-SURFACES = {"openai": openai_chat, "anthropic": anthropic}
+SURFACES = {"openai": openai_chat, "anthropic": anthropic, "responses": openai_responses}
 
 MatchKey = tuple[str, str, str, str]
 
@@ -192,6 +192,8 @@ def _int_field(body: dict[str, Any], name: str, *, required: bool = False) -> in
 def check_request(surface: str, body: Any) -> int:
     """Check the shape the proxy relies on; return the requested output tokens (0 if none).
 
+    OpenAI Responses: ``model``, ``input`` (non-empty string or list of items),
+    ``instructions`` (string), ``previous_response_id`` (string), ``max_output_tokens``.
     OpenAI Chat Completions: ``model`` (string), ``messages`` (non-empty list),
     ``max_tokens``/``max_completion_tokens`` (positive integers when given), ``stream``
     (boolean when given). Anthropic Messages: ``model``, ``messages``, ``max_tokens``
@@ -205,11 +207,21 @@ def check_request(surface: str, body: Any) -> int:
     model = body.get("model")
     if not isinstance(model, str) or not model.strip():
         raise RequestInvalid("model", "expected the model name (a non-empty string)")
+    if "stream" in body and not isinstance(body["stream"], bool):
+        raise RequestInvalid("stream", "expected true or false")
+    if surface == "responses":
+        value = body.get("input")
+        if not (isinstance(value, str) and value) and not (isinstance(value, list) and value):
+            raise RequestInvalid("input", "expected a non-empty string or list of items")
+        if "instructions" in body and not isinstance(body["instructions"], (str, type(None))):
+            raise RequestInvalid("instructions", "expected a string")
+        previous = body.get("previous_response_id")
+        if previous is not None and not (isinstance(previous, str) and previous):
+            raise RequestInvalid("previous_response_id", "expected a response id (a string)")
+        return _int_field(body, "max_output_tokens") or 0
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise RequestInvalid("messages", "expected a non-empty list of messages")
-    if "stream" in body and not isinstance(body["stream"], bool):
-        raise RequestInvalid("stream", "expected true or false")
     if surface == "anthropic":
         if "system" in body and not isinstance(body["system"], (str, list)):
             raise RequestInvalid("system", "expected a string or a list of text blocks")
@@ -218,39 +230,87 @@ def check_request(surface: str, body: Any) -> int:
     return tokens or 0
 
 
-def request_items(surface: str, body: dict[str, Any]) -> list[ParsedEntry]:
-    """The request's history as journal items, read by the journal's own importer.
+def responses_input(body: dict[str, Any]) -> list[Any]:
+    """A Responses request's ``input`` as a list of items (a string is one user message)."""
+    value = body["input"]
+    return [{"role": "user", "content": value}] if isinstance(value, str) else list(value)
 
-    Args:
-        surface: ``"openai"`` or ``"anthropic"``.
-        body: a request that passed :func:`check_request`.
 
-    Raises:
-        RequestInvalid: a message the importer refuses (``field`` is
-            ``messages[i].<field>``, or ``system``), or a tool result without its call.
-    """
-    data: dict[str, Any] = {"messages": body["messages"]}
+def _request_data(surface: str, body: dict[str, Any]) -> dict[str, Any]:
+    if surface == "responses":
+        data: dict[str, Any] = {"input": responses_input(body)}
+        if body.get("instructions"):
+            data["instructions"] = body["instructions"]
+        return data
+    data = {"messages": body["messages"]}
     if surface == "anthropic" and body.get("system") not in (None, "", []):
         data["system"] = body["system"]
+    return data
+
+
+def _parsed(surface: str, data: dict[str, Any]) -> list[ParsedEntry]:
     source = Source(path=Path("request"), kind="json", data=data)
     try:
         parsed = SURFACES[surface].parse(source)
         check_pairing(source.path, parsed.entries)
     except FormatError as exc:
-        raise RequestInvalid(_field_path(exc), exc.reason) from None
+        raise RequestInvalid(_field_path(exc, surface), exc.reason) from None
     return parsed.entries
 
 
-def _field_path(exc: FormatError) -> str:
+def request_items(surface: str, body: dict[str, Any]) -> list[ParsedEntry]:
+    """The request's history as journal items, read by the journal's own importer.
+
+    Args:
+        surface: ``"openai"``, ``"anthropic"`` or ``"responses"``.
+        body: a request that passed :func:`check_request`.
+
+    Raises:
+        RequestInvalid: a message the importer refuses (``field`` is
+            ``messages[i].<field>``, ``input[i].<field>``, or ``system``), or a tool result
+            without its call.
+    """
+    return _parsed(surface, _request_data(surface, body))
+
+
+def _field_path(exc: FormatError, surface: str = "openai") -> str:
     where = exc.location.split(".")[0] if exc.location else ""
     if where.startswith("index "):
         where = f"messages[{where[6:]}]"
     parts = [p for p in (where, exc.field) if p]
-    return ".".join(parts) or "messages"
+    return ".".join(parts) or ("input" if surface == "responses" else "messages")
+
+
+def _answer_alone(
+    surface: str, body: dict[str, Any], answer: Any, request: Sequence[ParsedEntry]
+) -> list[ParsedEntry] | None:
+    """The answer's items read without the request (the answer's own cost, not the
+    history's), or ``None`` when they could differ from reading it after the request: a
+    tool call id the request already used (the importer numbers a reused id) or an answer
+    that does not read alone. Chat Completions and Messages only; the source positions are
+    those the answer has after the request's messages."""
+    if surface == "responses" or not isinstance(answer, dict):
+        return None
+    try:
+        items = _parsed(surface, {"messages": [answer]})
+    except RequestInvalid:
+        return None
+    calls = [i.tool_call_id for i in items if i.kind == "tool_call"]
+    if calls:
+        used = {i.tool_call_id for i in request if i.kind == "tool_call"}
+        used.update(str(i.metadata.get("source_tool_call_id", "")) for i in request)
+        if any(c in used for c in calls):
+            return None
+    at = f"messages[{len(body['messages'])}]"
+    for item in items:
+        if not item.source_ref.startswith("messages[0]"):
+            return None
+        item.source_ref = at + item.source_ref[len("messages[0]") :]
+    return items
 
 
 def answer_items(
-    surface: str, body: dict[str, Any], answer: dict[str, Any], request: Sequence[ParsedEntry]
+    surface: str, body: dict[str, Any], answer: Any, request: Sequence[ParsedEntry]
 ) -> list[ParsedEntry]:
     """The upstream's answer (one assistant message) as journal items.
 
@@ -260,15 +320,100 @@ def answer_items(
     Args:
         answer: an assistant message in the surface's request shape (``{"role":
             "assistant", "content", "tool_calls"?}`` or ``{"role": "assistant", "content":
-            [blocks]}``).
+            [blocks]}``); for Responses, the response's ``output`` items.
         request: :func:`request_items` of ``body``.
 
     Raises:
         RequestInvalid: the answer cannot be read (``field`` starts with ``answer``).
     """
-    full = {**body, "messages": [*body["messages"], answer]}
+    alone = _answer_alone(surface, body, answer, request)
+    if alone is not None:
+        return alone
+    data = _request_data(surface, body)
+    if surface == "responses":
+        data["output"] = answer
+    else:
+        data["messages"] = [*data["messages"], answer]
     try:
-        items = request_items(surface, full)
+        items = _parsed(surface, data)
     except RequestInvalid as exc:
         raise RequestInvalid("answer", exc.reason) from None
     return items[len(request) :]
+
+
+def _part_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return ""
+
+
+def responses_as_chat(items: Sequence[Any]) -> list[dict[str, Any]]:
+    """Responses ``input`` items as Chat Completions messages (for counting tokens).
+
+    ``message`` items keep role and text; ``function_call`` becomes an assistant tool call,
+    ``function_call_output`` a tool message; reasoning and other items become an assistant
+    message holding their JSON (what they weigh, not what they say).
+    """
+    out: list[dict[str, Any]] = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type", "message")
+        if kind == "message":
+            out.append(
+                {"role": item.get("role", "user"), "content": _part_text(item.get("content"))}
+            )
+        elif kind in ("function_call", "custom_tool_call"):
+            arguments = item.get("arguments", item.get("input", ""))
+            call = {"name": item.get("name", ""), "arguments": str(arguments)}
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {"id": item.get("call_id", ""), "type": "function", "function": call}
+                    ],
+                }
+            )
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            output = item.get("output", "")
+            text = output if isinstance(output, str) else _part_text(output)
+            out.append({"role": "tool", "tool_call_id": item.get("call_id", ""), "content": text})
+        else:
+            out.append({"role": "assistant", "content": canonical_body(item).decode("utf-8")})
+    return out
+
+
+def chat_as_responses(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chat Completions messages (the context builder's model view) as Responses ``input``
+    items: text messages keep their role, an assistant's tool calls become ``function_call``
+    items after its text, a tool message a ``function_call_output``."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        role = m.get("role", "user")
+        if role == "tool":
+            output = _part_text(m.get("content"))
+            out.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": m.get("tool_call_id", ""),
+                    "output": output,
+                }
+            )
+            continue
+        text = _part_text(m.get("content"))
+        if text or not m.get("tool_calls"):
+            out.append({"type": "message", "role": role, "content": text})
+        for call in m.get("tool_calls") or []:
+            fn = call.get("function") or {}
+            out.append(
+                {
+                    "type": "function_call",
+                    "call_id": call.get("id", ""),
+                    "name": fn.get("name", ""),
+                    "arguments": fn.get("arguments", ""),
+                }
+            )
+    return out

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from fnmatch import fnmatchcase
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.db.models import Max
 from django.http import Http404
 from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
@@ -29,7 +31,7 @@ from mcp.server.fastmcp.exceptions import ToolError
 from journal_app.auth import ApiCaller, api_key_authenticate, key_live
 from journal_app.errors import DomainError
 from journal_app.hashing import display
-from journal_app.models import ApiKey, Journal
+from journal_app.models import ApiKey, Journal, Session
 from ledger_app import selectors
 from ledger_app.selectors import presenters
 from recovery_app import services as recovery
@@ -64,6 +66,43 @@ def ledger_read(journal: Journal, q: str = "") -> dict[str, Any]:
     }
 
 
+#: the session or branch name that means "the one written to most recently"
+LATEST = "latest"
+
+
+def live_journal(caller: ApiCaller, session: str, lane: str, branch: str) -> Journal:
+    """The journal the tools act in, looked up at each call.
+
+    ``session`` is a session key, a glob pattern (``px-*``: the proxy's derived sessions) or
+    ``latest`` (any session of the tenant); ``branch`` a branch name or ``latest``. With a
+    pattern, ``latest`` or branch ``latest``, the journal is the matching one (in ``lane``)
+    whose newest entry is the newest: the live conversation, including a branch a resampled
+    answer opened (README "Use it with your agent").
+
+    Raises:
+        Http404: nothing of the key's tenant matches.
+    """
+    pattern = any(c in session for c in "*?[")
+    if not pattern and session != LATEST and branch != LATEST:
+        return caller.journal(session, lane, branch)
+    journals = Journal.objects.filter(session__tenant=caller.tenant, lane=lane)
+    if session != LATEST:
+        keys = Session.objects.filter(tenant=caller.tenant).values_list("key", flat=True)
+        journals = journals.filter(session__key__in=[k for k in keys if fnmatchcase(k, session)])
+    if branch != LATEST:
+        journals = journals.filter(branch=branch)
+    newest = (
+        journals.annotate(last=Max("entries__pk"))
+        .filter(last__isnull=False)
+        .select_related("session__tenant")
+        .order_by("-last")
+        .first()
+    )
+    if newest is None:
+        raise Http404(f"no journal of session {session!r}, lane {lane!r}, branch {branch!r}")
+    return newest
+
+
 def build_server(*, key: ApiKey, session: str, lane: str = "main", branch: str = "main") -> FastMCP:
     """An MCP server whose tools act in (key's tenant, ``session``, ``lane``, ``branch``).
 
@@ -82,7 +121,7 @@ def build_server(*, key: ApiKey, session: str, lane: str = "main", branch: str =
     )
 
     def journal() -> Journal:
-        return caller.journal(session, lane, branch)
+        return live_journal(caller, session, lane, branch)
 
     def checked() -> Any:
         # the key is checked again at every call, as the REST API checks it at every

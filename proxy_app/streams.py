@@ -196,3 +196,58 @@ class AnthropicAssembler:
             "stop_reason": self.stop_reason,
             "streamed": True,
         }
+
+
+class ResponsesAssembler:
+    """The output items of a Responses stream (``response.output_item.done`` events, or the
+    whole ``response`` of ``response.completed`` / ``.incomplete`` / ``.failed``)."""
+
+    FINAL = ("response.completed", "response.incomplete", "response.failed")
+
+    def __init__(self) -> None:
+        self._split = LineSplitter()
+        self.items: dict[int, dict[str, Any]] = {}
+        self.final: dict[str, Any] | None = None
+        self.response: dict[str, Any] = {}
+        self.usage: dict[str, Any] | None = None
+        self.done = False
+
+    def feed(self, data: bytes) -> None:
+        """Take the next bytes of the stream."""
+        for line in self._split.feed(data):
+            event = _data(line)
+            if isinstance(event, dict):
+                self._event(event)
+
+    def _event(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        response = event.get("response")
+        if isinstance(response, dict):
+            self.response = response
+            if isinstance(response.get("usage"), dict):
+                self.usage = response["usage"]
+        if kind == "response.output_item.done" and isinstance(event.get("item"), dict):
+            self.items[event.get("output_index", len(self.items))] = event["item"]
+        elif kind in self.FINAL:
+            self.done = True
+            output = (response or {}).get("output")
+            if isinstance(output, list) and output:
+                self.final = {"output": output}
+
+    @property
+    def started(self) -> bool:
+        return bool(self.items or self.final)
+
+    def message(self) -> list[dict[str, Any]]:
+        """The output items (the final response's when it came, else those done so far)."""
+        if self.final is not None:
+            return list(self.final["output"])
+        return [item for _, item in sorted(self.items.items())]
+
+    def meta(self) -> dict[str, Any]:
+        return {
+            "model": self.response.get("model"),
+            "response_id": self.response.get("id"),
+            "status": self.response.get("status"),
+            "streamed": True,
+        }

@@ -25,25 +25,40 @@ key: no CSRF, no cookies.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from journal_app.auth import check_body_size
+from journal_app.auth import PayloadTooLarge, check_body_size
 from journal_app.chain import EntryInvalid
 from journal_app.errors import DomainError, MalformedBody
 from journal_app.formats.openai_chat import short_title
 from proxy_app import services
+from proxy_app.bodies import bad_text, json_depth, may_hold_bad_text
+from proxy_app.errors import BodyRefused
+from proxy_app.prefix import request_messages
 from proxy_app.services import Prepared, Recorded
-from proxy_app.streams import AnthropicAssembler, OpenAIAssembler
-from proxy_app.upstream import upstream_send
+from proxy_app.streams import AnthropicAssembler, OpenAIAssembler, ResponsesAssembler
+from proxy_app.upstream import passed_back, upstream_send
 
 log = logging.getLogger("ledgerkeep.proxy")
+
+#: the stream reader of each journaled surface
+ASSEMBLERS = {
+    "openai": OpenAIAssembler,
+    "anthropic": AnthropicAssembler,
+    "responses": ResponsesAssembler,
+}
 
 
 def error_answer(
@@ -65,10 +80,37 @@ def error_answer(
 
 
 def _body(request: HttpRequest) -> Any:
+    """The parsed body: size (before reading), depth (before parsing), then its strings.
+
+    Raises:
+        PayloadTooLarge: over ``API_MAX_BODY_BYTES`` (HTTP 413).
+        BodyRefused: deeper than ``PROXY_MAX_JSON_DEPTH``, or a NUL / lone surrogate (422).
+        MalformedBody: not UTF-8 JSON (HTTP 400).
+    """
+    limit = settings.API_MAX_BODY_BYTES
     try:
-        return json.loads(request.body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+        raw = request.body
+    except RequestDataTooBig:
+        raise PayloadTooLarge(limit + 1, limit) from None
+    if len(raw) > limit:
+        raise PayloadTooLarge(len(raw), limit)
+    depth = json_depth(raw)
+    if depth > settings.PROXY_MAX_JSON_DEPTH:
+        raise BodyRefused(
+            f"the body nests {depth} levels deep; the limit is "
+            f"{settings.PROXY_MAX_JSON_DEPTH} (PROXY_MAX_JSON_DEPTH); nothing forwarded"
+        )
+    try:
+        body = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
         raise MalformedBody("the request body is not UTF-8 JSON; nothing forwarded") from None
+    bad = bad_text(body) if may_hold_bad_text(raw) else None
+    if bad is not None:
+        raise BodyRefused(
+            f"{bad[0] or 'the body'} holds {bad[1]}, which cannot be journaled; nothing forwarded",
+            field=bad[0] or None,
+        )
+    return body
 
 
 def _scope_headers(recorded: Recorded) -> dict[str, str]:
@@ -96,8 +138,9 @@ def _prepared_headers(prepared: Prepared) -> dict[str, str]:
     return headers
 
 
-def _answer_of(surface: str, data: Any) -> tuple[dict[str, Any], Any, dict[str, Any]] | None:
-    """``(assistant message, usage, meta)`` of a non-streamed answer, or ``None``."""
+def _answer_of(surface: str, data: Any) -> tuple[Any, Any, dict[str, Any]] | None:
+    """``(assistant message or Responses output items, usage, meta)`` of a non-streamed
+    answer, or ``None``."""
     if not isinstance(data, dict):
         return None
     if surface == "openai":
@@ -118,6 +161,12 @@ def _answer_of(surface: str, data: Any) -> tuple[dict[str, Any], Any, dict[str, 
         if len(choices) > 1:
             meta["choices"] = len(choices)
         return answer, data.get("usage"), meta
+    if surface == "responses":
+        if not isinstance(data.get("output"), list) or not data["output"]:
+            return None
+        meta = {"model": data.get("model"), "response_id": data.get("id")}
+        meta["status"] = data.get("status")
+        return data["output"], data.get("usage"), meta
     if not isinstance(data.get("content"), list):
         return None
     meta = {
@@ -131,55 +180,78 @@ def _answer_of(surface: str, data: Any) -> tuple[dict[str, Any], Any, dict[str, 
 def _journal_answer(record: Callable[[], Recorded]) -> Recorded | None:
     """Journal an answer; a failure is logged, never kept from the client who has it."""
     try:
-        return record()
+        with services.sqlite_serial():
+            return record()
     except Exception:
         log.exception("proxy: the upstream's answer could not be journaled")
         return None
 
 
-def _proxy(request: HttpRequest, surface: str) -> HttpResponse:
-    if request.method != "POST":
-        response = error_answer(405, "method_not_allowed", "use POST")
-        response["Allow"] = "POST"
-        return response
-    headers: dict[str, str] = {}
-    try:
-        check_body_size(request)
-        key = services.proxy_authenticate(request.headers.get(services.HEADER_KEY))
-        body = _body(request)
-        output_tokens, items = services.request_read(surface, body)
-        working, window = services.budgets_for(
-            model=body["model"],
-            output_tokens=output_tokens,
-            header=request.headers.get(services.HEADER_BUDGET),
-        )
-        scope = services.proxy_scope(key=key, headers=request.headers, items=items)
-        title = next(
-            (
-                short_title(i.content["text"])
-                for i in items
-                if i.kind == "message" and i.role == "user"
-            ),
-            "",
-        )
-        recorded = services.conversation_record(
-            scope=scope, items=items, title=title, source_format=f"proxy-{surface}"
-        )
-        headers = _scope_headers(recorded)
-        prepared = services.request_compact(
-            surface=surface,
-            body=body,
-            recorded=recorded,
-            output_tokens=output_tokens,
-            working=working,
-            window=window,
-        )
-        headers.update(_prepared_headers(prepared))
-        stream = bool(body.get("stream"))
-        client, upstream = upstream_send(
-            surface=surface, body=prepared.body, client_headers=request.headers, stream=stream
-        )
-    except DomainError as exc:
+@dataclass
+class _Call:
+    """A checked, journaled and (when needed) compacted call, ready to go upstream."""
+
+    body: dict[str, Any]
+    items: list[Any]
+    recorded: Recorded
+    prepared: Prepared
+    prefix: list[Any]
+
+
+def _prepare(request: HttpRequest, surface: str, headers: dict[str, str]) -> _Call:
+    """Steps 1-3 (synchronous: the ORM), one call at a time per process on SQLite
+    (:func:`proxy_app.services.sqlite_serial`). ``headers`` gets the scope headers once
+    known, so a refusal after journaling still names where the messages went."""
+    with services.sqlite_serial():
+        return _checked_and_journaled(request, surface, headers)
+
+
+def _checked_and_journaled(request: HttpRequest, surface: str, headers: dict[str, str]) -> _Call:
+    check_body_size(request)
+    key = services.proxy_authenticate(request)
+    body = _body(request)
+    output_tokens, items = services.request_read(surface, body)
+    working, window = services.budgets_for(
+        model=body["model"],
+        output_tokens=output_tokens,
+        header=request.headers.get(services.HEADER_BUDGET),
+    )
+    prefix = []
+    if surface == "responses" and body.get("previous_response_id"):
+        prefix = services.previous_history(key.tenant, body["previous_response_id"])
+    scope = services.proxy_scope(key=key, headers=request.headers, items=[*prefix, *items])
+    title = next(
+        (short_title(i.content["text"]) for i in items if i.kind == "message" and i.role == "user"),
+        "",
+    )
+    sent = None if prefix else services.RequestPrefix(*request_messages(surface, body))
+    recorded = services.conversation_record(
+        scope=scope,
+        items=[*prefix, *items],
+        title=title,
+        source_format=f"proxy-{surface}",
+        request=sent,
+    )
+    headers.update(_scope_headers(recorded))
+    prepared = services.request_compact(
+        surface=surface,
+        body=body,
+        recorded=recorded,
+        output_tokens=output_tokens,
+        working=working,
+        window=window,
+        request=sent,
+    )
+    headers.update(_prepared_headers(prepared))
+    return _Call(body, items, recorded, prepared, prefix)
+
+
+def _refusal(exc: Exception, headers: dict[str, str]) -> JsonResponse:
+    """The error shape of a refused call (a domain error, an invalid entry, or a 500)."""
+    if isinstance(exc, DomainError):
+        retry = getattr(exc, "retry_after", None)
+        if retry:
+            headers = {**headers, "Retry-After": str(retry)}
         return error_answer(
             exc.status,
             exc.code,
@@ -188,7 +260,7 @@ def _proxy(request: HttpRequest, surface: str) -> HttpResponse:
             entry=exc.entry,
             headers=headers,
         )
-    except EntryInvalid as exc:
+    if isinstance(exc, EntryInvalid):
         return error_answer(
             422,
             "invalid_entry",
@@ -197,41 +269,63 @@ def _proxy(request: HttpRequest, surface: str) -> HttpResponse:
             entry=exc.source_ref or None,
             headers=headers,
         )
-    except Exception:
-        # as the API does: no HTML page for an API client, the traceback in the log
-        log.exception("proxy: unexpected error")
-        return error_answer(500, "internal_error", "internal error", headers=headers)
+    # as the API does: no HTML page for an API client, the traceback in the log
+    log.error("proxy: unexpected error", exc_info=exc)
+    return error_answer(500, "internal_error", "internal error", headers=headers)
 
-    def record(
-        answer: dict[str, Any], usage: Any, meta: dict[str, Any], interrupted: bool
-    ) -> Recorded:
-        return services.answer_record(
+
+async def _proxy(request: HttpRequest, surface: str) -> HttpResponse:
+    if request.method != "POST":
+        response = error_answer(405, "method_not_allowed", "use POST")
+        response["Allow"] = "POST"
+        return response
+    headers: dict[str, str] = {}
+    try:
+        call = await sync_to_async(_prepare)(request, surface, headers)
+        stream = bool(call.body.get("stream"))
+        upstream = await upstream_send(
             surface=surface,
-            body=body,
-            items=items,
-            recorded=recorded,
-            answer=answer,
-            usage=usage if isinstance(usage, dict) else None,
-            meta=meta,
-            interrupted=interrupted,
+            body=call.prepared.body,
+            client_headers=request.headers,
+            stream=stream,
+        )
+    except Exception as exc:
+        return _refusal(exc, headers)
+    body, items, recorded = call.body, call.items, call.recorded
+
+    def record(answer: Any, usage: Any, meta: dict[str, Any], interrupted: bool):
+        return _journal_answer(
+            lambda: services.answer_record(
+                surface=surface,
+                body=body,
+                items=items,
+                recorded=recorded,
+                answer=answer,
+                usage=usage if isinstance(usage, dict) else None,
+                meta=meta,
+                interrupted=interrupted,
+                prefix=call.prefix,
+            )
         )
 
     content_type = upstream.headers.get("content-type", "application/json")
+    passed = passed_back(upstream.headers)
     if not stream or upstream.status_code >= 300:
         try:
-            data = upstream.read()
+            data = await upstream.aread()
         except httpx.HTTPError:
             data = b""
         finally:
-            upstream.close()
-            client.close()
+            await upstream.aclose()
         response = HttpResponse(data, status=upstream.status_code, content_type=content_type)
+        for name, value in passed.items():
+            response[name] = value
         if upstream.status_code < 300:
             try:
                 parsed = _answer_of(surface, json.loads(data))
             except ValueError:
                 parsed = None
-            placed = _journal_answer(lambda: record(*parsed, False)) if parsed else None
+            placed = await sync_to_async(record)(*parsed, False) if parsed else None
             if placed is not None:
                 headers.update(_scope_headers(placed))
             response["X-Ledgerkeep-Answer-Journaled"] = "true" if placed else "false"
@@ -239,39 +333,44 @@ def _proxy(request: HttpRequest, surface: str) -> HttpResponse:
             response[name] = value
         return response
 
-    assembler = OpenAIAssembler() if surface == "openai" else AnthropicAssembler()
+    assembler = ASSEMBLERS[surface]()
 
-    def relay() -> Iterator[bytes]:
+    async def relay() -> AsyncIterator[bytes]:
         # the answer is journaled as soon as its last event arrives, before that event is
         # passed on: a client that has read the whole stream finds it in the journal
         journaled = False
 
-        def finish(interrupted: bool) -> None:
+        async def finish(interrupted: bool) -> None:
             nonlocal journaled
             journaled = True
             if assembler.started:
                 usage = assembler.usage or None
-                _journal_answer(
-                    lambda: record(assembler.message(), usage, assembler.meta(), interrupted)
+                await sync_to_async(record)(
+                    assembler.message(), usage, assembler.meta(), interrupted
                 )
 
         try:
-            for chunk in upstream.iter_bytes():
+            async for chunk in upstream.aiter_bytes():
                 assembler.feed(chunk)
                 if assembler.done and not journaled:
-                    finish(False)
+                    await finish(False)
                 yield chunk
         except httpx.HTTPError:
             log.warning("proxy: the upstream broke off the stream")
         finally:
-            upstream.close()
-            client.close()
-            if not journaled:
-                finish(True)
+            # journal first: a client that left cancels this task, and the journaling, once
+            # started in its thread, completes even if the await is cancelled again
+            try:
+                if not journaled:
+                    await asyncio.shield(finish(True))
+            finally:
+                await upstream.aclose()
 
     response = StreamingHttpResponse(
         relay(), status=upstream.status_code, content_type=content_type
     )
+    for name, value in passed.items():
+        response[name] = value
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     for name, value in headers.items():
@@ -280,12 +379,82 @@ def _proxy(request: HttpRequest, surface: str) -> HttpResponse:
 
 
 @csrf_exempt
-def openai_chat_completions(request: HttpRequest) -> HttpResponse:
+async def openai_chat_completions(request: HttpRequest) -> HttpResponse:
     """``POST /proxy/openai/v1/chat/completions``: an OpenAI Chat Completions request."""
-    return _proxy(request, "openai")
+    return await _proxy(request, "openai")
 
 
 @csrf_exempt
-def anthropic_messages(request: HttpRequest) -> HttpResponse:
+async def anthropic_messages(request: HttpRequest) -> HttpResponse:
     """``POST /proxy/anthropic/v1/messages``: an Anthropic Messages request."""
-    return _proxy(request, "anthropic")
+    return await _proxy(request, "anthropic")
+
+
+@csrf_exempt
+async def openai_responses(request: HttpRequest) -> HttpResponse:
+    """``POST /proxy/openai/v1/responses``: an OpenAI Responses request (Codex,
+    openai-agents): journaled and compacted as chat is; ``previous_response_id`` requests
+    are passed through and journaled after the history they continue."""
+    return await _proxy(request, "responses")
+
+
+async def _passthrough(request: HttpRequest, surface: str, path: str, method: str) -> HttpResponse:
+    """A call the proxy forwards as it is, after the key (nothing journaled)."""
+    if request.method != method:
+        response = error_answer(405, "method_not_allowed", f"use {method}")
+        response["Allow"] = method
+        return response
+    try:
+
+        def checked() -> Any:
+            check_body_size(request)
+            services.proxy_authenticate(request)
+            return _body(request) if method == "POST" else None
+
+        body = await sync_to_async(checked)()
+        upstream = await upstream_send(
+            surface=surface,
+            body=body,
+            client_headers=request.headers,
+            stream=False,
+            path=path,
+            method=method,
+        )
+        try:
+            data = await upstream.aread()
+        finally:
+            await upstream.aclose()
+    except Exception as exc:
+        return _refusal(exc, {})
+    response = HttpResponse(
+        data,
+        status=upstream.status_code,
+        content_type=upstream.headers.get("content-type", "application/json"),
+    )
+    for name, value in passed_back(upstream.headers).items():
+        response[name] = value
+    return response
+
+
+@csrf_exempt
+async def openai_models(request: HttpRequest) -> HttpResponse:
+    """``GET /proxy/openai/v1/models``: the upstream's model list, passed through."""
+    return await _passthrough(request, "openai", "/models", "GET")
+
+
+@csrf_exempt
+async def openai_embeddings(request: HttpRequest) -> HttpResponse:
+    """``POST /proxy/openai/v1/embeddings``: passed through (nothing to journal)."""
+    return await _passthrough(request, "openai", "/embeddings", "POST")
+
+
+@csrf_exempt
+async def anthropic_count_tokens(request: HttpRequest) -> HttpResponse:
+    """``POST /proxy/anthropic/v1/messages/count_tokens``: passed through."""
+    return await _passthrough(request, "anthropic", "/v1/messages/count_tokens", "POST")
+
+
+@csrf_exempt
+async def anthropic_models(request: HttpRequest) -> HttpResponse:
+    """``GET /proxy/anthropic/v1/models``: the upstream's model list, passed through."""
+    return await _passthrough(request, "anthropic", "/v1/models", "GET")

@@ -497,17 +497,42 @@ def model_reads(reads: Sequence[ReadView]) -> list[dict[str, Any]]:
     return out
 
 
+def shown_text(read: ReadView) -> str:
+    """Exactly the text a model is shown of ``read`` (:func:`model_reads`): its string
+    leaves joined with newlines, filtered."""
+    return filter_text("\n".join(_strings(read)), kind=read.kind).text
+
+
+def map_quote(read: ReadView, quote: str) -> list[dict[str, Any]] | None:
+    """Citations of ``quote`` in ``read``'s bytes: one when it occurs in the body as it is;
+    else, when it occurs in the text the model was shown (:func:`shown_text`), one per line
+    of it (each line lies inside one string value, byte for byte in the body). ``None``
+    when it is in neither (an invented quote, or one holding a filter mark)."""
+    whole = citation(read, quote)
+    if whole is not None:
+        return [whole]
+    if not quote or quote not in shown_text(read):
+        return None
+    parts = [line.strip() for line in quote.split("\n") if line.strip()]
+    cites = [citation(read, part) for part in parts]
+    if not parts or any(c is None for c in cites):
+        return None
+    return [c for c in cites if c is not None]
+
+
 def complete_citations(
     claims: Sequence[dict[str, Any]], reads: dict[str, ReadView]
 ) -> list[dict[str, Any]]:
     """Fill ``range`` and ``chunks`` of model citations that give only entry and quote.
 
-    A quote that does not occur in the entry keeps no range, so :func:`check_citation`
-    rejects it.
+    A quote is checked against exactly the text the model was shown and mapped back to the
+    entry's bytes (:func:`map_quote`: a quote spanning lines of two argument values becomes
+    one citation per line). A quote found in neither keeps no range, so
+    :func:`check_citation` rejects it.
     """
     out = []
     for claim in claims:
-        cites = []
+        cites: list[dict[str, Any]] = []
         for c in claim.get("citations") or []:
             if not isinstance(c, dict):
                 continue
@@ -515,9 +540,11 @@ def complete_citations(
             c = {**c, "entry": entry}
             read = reads.get(entry)
             if read is not None and "range" not in c and isinstance(c.get("quote"), str):
-                full = citation(read, c["quote"])
-                if full is not None:
-                    c = {**full, **{k: v for k, v in c.items() if k not in full}}
+                mapped = map_quote(read, c["quote"])
+                if mapped is not None:
+                    extra = {k: v for k, v in c.items() if k not in mapped[0] and k != "quote"}
+                    cites.extend({**m, **extra} for m in mapped)
+                    continue
             cites.append(c)
         out.append({**claim, "citations": cites})
     return out
@@ -557,31 +584,69 @@ class ModelAnalyst:
     """Claims from a chat model through the project's model client (structured JSON output).
 
     ``client`` is a :class:`ledger_app.model_client.ModelClient` (anything with its
-    ``complete(role=, messages=, schema_name=, schema=)`` returning an object with ``.text``).
-    Only used when a model is configured; the offline default is :func:`analyse`.
+    ``complete(role=, messages=, schema_name=, schema=, timeout_s=)`` returning an object
+    with ``.text`` and ``.record``). Only used when a model is configured; the offline
+    default is :func:`analyse`. ``bounded``: :meth:`propose` takes the time left of the
+    recovery budget (``timeout_s``); ``calls`` holds every call's record (its usage goes
+    into the receipt and the fold's usage); ``errors`` why a call gave nothing.
     """
+
+    bounded = True
 
     def __init__(self, client: Any, model: str = "") -> None:
         self.client = client
         self.id = f"model:{model}" if model else "model"
         self.requests = 0
+        self.calls: list[Any] = []
+        self.errors: list[str] = []
 
-    def propose(self, question: str, reads: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-        """One model call; returns its ``claims`` (``[]`` when the reply is not that JSON)."""
+    def propose(
+        self,
+        question: str,
+        reads: Sequence[dict[str, Any]],
+        *,
+        timeout_s: float | None = None,
+    ) -> list[dict[str, Any]]:
+        """One model call within ``timeout_s`` seconds (the recovery budget's remainder);
+        returns its ``claims`` (``[]`` when the reply is not that JSON, or the call failed:
+        the reason is in :attr:`errors`; a model that cannot answer in time never holds up
+        the fold)."""
+        from ledger_app.model_client import ModelError
+
         self.requests += 1
         payload = {"question": question, "entries": list(reads)}
-        completion = self.client.complete(
-            role="analyst",
-            messages=[
-                {"role": "system", "content": INSTRUCTIONS},
-                {"role": "user", "content": json.dumps(payload, ensure_ascii=False)},
-            ],
-            schema_name="recovery_claims",
-            schema=CLAIMS_SCHEMA,
-        )
+        try:
+            completion = self.client.complete(
+                role="analyst",
+                messages=[
+                    {"role": "system", "content": INSTRUCTIONS},
+                    {"role": "user", "content": json.dumps(payload, ensure_ascii=False)},
+                ],
+                schema_name="recovery_claims",
+                schema=CLAIMS_SCHEMA,
+                timeout_s=timeout_s,
+            )
+        except ModelError as exc:
+            record = getattr(exc, "record", None)
+            if record is not None:
+                self.calls.append(record)
+            self.errors.append(str(exc)[:300])
+            return []
+        record = getattr(completion, "record", None)
+        if record is not None:
+            self.calls.append(record)
         try:
             data = json.loads(getattr(completion, "text", "") or "{}")
         except ValueError:
             return []
         claims = data.get("claims") if isinstance(data, dict) else None
         return [c for c in claims if isinstance(c, dict)] if isinstance(claims, list) else []
+
+    def usage(self) -> dict[str, Any]:
+        """Totals over :attr:`calls`: calls, input/output tokens, seconds."""
+        return {
+            "calls": len(self.calls),
+            "input_tokens": sum(int(getattr(c, "input_tokens", 0)) for c in self.calls),
+            "output_tokens": sum(int(getattr(c, "output_tokens", 0)) for c in self.calls),
+            "total_s": round(sum(float(getattr(c, "total_s", 0.0)) for c in self.calls), 3),
+        }

@@ -89,12 +89,23 @@ def read_by_seq(
     SCOPE + "/read/entry/{entry}", response={200: ReadOut, **ERRORS}, summary="Read by hash"
 )
 def read_by_entry(
-    request: HttpRequest, session: ScopePart, lane: ScopePart, branch: ScopePart, entry: HashPart
+    request: HttpRequest,
+    session: ScopePart,
+    lane: ScopePart,
+    branch: ScopePart,
+    entry: HashPart,
+    start: Annotated[int | None, Query(ge=0)] = None,
+    end: Annotated[int | None, Query(ge=1)] = None,
 ) -> Any:
     """The entry of this hash (``sha256:<hex>`` or hex), re-read and verified as
-    ``read/seq/{seq}`` does."""
+    ``read/seq/{seq}`` does. With ``start`` and ``end`` (characters of the entry's text,
+    ``end`` excluded), only that range: what a pinned message's attachment receipt names
+    (``read(entry=sha256:..., range=[start, end])``), with its ``range_sha256``."""
     journal = caller_journal(request, session, lane, branch)
-    return services.recovery_read(journal=journal, entry=entry).__dict__
+    if (start is None) != (end is None):
+        raise services.RecoveryError("give both start and end, or neither")
+    text_range = (start, end) if start is not None and end is not None else None
+    return services.recovery_read(journal=journal, entry=entry, text_range=text_range).__dict__
 
 
 @router.post(SCOPE + "/analyst", response={200: AnalystOut, **ERRORS}, summary="Ask the analyst")

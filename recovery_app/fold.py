@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from journal_app.models import Journal
 from ledger_app.hooks import FoldRecovery
 from ledger_app.models import Fold
-from ledger_app.services import ledger_fold
 from recovery_app import services
 from recovery_app.models import Receipt
 
@@ -67,30 +65,3 @@ def fold_recovery_prepare(*, journal: Journal, **run: Any) -> FoldRecovery:
         note=", ".join(f"receipt {r.pk}" for r in pending),
         finish=finish if pending else None,
     )
-
-
-@dataclass
-class RecoveryFoldResult:
-    """The recovery receipt (``None`` if none could be written) and the fold that followed."""
-
-    receipt: Receipt | None
-    fold: Any  # ledger_app.services.FoldResult
-    entered: list[str] = field(default_factory=list)
-
-
-def recovery_fold(
-    *, journal: Journal, upto: int | None = None, writer: Any = None, **run: Any
-) -> RecoveryFoldResult:
-    """One fold through the one fold service, with recovery options for this attempt.
-
-    The same as :func:`ledger_app.services.ledger_fold` (which runs recovery before every
-    fold); ``run`` (``model``, ``budget``, ``clock``) is handed to this fold's recovery attempt
-    (``manage.py recover`` and tests use it). The writer is the configured default unless
-    ``writer`` names one.
-
-    Returns:
-        :class:`RecoveryFoldResult` with the receipt, the ``FoldResult`` and the ids of
-        recovered facts proposed in the fold.
-    """
-    result = ledger_fold(journal=journal, upto=upto, writer=writer, recovery_options=run or None)
-    return RecoveryFoldResult(result.receipt, result, list(result.recovered))

@@ -44,12 +44,21 @@ class QueryInvalid(DomainError, ValueError):
 
 
 def tokenize(text: str) -> list[str]:
-    """Return the tokens of ``text`` in order (see the module docstring)."""
-    return [
-        t
-        for t in (m.group().casefold() for m in _TOKEN.finditer(text))
-        if len(t) <= MAX_TOKEN_CHARS
-    ]
+    """Return the tokens of ``text`` in order (see the module docstring).
+
+    Each token is split from the text as written, then case-folded: all tokens at once, in
+    one ``casefold`` of the tokens joined by NUL (case folding maps each character on its
+    own, and nothing folds to or from NUL, which is never part of a token); case-folding
+    the text before splitting would differ (``İ`` folds to ``i`` and a combining dot, which
+    would split the token)."""
+    found = _TOKEN.findall(text)
+    if not found:
+        return []
+    joined = "\x00".join(found)
+    tokens = (joined.lower() if joined.isascii() else joined.casefold()).split("\x00")
+    if max(map(len, tokens)) <= MAX_TOKEN_CHARS:
+        return tokens
+    return [t for t in tokens if len(t) <= MAX_TOKEN_CHARS]
 
 
 def segments(tokens: Sequence[str]) -> list[str]:

@@ -4,8 +4,9 @@ The search index holds one :class:`SearchSegment` per segment of every raw entry
 entries and reasoning blocks are never indexed, so they are never results). Its text is the
 entry's tokens (:mod:`recovery_app.lexical`); the database indexes it:
 
-* PostgreSQL: a stored ``tsvector`` column ``tsv`` generated from ``tokens`` with a GIN index
-  (migration 0002);
+* PostgreSQL: a ``tsvector`` column ``tsv`` with a GIN index (migration 0002), computed from
+  ``tokens`` by a trigger on insert that then empties ``tokens`` (migration 0004: the text is
+  not kept twice);
 * SQLite: an FTS5 virtual table ``recovery_fts`` over this table, kept in step by triggers.
 
 Entries are append-only, so the index only grows: segments are append-only rows too.
@@ -21,10 +22,15 @@ from journal_app.models import AppendOnlyModel, Entry, Journal
 class SearchSegment(AppendOnlyModel):
     """Up to 16,000 tokens of one entry (see :func:`recovery_app.lexical.segments`)."""
 
-    entry = models.ForeignKey(Entry, on_delete=models.PROTECT, related_name="+")
-    journal = models.ForeignKey(Journal, on_delete=models.PROTECT, related_name="+")
+    # no index of their own: the unique (entry, segment) and the (journal, seq) index lead
+    # with them (bench/README.md, "Storage")
+    entry = models.ForeignKey(Entry, on_delete=models.PROTECT, related_name="+", db_index=False)
+    journal = models.ForeignKey(Journal, on_delete=models.PROTECT, related_name="+", db_index=False)
     seq = models.PositiveBigIntegerField()
     segment = models.PositiveIntegerField(default=0)
+    #: the segment's space-joined tokens as written; on PostgreSQL a trigger turns them into
+    #: ``tsv`` on insert and stores ``''`` here (the text would be a second copy, migration
+    #: 0004); on SQLite the FTS5 table reads them from this column
     tokens = models.TextField()
 
     class Meta:

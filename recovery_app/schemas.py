@@ -57,6 +57,12 @@ class ReadOut(Schema):
     byte_length: int
     body_hash: str
     chunks: list[ChunkOut]
+    range: list[int] | None = Field(
+        None, description="[start, end) in characters of the entry's text, when asked for"
+    )
+    range_sha256: str | None = Field(
+        None, description="sha256 of the range's UTF-8 bytes before filtering"
+    )
 
 
 class AnalystIn(Schema):

@@ -24,9 +24,9 @@ CHECK_ORDER = ("exists", *CHECKS)
 
 
 def receipts_for_journal(journal: Journal, *, outcome: str = "") -> QuerySet[Receipt]:
-    """The journal's receipts, newest first (``outcome`` narrows when it is one), without the
-    large columns (claims, recovered ops, verdicts, question); ``fold_number`` and
-    ``entered_number`` annotated."""
+    """The journal's receipts, newest first (``outcome`` narrows when it is one; ``triggered``:
+    every outcome but ``not_triggered``), without the large columns (claims, recovered ops,
+    verdicts, question); ``fold_number`` and ``entered_number`` annotated."""
     qs = (
         Receipt.objects.filter(journal=journal)
         .annotate(fold_number=F("fold__number"), entered_number=F("entered_fold__number"))
@@ -35,7 +35,13 @@ def receipts_for_journal(journal: Journal, *, outcome: str = "") -> QuerySet[Rec
     )
     if outcome in Receipt.Outcome.values:
         qs = qs.filter(outcome=outcome)
+    elif outcome == TRIGGERED:
+        qs = qs.exclude(outcome=Receipt.Outcome.NOT_TRIGGERED)
     return qs
+
+
+#: the receipts list's default filter: attempts whose trigger fired
+TRIGGERED = "triggered"
 
 
 def receipt_get(journal: Journal, pk: int) -> Receipt:

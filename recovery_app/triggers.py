@@ -232,6 +232,13 @@ def scan(items: Sequence[ScanItem], *, window: int = WINDOW, skip_upto: int = 0)
         reason = f"no identifier or uncertainty/correction phrase in the last {len(recent)} entries"
         if phrases or any(i["authoritative"] for i in identifiers):
             reason = f"matches only in entries already scanned (seq <= {skip_upto})"
+        elif identifiers:
+            named = len({i["value"] for i in identifiers})
+            reason = (
+                f"{named} identifier(s) in the last {len(recent)} entries, all in the agent's "
+                "own messages (only a user's or system message naming one, or an "
+                "uncertainty/correction phrase, fires recovery)"
+            )
         return TriggerScan(False, span, phrases, identifiers, terms, [], reason)
     what = []
     if any(p["seq"] in firing for p in phrases):

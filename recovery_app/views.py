@@ -46,7 +46,8 @@ def _entry_url(digest: str) -> str:
 def receipt_list(
     request: HttpRequest, tenant: str, session: str, lane: str, branch: str
 ) -> HttpResponse:
-    """The recovery receipts of one journal, newest first, 25 per page (``?outcome=`` narrows).
+    """The recovery receipts of one journal, newest first, 25 per page (``?outcome=`` narrows;
+    by default the attempts whose trigger fired, ``?outcome=all`` for every one).
 
     One row per attempt: when, kind, trigger reason, snapshot revision, queries, reads,
     sources, tokens, seconds, outcome. A fixed number of queries whatever the count (the
@@ -55,9 +56,9 @@ def receipt_list(
     An htmx request (the filter, the pages) gets ``#receipt-list``.
     """
     journal = selectors.get_journal_for_user(request.user, tenant, session, lane, branch)
-    outcome = request.GET.get("outcome", "")
-    if outcome not in Receipt.Outcome.values:
-        outcome = ""
+    outcome = request.GET.get("outcome", "") or recovery_selectors.TRIGGERED
+    if outcome not in Receipt.Outcome.values and outcome != "all":
+        outcome = recovery_selectors.TRIGGERED
     qs = recovery_selectors.receipts_for_journal(journal, outcome=outcome)
     page = Paginator(qs, RECEIPTS_PER_PAGE).get_page(request.GET.get("page") or "1")
     context = {
@@ -66,9 +67,11 @@ def receipt_list(
         "receipts": list(page.object_list),
         "outcome": outcome,
         "outcomes": Receipt.Outcome.values,
+        "any_receipt": bool(page.paginator.count)
+        or recovery_selectors.receipts_for_journal(journal).exists(),
         "permalink": request.build_absolute_uri(
             reverse("recovery:receipts", kwargs=scope_kwargs(journal))
-            + ("?" + urlencode({"outcome": outcome}) if outcome else "")
+            + ("?" + urlencode({"outcome": outcome}) if outcome != "triggered" else "")
         ),
     }
     template = "recovery_app/receipts.html"

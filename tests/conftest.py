@@ -14,9 +14,37 @@ def corpus() -> Path:
     return CORPUS
 
 
+@pytest.fixture(scope="session")
+def _worker_media(tmp_path_factory) -> Path:
+    """One media folder per test process (each pytest-xdist worker has its own temporary
+    root), so that no worker deletes or replaces the artifact files of another and no test
+    writes into the developer's ``var/media``."""
+    return tmp_path_factory.mktemp("media")
+
+
+@pytest.fixture(autouse=True)
+def _media_per_worker(settings, _worker_media):
+    settings.MEDIA_ROOT = _worker_media
+
+
 @pytest.fixture(autouse=True)
 def _no_refused_key_limit(settings):
     """Refused API keys are counted per client address (``API_AUTH_FAILURE_RATE``); every
     test client is 127.0.0.1, so the suite's many 401 checks would share one counter. Tests
     of that limit set a rate themselves (tests/api/test_rate_limit.py)."""
     settings.API_AUTH_FAILURE_RATE = ""
+
+
+@pytest.fixture(autouse=True)
+def _drain_background_checks(request):
+    """A test with a live server answers pages whose stored check runs on the background
+    thread after commit (ledger_app.background); wait for it before the database is flushed,
+    or SQLite's shared in-memory database reports its table locked at teardown."""
+    if "live_server" not in request.fixturenames:
+        yield
+        return
+    request.getfixturevalue("transactional_db")
+    yield
+    from ledger_app.background import wait_for_background
+
+    wait_for_background()

@@ -10,6 +10,7 @@ import io
 import pytest
 from django.core.management import call_command
 
+from journal_app.content import pin_text
 from journal_app.models import Entry
 from journal_app.rounds import group_rounds
 from journal_app.services import journal_import, journal_verify
@@ -68,7 +69,11 @@ def _check_journal(journal):
     covered = [e for e in entries if e.seq <= fold.seq_end]
     for e in covered:
         if e.authoritative and e.text:
-            assert pins[e.entry_hash] == e.text
+            # pin rules 3: verbatim minus the harness blocks inside (DESIGN.md 5.2)
+            assert pins[e.entry_hash] == pin_text(e.text)
+            assert "# Context from my IDE setup" not in pins[e.entry_hash] or (
+                pins[e.entry_hash] == e.text
+            )
     # every call in the covered range is paired with its result or stated as interrupted
     results = {e.tool_call_id for e in covered if e.kind == "tool_result"}
     outcomes = {f["support"][0]["entry"]: f for f in facts.values() if f["id"].startswith("tool:")}

@@ -108,7 +108,7 @@ def gunicorn(tmp_path):
         CELERY_TASK_ALWAYS_EAGER="true",
     )
     command = [
-        sys.executable, "-m", "gunicorn", "-c", CONFIG, "config.wsgi:application",
+        sys.executable, "-m", "gunicorn", "-c", CONFIG, "config.asgi:application",
         "--bind", f"127.0.0.1:{port}", "--workers", "1",
     ]  # fmt: skip
     log = (tmp_path / "gunicorn.log").open("wb")

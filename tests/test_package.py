@@ -20,6 +20,9 @@ from pathlib import Path
 
 import pytest
 
+# pip builds in the repository's build/ folder: one worker builds at a time (pytest-xdist)
+pytestmark = pytest.mark.xdist_group("repository-build-folder")
+
 ROOT = Path(__file__).resolve().parent.parent
 APPS = ["config", "journal_app", "audit_app", "ledger_app", "recovery_app", "proxy_app"]
 

@@ -2,7 +2,7 @@
 worker against PostgreSQL and Redis, driven over HTTP end to end.
 
 ``docker-compose.yml`` describes db, redis, web and worker; Docker cannot run on the CI
-machines, so this test brings the same processes up itself: ``gunicorn config.wsgi`` on
+machines, so this test brings the same processes up itself: ``gunicorn config.asgi`` on
 127.0.0.1 and a free port, and a real ``celery worker`` on Redis database 12
 (``CELERY_TOPOLOGY_BROKER_URL`` to change it), both on the test run's own PostgreSQL
 database, both with production settings (``DJANGO_DEBUG=false``, JSON logs). Then, over
@@ -117,7 +117,7 @@ def topology(tmp_path) -> Iterator[dict]:
     commands = {
         "web": [
             sys.executable, "-m", "gunicorn", "-c", "python:config.gunicorn",
-            "config.wsgi:application",
+            "config.asgi:application",
             "--bind", f"127.0.0.1:{port}", "--workers", "2", "--timeout", "60",
             "--access-logfile", "-",
         ],
@@ -301,7 +301,7 @@ def test_every_way_of_starting_the_web_process_reads_the_gunicorn_config():
     assert web[:3] == ["gunicorn", "-c", "python:config.gunicorn"]
     assert '"-c", "python:config.gunicorn"' in (ROOT / "Dockerfile").read_text()
     production = (ROOT / "README.md").read_text().split("## Run in production")[1]
-    assert "gunicorn -c python:config.gunicorn config.wsgi:application" in production
+    assert "gunicorn -c python:config.gunicorn config.asgi:application" in production
 
 
 @pytest.mark.django_db

@@ -97,7 +97,8 @@ def detect(source: Source) -> bool:
 
 def _image_info(block: dict[str, Any]) -> dict[str, Any]:
     """``{"media_type", "bytes"}`` of a base64 image block (size computed, not decoded)."""
-    src = block.get("source") if isinstance(block.get("source"), dict) else {}
+    source = block.get("source")
+    src: dict[str, Any] = source if isinstance(source, dict) else {}
     info: dict[str, Any] = {"source_type": src.get("type")}
     if "media_type" in src:
         info["media_type"] = src["media_type"]

@@ -268,9 +268,10 @@ def parse(source: Source) -> ParsedSession:
         if obs is not None and not isinstance(obs, dict):
             raise FormatError(path, where, "observation", "expected an object")
         made: list[ParsedEntry] = []
-        variant_result = isinstance(obs, dict) and obs.get("type") == "tool_result"
-        if variant_result:
-            result = _variant_result(path, where, step, obs)
+        result_obs = obs if obs is not None and obs.get("type") == "tool_result" else None
+        variant_result = result_obs is not None
+        if result_obs is not None:
+            result = _variant_result(path, where, step, result_obs)
             owner = step_of_call.get(result.tool_call_id)
             if owner is not None and owner > i and owner not in emitted:
                 hoisted = call_entries(owner, early=True)

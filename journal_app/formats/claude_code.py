@@ -152,7 +152,8 @@ def stream(source: Source) -> EntryStream:
         else:
             rest = {k: v for k, v in obj.items() if k != "type"}
             new = [_event(where, {"type": rtype, **rest}, {})]
-        branch = rewound.get(obj.get("uuid")) if isinstance(obj.get("uuid"), str) else None
+        uuid = obj.get("uuid")
+        branch = rewound.get(uuid) if isinstance(uuid, str) else None
         if branch:  # a rewound branch: its own journal branch, never the live context
             for e in new:
                 e.branch = branch

@@ -102,7 +102,8 @@ def parse(source: Source) -> ParsedSession:
         raise FormatError(path, "", "messages", "missing: a mini-swe-agent trajectory needs it")
     if not isinstance(messages, list):
         raise FormatError(path, "", "messages", f"expected a list, got {type(messages).__name__}")
-    info = data.get("info") if isinstance(data.get("info"), dict) else {}
+    raw_info = data.get("info")
+    info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
     submission = info.get("submission")
 
     entries: list[ParsedEntry] = []

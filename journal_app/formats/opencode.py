@@ -126,7 +126,8 @@ def _usage(data: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any] 
             for key in ("read", "write"):
                 tokens["cache"][key] += (t.get("cache") or {}).get(key) or 0
             cost += s.get("cost") or 0
-    cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
+    raw_cache = tokens.get("cache")
+    cache: dict[str, Any] = raw_cache if isinstance(raw_cache, dict) else {}
     usage = {
         "input_tokens": tokens.get("input"),
         "output_tokens": tokens.get("output"),

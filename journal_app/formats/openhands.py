@@ -108,11 +108,12 @@ def parse(source: Source) -> ParsedSession:
     if isinstance(data, list):
         history, record = data, {}
     elif isinstance(data, dict):
-        history, record = data.get("history"), data
-        if history is None:
+        found = data.get("history")
+        if found is None:
             raise FormatError(path, "", "history", "missing: an OpenHands record needs history[]")
-        if not isinstance(history, list):
-            raise FormatError(path, "", "history", f"expected a list, got {type(history).__name__}")
+        if not isinstance(found, list):
+            raise FormatError(path, "", "history", f"expected a list, got {type(found).__name__}")
+        history, record = found, data
     else:
         raise FormatError(path, "", "", "expected a JSON object with history[]")
 
@@ -216,10 +217,10 @@ def _action(path, where: str, event: dict[str, Any], state: _State) -> None:
         if not isinstance(sender, str) or sender not in roles:
             raise FormatError(path, where, "source", f"unknown message source {sender!r}")
         role = roles[sender]
-        content = args.get("content", event.get("message"))
-        if content is None and role == "assistant":
-            content = ""
-        text = require_str(path, where, "args.content", content)
+        said = args.get("content", event.get("message"))
+        if said is None and role == "assistant":
+            said = ""
+        text = require_str(path, where, "args.content", said)
         meta = _envelope(event, ("args",))
         meta["args"] = {k: v for k, v in args.items() if k != "content"}
         if meta.get("message") == text:
@@ -307,7 +308,8 @@ def _usage(response: Any, llm_metrics: Any) -> dict[str, Any] | None:
         items = [u for u in llm_metrics.get("token_usages") or [] if isinstance(u, dict)]
         response_id = response.get("id") if isinstance(response, dict) else None
         matching = [u for u in items if response_id and u.get("response_id") == response_id]
-        usage = (matching or items or [None])[-1]
+        candidates = matching or items
+        usage = candidates[-1] if candidates else None
     if not isinstance(usage, dict):
         return None
     out: dict[str, Any] = {}

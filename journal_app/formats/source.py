@@ -34,7 +34,41 @@ _READ = 1024 * 1024  # bytes per read while streaming
 # ``yajl2_c`` (the fast ijson backend) turns a lone surrogate escape into "?" and refuses
 # integers beyond 64 bits; ``json.loads`` keeps both. Files holding either are streamed with
 # ijson's pure-Python backend, which matches ``json.loads`` (slower, same values, same hashes).
+# A surrogate *pair* (``\ud83d\ude00``: any non-BMP character, e.g. an emoji, as Python's
+# ``json.dumps`` writes it by default) decodes alike in both, and so does text that only
+# looks like an escape (``\\ud83d``: a backslash, escaped, then the letters): only a lone
+# surrogate escape, or a doubtful one, needs the exact backend (:func:`needs_exact`).
 _NEEDS_EXACT = re.compile(rb"\\u[dD][89a-fA-F]|\d{19}")
+_BIG_INTEGER = re.compile(rb"\d{19}")
+_SURROGATE = re.compile(rb"(\\+)u([dD][89a-fA-F])[0-9a-fA-F]{2}")
+_LOW_ESCAPE = re.compile(rb"\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+
+
+def needs_exact(data: bytes) -> bool:
+    """Whether JSON text ``data`` must be parsed by ijson's exact (pure-Python) backend: it
+    holds a run of 19 digits (an integer ``yajl2_c`` may refuse) or a surrogate escape that is
+    not half of a pair. An escape is real when an odd number of backslashes precede its
+    ``u`` (an even number is escaped backslashes, then plain text); a real high surrogate
+    must be followed at once by a real low one. Conservative: a run of backslashes at the
+    very start of ``data`` (it may continue before it) counts as doubtful, so ``True``."""
+    if not _NEEDS_EXACT.search(data):
+        return False
+    if _BIG_INTEGER.search(data):
+        return True
+    paired_low = -1  # where the low half of the last pair starts
+    for m in _SURROGATE.finditer(data):
+        if m.start() == paired_low:
+            continue
+        if m.start() == 0:
+            return True
+        if len(m.group(1)) % 2 == 0:
+            continue  # escaped backslashes, then the letters: plain text
+        if m.group(2)[1:2].lower() in b"89ab" and _LOW_ESCAPE.match(data, m.end()):
+            paired_low = m.end()
+            continue
+        return True
+    return False
+
 
 Progress = Callable[[int], None]
 
@@ -388,7 +422,7 @@ def _scan(path: Path) -> tuple[bool, bool]:
                     path, f"line {line}", "", f"not valid UTF-8 (byte offset {offset + exc.start})"
                 ) from None
             blank = blank and not block.strip()
-            exact = exact or bool(_NEEDS_EXACT.search(tail + block))
+            exact = exact or needs_exact(tail + block)
             tail = block[-24:]
             offset += len(block)
             lines += block.count(b"\n")

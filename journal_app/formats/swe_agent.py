@@ -172,22 +172,22 @@ def parse(source: Source) -> ParsedSession:
             if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
                 raise FormatError(path, where, "tool_call_ids", "expected a non-empty list of ids")
             for n, source_id in enumerate(ids):
-                call_id = latest.get(source_id)
-                if call_id is None:
+                unique_id = latest.get(source_id)
+                if unique_id is None:
                     raise FormatError(
                         path, where, "tool_call_ids", f"no earlier tool call with id {source_id!r}"
                     )
-                if call_id in answered:
+                if unique_id in answered:
                     raise FormatError(
                         path, where, "tool_call_ids", f"second result for tool call {source_id!r}"
                     )
-                answered.add(call_id)
+                answered.add(unique_id)
                 result_meta = dict(meta) if n == 0 else {"shared_output_with": latest[ids[0]]}
                 entries.append(
                     tool_result(
-                        call_id,
+                        unique_id,
                         text if n == 0 else "",
-                        name=names.get(call_id, ""),
+                        name=names.get(unique_id, ""),
                         source_ref=where,
                         derived=derived,
                         metadata=result_meta,

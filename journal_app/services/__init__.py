@@ -13,7 +13,10 @@ from journal_app.services.append import (
     journal_append,
 )
 from journal_app.services.errors import (
+    ArtifactStoreFull,
     ArtifactWriteError,
+    CommittedConnectionLost,
+    CommitUnconfirmed,
     ConflictError,
     DatabaseUnavailable,
     GapError,
@@ -32,7 +35,10 @@ from journal_app.services.scope import (
 from journal_app.services.verify import VerifyReport, entry_check, journal_verify
 
 __all__ = [
+    "ArtifactStoreFull",
     "ArtifactWriteError",
+    "CommitUnconfirmed",
+    "CommittedConnectionLost",
     "DatabaseUnavailable",
     "artifact_check",
     "artifact_read",

@@ -32,6 +32,22 @@ class DatabaseUnavailable(JournalError):
     code = "database_unavailable"
 
 
+class CommitUnconfirmed(DatabaseUnavailable):
+    """The connection was lost while the transaction committed (HTTP 503): the server may
+    have written it or not, and the client cannot tell. Running the same import again is
+    safe (an identical import changes nothing) and says what the scope holds."""
+
+    code = "commit_unconfirmed"
+
+
+class CommittedConnectionLost(JournalError):
+    """The write committed, then the connection was lost before the answer was complete
+    (HTTP 503). The message says what was committed; nothing needs to be sent again."""
+
+    status = 503
+    code = "committed_then_lost"
+
+
 class ArtifactWriteError(JournalError):
     """An artifact's bytes could not be stored with their hash (HTTP 503); nothing written."""
 
@@ -39,17 +55,42 @@ class ArtifactWriteError(JournalError):
     code = "artifact_write_failed"
 
 
+class ArtifactStoreFull(ArtifactWriteError):
+    """The artifact store has no space left (``ENOSPC``/``EDQUOT``; HTTP 507 Insufficient
+    Storage). The message names the store; no temporary file and no row is left."""
+
+    status = 507
+    code = "artifact_store_full"
+
+
+def _first_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
+
+
 @contextmanager
 def _write_transaction(what: str) -> Iterator[None]:
-    """``transaction.atomic()`` whose lost connection becomes :class:`DatabaseUnavailable`."""
+    """``transaction.atomic()`` whose lost connection becomes a truthful error.
+
+    Lost while the body ran (or inside an enclosing transaction): the transaction is rolled
+    back, :class:`DatabaseUnavailable` "nothing was written". Lost at the outermost commit
+    itself: whether the server committed is unknown, :class:`CommitUnconfirmed` says so.
+    """
+    outermost = not transaction.get_connection().in_atomic_block
+    body_done = False
     try:
         with transaction.atomic():
             yield
+            body_done = True
     except (OperationalError, InterfaceError) as exc:
-        detail = (str(exc).strip().splitlines() or [""])[0]
+        if body_done and outermost:
+            raise CommitUnconfirmed(
+                f"the database connection was lost while committing {what}; whether it was "
+                "written is unknown: run the same import again, an identical import stores "
+                f"nothing twice and says what the scope holds ({_first_line(exc)})"
+            ) from exc
         raise DatabaseUnavailable(
             f"the database connection was lost during {what}; nothing was written, "
-            f"try again ({type(exc).__name__}: {detail})"
+            f"try again ({_first_line(exc)})"
         ) from exc
 
 

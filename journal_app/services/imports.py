@@ -17,7 +17,7 @@ from journal_app.formats import FormatError, ParsedEntry, ParsedSession, stream_
 from journal_app.hashing import CanonicalisationError, canonical_body
 from journal_app.models import Journal, Session
 from journal_app.services.append import AppendResult, appended_notify, journal_append
-from journal_app.services.errors import JournalError, _write_transaction
+from journal_app.services.errors import CommittedConnectionLost, JournalError, _write_transaction
 from journal_app.services.scope import journal_ensure, session_ensure, tenant_ensure
 
 #: ``progress(bytes_read, file_bytes)`` after each batch is written
@@ -49,6 +49,35 @@ class ImportResult:
     journals: list[Journal] = field(default_factory=list)
     entries: int = 0
     artifacts: int = 0
+
+
+def import_committed_lost(
+    *, result: ImportResult, name: str, scope: str, exc: BaseException
+) -> CommittedConnectionLost:
+    """The error for a connection lost after an import committed, saying what it committed.
+
+    Built from what the import returned (no query: the connection is gone), for the upload
+    API and the ``import_journal`` command alike (README "REST API").
+
+    Args:
+        result: what :func:`journal_import` returned (its transaction committed).
+        name: the source file's name.
+        scope: ``tenant/session/lane/branch`` the import named.
+        exc: the database error raised after the commit.
+
+    Returns:
+        :class:`~journal_app.services.errors.CommittedConnectionLost` (503,
+        ``committed_then_lost``), never "nothing was written".
+    """
+    journals = len(result.journals) or 1
+    return CommittedConnectionLost(
+        f"the import of {name} committed: {result.append.appended} entries appended, "
+        f"{result.append.unchanged} already present, in {scope}"
+        + (f" and {journals - 1} other journal(s)" if journals > 1 else "")
+        + f" (head seq {result.journal.head_seq}); the database connection was lost after "
+        f"the commit ({type(exc).__name__}), so the rest of the answer (folds, summary) is "
+        "missing: nothing needs to be sent again"
+    )
 
 
 def _count(counts: dict[str, int], e: ParsedEntry) -> None:

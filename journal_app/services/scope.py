@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import errno
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,7 +25,7 @@ from journal_app.models import (
     Session,
     Tenant,
 )
-from journal_app.services.errors import ArtifactWriteError, JournalError
+from journal_app.services.errors import ArtifactStoreFull, ArtifactWriteError, JournalError
 from journal_app.tokens import count_tokens, source_label
 
 BATCH = 500
@@ -82,6 +84,26 @@ def journal_ensure(*, session: Session, lane: str = "main", branch: str = "main"
     return journal
 
 
+def _store_location() -> str:
+    """The artifact store as a person finds it: the folder, or the storage's class."""
+    location = getattr(default_storage, "location", None)
+    return str(location) if location else type(default_storage).__name__
+
+
+def _store_error(name: str, exc: OSError) -> ArtifactWriteError:
+    """A failed write of the artifact store: 507 when it is full, else 503; both name it."""
+    reason = exc.strerror or str(exc)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return ArtifactStoreFull(
+            f"the artifact store ({_store_location()}) is full: {name} could not be "
+            f"written ({reason}); nothing written, free space there and try again"
+        )
+    return ArtifactWriteError(
+        f"the artifact store ({_store_location()}) could not write {name} ({reason}); "
+        "nothing written"
+    )
+
+
 def artifact_store(
     *, tenant: Tenant, content: str, source_tool: str = "", media_type: str | None = None
 ) -> tuple[Artifact, bool]:
@@ -128,7 +150,10 @@ def artifacts_store(
         the same artifact (created once).
 
     Raises:
-        ArtifactWriteError: the bytes could not be stored with their hash.
+        ArtifactStoreFull: the store has no space left (507, naming the store); the
+            temporary file is removed and the caller's transaction rolls back.
+        ArtifactWriteError: the bytes could not be stored with their hash, or another
+            write error of the store (503).
     """
     blobs = [item.content.encode("utf-8") for item in items]
     digests = [chunk_hash(data) for data in blobs]
@@ -149,6 +174,8 @@ def artifacts_store(
                 done = artifact_bytes_put(name=name, data=data, digest=digest, sync_dir=False)
             except ArtifactBytesError as exc:
                 raise ArtifactWriteError(f"{exc}; nothing written") from exc
+            except OSError as exc:
+                raise _store_error(name, exc) from exc
             if done != "kept":
                 written.append(name)
         if existing is not None:
@@ -233,5 +260,21 @@ def journals_for_scope(scope: str | None) -> list[Journal]:
         qs = qs.filter(**dict(zip(names, parts, strict=False)))
     journals = list(qs)
     if scope and not journals:
-        raise JournalError(f"no journal matches scope {scope!r}")
+        hint = scope_suggestions(scope)
+        raise JournalError(
+            f"no journal matches scope {scope!r}"
+            + (f"; did you mean {' or '.join(repr(h) for h in hint)}?" if hint else "")
+            + " (`sessions` lists them)"
+        )
     return journals
+
+
+def scope_suggestions(scope: str, limit: int = 3) -> list[str]:
+    """The known scopes closest to a mistyped one, at the same depth (``difflib``, ratio
+    >= 0.6): ``"demmo"`` -> ``["demo"]``; ``"demo/refund"`` -> ``["demo/refunds"]``. One
+    query over the journals' names; ``[]`` when nothing is close."""
+    parts = scope.strip("/").split("/")
+    depth = len(parts)
+    names = ["session__tenant__slug", "session__key", "lane", "branch"][:depth]
+    known = {"/".join(row) for row in Journal.objects.values_list(*names).distinct()}
+    return difflib.get_close_matches(scope.strip("/"), sorted(known), n=limit, cutoff=0.6)

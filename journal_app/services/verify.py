@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
@@ -30,13 +30,15 @@ Progress = Callable[[int, int], None]
 
 @dataclass
 class VerifyReport:
-    """Result of :func:`journal_verify`: entries checked and the first mismatch, if any."""
+    """Result of :func:`journal_verify`: entries checked, the first mismatch of each journal
+    that has one (``failures``, in the order checked) and the first of them."""
 
     journals: int = 0
     entries: int = 0
     chunks: int = 0
     bytes: int = 0
     first_failure: dict[str, Any] | None = None
+    failures: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -156,8 +158,9 @@ def journal_verify(
 ) -> VerifyReport:
     """Recompute every entry, body and chunk hash, the parent chain and the figures, streaming.
 
-    Stops at the first entry that does not match and reports it (scope, seq, entry hash,
-    the problems). Also checks the seq is gapless and the journal head matches the last entry,
+    Each journal is checked up to its first entry that does not match, which is reported
+    (scope, seq, entry hash, the problems); the other journals are still checked, so one
+    mismatch never hides another journal's state. Also checks the seq is gapless and the journal head matches the last entry,
     and that each artifact's stored bytes still hash to its content hash.
 
     Reads raw columns through server-side cursors (two queries per journal whatever its
@@ -175,8 +178,8 @@ def journal_verify(
         for journal in journals:
             failure = _verify_one(journal, report, total, progress, checked)
             if failure is not None:
-                report.first_failure = failure
-                return report
+                report.failures.append(failure)
+                report.first_failure = report.first_failure or failure
     return report
 
 

@@ -7,12 +7,17 @@ and a target format (``"openai"``: Chat Completions messages; ``"anthropic"``: M
 
 What the request holds, in order:
 
-1. the pins: every authoritative system, developer and user message, byte for byte, in
-   journal order (a system message stays the first message, case 08; Anthropic puts system
-   and developer text in ``system``). They are never folded, shrunk or redacted;
-2. a ledger checkpoint message (only when rounds were folded out of the verbatim part): the
-   facts about the folded rounds, rendered by :func:`ledger_app.budget.render_fact` with their
-   support hashes so the model can ask for the source;
+1. the pins: every authoritative system, developer and user message, in journal order (a
+   system message stays the first message, case 08; Anthropic puts system and developer text
+   in ``system``), shown as :func:`ledger_app.pins.pin_shown_text` says (governing text
+   verbatim, attachments as receipts). They are never folded, shrunk or redacted. A request
+   the ledger closed is one line ("done at seq N: first line ..., evidence sha256:..."), never
+   the current goal (DESIGN.md 5.2). Harness records (:func:`journal_app.harness.harness_kind`)
+   are left out, the latest of each kind kept, and counted in the trace;
+2. a ledger checkpoint message (only when rounds were folded out of the verbatim part),
+   opening with the continuation record (:mod:`.continuation`, DESIGN.md 6), then the other
+   facts about the folded rounds, rendered by :func:`ledger_app.budget.render_fact` with
+   their support hashes so the model can ask for the source;
 3. the kept API rounds verbatim (oversized results as artifact receipts, old results shrunk
    when the budget needed it), ending with the protected recent tail;
 4. a task state message when there is active task state: calls that did not complete,
@@ -53,6 +58,7 @@ Modules, one reason to change each:
 * :mod:`.assembly`: the request's parts and their assembly as OpenAI Chat Completions or
   Anthropic Messages.
 * :mod:`.projection`: artifact receipts and the shrinking of tool results.
+* :mod:`.continuation`: the continuation record at the head of the checkpoint.
 * :mod:`.checkpoint`: the ledger checkpoint message.
 * :mod:`.builder`: the state of one build (rounds, costs, the request and its validation).
 * :mod:`.compaction`: the compaction steps (project, shrink, fold, recovery compaction).

@@ -83,6 +83,7 @@ def build_context(
     revision: int | None = None,
     token_counts: Mapping[str, int] | None = None,
     tools: Any = None,
+    end_status: str = "",
 ) -> ContextBuild:
     """Build the request for the next model call (module docstring: contents and order).
 
@@ -110,6 +111,8 @@ def build_context(
             a message or a result is then not counted again.
         tools: the ``tools`` (schema) input the runtime sends with the request (OpenAI
             ``tools`` or Anthropic ``tools``, any JSON); its tokens count against the budget.
+        end_status: the source's own end status (``exit_status`` of a SWE-agent or
+            mini-swe-agent run; ``""`` for none), stated in the continuation record.
 
     Budget honesty (issue 15): the plan counts the request as it will be sent (secrets
     redacted, call ids, notes and the tools schema counted); a last pass counts the built
@@ -179,6 +182,7 @@ def build_context(
         fold=fold,
         meter=meter,
         tools=tools,
+        end_status=end_status,
     )
     journal_tokens = b.total()
     calibration = calibrate(b)
@@ -199,6 +203,17 @@ def build_context(
         journal_tokens,
         journal_tokens,
     )
+    if b.harness["dropped"]:
+        b.decide(
+            1,
+            "harness",
+            f"{b.harness['dropped']} harness records left out of the rounds and the tail "
+            f"({', '.join(f'{k}: {n}' for k, n in b.harness['by_kind'].items())}); only the "
+            "latest of each kind is shown (journal_app.harness; they stay in the journal)",
+            journal_tokens,
+            journal_tokens,
+            kept_seqs=b.harness["kept_seqs"],
+        )
     tail_start = min(
         (p.round.first_seq for p in tail_plans), default=(b.entries[-1].seq + 1 if b.entries else 1)
     )
@@ -223,14 +238,18 @@ def build_context(
                 b.total(),
             )
             continue
-        if len(b.decisions) == 1:
-            b.decide(
-                1,
-                "none",
-                f"the request is {b.total()} tokens, within {limit}: nothing to compact",
-                b.total(),
-                b.total(),
-            )
+        if not any(d["step"] in (2, 3, 4) and d["effect"] for d in b.decisions):
+            if b.total() <= limit:
+                why = f"the request is {b.total()} tokens, within {limit}: nothing to compact"
+            else:
+                why = (
+                    f"the request is {b.total()} tokens, over the limit {limit}, and no step "
+                    f"could compact it: pins and task state {mandatory_tokens(b)} tokens, the "
+                    f"protected tail {sum(p.cost for p in b.plans if p.protected)} tokens, "
+                    f"{sum(1 for p in b.plans if p.round.kind == 'api' and not p.protected)} "
+                    "older API rounds (validation and recovery follow)"
+                )
+            b.decide(1, "none", why, b.total(), b.total())
         planned = b.total()
         correction = b.correction
         view, a, left, report = b.rebuild()
@@ -271,11 +290,7 @@ def build_context(
     failure = None
     status = "ok" if report.ok else "failed"
     if not report.ok:
-        mandatory = (
-            b.meter.per_request
-            + sum(p.cost for p in b.plans if not p.dropped and p.round.kind == "message")
-            + b.text_cost(b.task_text)
-        )
+        mandatory = mandatory_tokens(b)
         failure = {
             "reason": "the request cannot be made valid: "
             + "; ".join(p.message for p in report.problems[:5])
@@ -358,6 +373,8 @@ def build_context(
             }
         ),
         "redactions": b.redactions,
+        "harness": b.harness,
+        "continuation_record": b.facts.record.sections,
         "notes": b.notes,
         "decisions": b.decisions,
         "validation": reports,
@@ -365,6 +382,16 @@ def build_context(
         "sources": [[short(h) for h in s] for s in a.sources] if view is not None else [],
     }
     return ContextBuild(status, view, trace, failure, report, b.ledger, b.covered_upto)
+
+
+def mandatory_tokens(b: Builder) -> int:
+    """Tokens no compaction step removes: the request's primer, the message rounds (pins,
+    harness records kept) and the task state."""
+    return (
+        b.meter.per_request
+        + sum(p.cost for p in b.plans if not p.dropped and p.round.kind == "message")
+        + b.text_cost(b.task_text)
+    )
 
 
 def calibrate(b: Builder) -> dict[str, Any]:

@@ -10,11 +10,13 @@ they run in is :func:`ledger_app.context.build.build_context`.
 
 from __future__ import annotations
 
+import bisect
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from journal_app.harness import harness_kind
 from journal_app.privacy import REASONING_MARK, reasoning_spans
 from journal_app.rounds import Round, group_rounds
 from ledger_app.context.assembly import (
@@ -28,10 +30,12 @@ from ledger_app.context.assembly import (
 )
 from ledger_app.context.checkpoint import Checkpoint, fact_line, imported_summaries
 from ledger_app.context.common import TARGETS, ArtifactResolver, FoldCallback
+from ledger_app.context.continuation import done_request_line, is_closed_request
 from ledger_app.context.projection import receipt_again
 from ledger_app.context.task_state import current_goal, pending_approvals, task_state_text
 from ledger_app.context.thinking import loop_thinking, thinking_part
 from ledger_app.mechanical import EntryView, is_pin_source, pin_fact
+from ledger_app.pins import expected_text, open_requests_split, pin_shown_text
 from ledger_app.validation import (
     BUDGET_CHECKS,
     ArtifactInfo,
@@ -41,12 +45,18 @@ from ledger_app.validation import (
     ValidationReport,
     budget_problems,
     memo_scanner,
+    message_texts,
     redact,
     validate_request,
 )
 
 #: Tokens kept back when filling the checkpoint with P2/P3 facts.
 FILL_MARGIN = 8
+#: The last deliverable is shown whole in the continuation record when it takes at most
+#: 1/DELIVERABLE_SHARE of the budget; over that, as a receipt that ``read`` restores.
+DELIVERABLE_SHARE = 8
+#: The context-side check that a done request is never shown as current (DESIGN.md 5.2).
+DONE_REQUEST_CHECK = "done_request_current"
 #: Tries of the last pass (fewer P2/P3 facts) before the compaction steps run again.
 LAST_PASS_TRIES = 4
 
@@ -88,8 +98,11 @@ class Builder:
         fold: FoldCallback | None,
         meter: Meter,
         tools: Any = None,
+        end_status: str = "",
     ) -> None:
         self.entries = list(entries)
+        #: the source's own end status (``exit_status`` of a run), for the continuation record
+        self.end_status = end_status
         self.ledger = ledger
         self.covered_upto = covered_upto
         self.receipts = receipts
@@ -132,6 +145,7 @@ class Builder:
         #: set by the recovery step: a checkpoint with no P0/P1 fact is planned at 0 tokens
         #: (:meth:`ledger_app.context.checkpoint.Checkpoint.make_soft`), kept across refolds
         self.soft_checkpoint = False
+        self._pin_facts: dict[str, dict[str, Any]] = {}
         self._prepare()
 
     # ---------------------------------------------------------------- setup
@@ -170,6 +184,7 @@ class Builder:
             parts, notes = round_parts(r, self.by_seq, mid)
             self.notes += notes
             self.plans.append(Plan(round=r, parts=parts))
+        self._drop_harness()
         if self.fmt == "anthropic" and self.plans:  # the tool loop's thinking blocks (issue 15)
             kept = loop_thinking([p.round for p in self.plans], self.by_seq)
             self.plans[-1].parts[:0] = [thinking_part(e, block) for e, block in kept]
@@ -199,11 +214,102 @@ class Builder:
             ),
             default=0,
         )
-        self.goal = current_goal(self.entries)
         self.approvals = pending_approvals(self.entries)
         self.summaries = imported_summaries(self.entries)
         self.facts_from(self.ledger)
         self.set_task_text(self.task_state())
+
+    def _drop_harness(self) -> None:
+        """Harness records out of the request (DESIGN.md 5.2 and 6): a whole message that is
+        a harness record (:func:`journal_app.harness.harness_kind`: a format nag, a caveat,
+        command markup, an interrupt marker, environment context) is left out of the rounds
+        and the tail, except the latest of each kind; identical repeats therefore cost at
+        most one message. What was left out is counted in :attr:`harness` (debug trace)."""
+        kinds: dict[int, str] = {}
+        for i, p in enumerate(self.plans):
+            if p.round.kind != "message" or len(p.parts) != 1 or p.parts[0].entry is None:
+                continue
+            e = p.parts[0].entry
+            kind = harness_kind(kind=e.kind, role=e.role, text=e.text, meta=e.meta)
+            if kind:
+                kinds[i] = kind
+        latest = {kind: i for i, kind in kinds.items()}
+        kept = set(latest.values())
+        dropped: dict[str, int] = {}
+        texts: dict[str, set[str]] = {}
+        for i, kind in kinds.items():
+            e = self.plans[i].parts[0].entry
+            assert e is not None
+            texts.setdefault(kind, set()).add(e.text)
+            if i in kept:
+                continue
+            self.plans[i].parts = []
+            dropped[kind] = dropped.get(kind, 0) + 1
+        #: what :meth:`_drop_harness` left out: ``{"dropped", "by_kind", "kept_seqs",
+        #: "distinct_texts"}``
+        self.harness = {
+            "dropped": sum(dropped.values()),
+            "by_kind": dict(sorted(dropped.items())),
+            "kept_seqs": sorted(self.plans[i].round.first_seq for i in kept),
+            "distinct_texts": {k: len(v) for k, v in sorted(texts.items())},
+        }
+
+    def _show_pins(self) -> None:
+        """Show each pin as the ledger says (DESIGN.md 5.2): an active pin through
+        :func:`ledger_app.pins.pin_shown_text` (attachments as receipts, words verbatim); a
+        closed request as one line ("done at seq N: first line ..., evidence sha256:..."),
+        never as current. Re-run after a fold (a request may have closed); recounts the
+        rounds that changed and the savings of pins left out before the checkpoint."""
+        skippable: list[tuple[int, int]] = []
+        for p in self.plans:
+            if p.round.kind != "message":
+                continue
+            changed = False
+            for part in p.parts:
+                e = part.entry
+                if e is None or not is_pin_source(e):
+                    continue
+                fact = self.facts.pins.get(e.entry_hash)
+                if fact is not None and is_closed_request(fact):
+                    text, pin, form = done_request_line(fact, self.by_hash), False, "done"
+                elif fact is None or fact.get("lifecycle", "active") == "active":
+                    # a pin not folded yet is shown as its fold will record it
+                    shown = pin_shown_text(fact if fact is not None else self.pin_of(e))
+                    text, pin, form = shown, True, "verbatim"
+                else:
+                    text, pin, form = e.text, True, "verbatim"
+                if (part.text, part.pin, part.form) != (text, pin, form):
+                    part.text, part.pin, part.form = text, pin, form
+                    changed = True
+            if changed:
+                self.set_cost(p)
+            if p.parts and all(
+                q.entry is not None and q.entry.entry_hash in self.inactive_pins for q in p.parts
+            ):
+                skippable.append((p.round.first_seq, p.cost))
+        # pins no longer active before the last folded round are left out (final_parts): the
+        # plan counts that saving, as a prefix sum by seq
+        skippable.sort()
+        self._skip_seqs = [seq for seq, _ in skippable]
+        self._skip_sums = [0]
+        for _, cost in skippable:
+            self._skip_sums.append(self._skip_sums[-1] + cost)
+
+    def pin_of(self, e: EntryView) -> dict[str, Any]:
+        """The pin fact of entry ``e`` as a fold records it (:func:`ledger_app.mechanical.pin_fact`:
+        its kind and attachments), remembered for the build."""
+        fact = self._pin_facts.get(e.entry_hash)
+        if fact is None:
+            fact = self._pin_facts[e.entry_hash] = pin_fact(e)
+        return fact
+
+    def skipped_cost(self, dropped: int) -> int:
+        """Tokens of the inactive pins (closed requests, retired pins) left out of the request
+        when ``dropped`` droppable rounds are folded out (those before the last of them)."""
+        if dropped <= 0 or not self._skip_seqs:
+            return 0
+        last = self.droppable[min(dropped, len(self.droppable)) - 1].round.last_seq
+        return self._skip_sums[bisect.bisect_left(self._skip_seqs, last)]
 
     def facts_from(self, ledger: Mapping[str, Any]) -> None:
         """Read the ledger's facts (after a fold grew it, or new rounds became droppable)."""
@@ -216,10 +322,23 @@ class Builder:
             by_seq=self.by_seq,
             summaries=self.summaries,
             clean=self._redact,
+            by_hash=self.by_hash,
+            end_status=self.end_status,
+            deliverable_tokens=max(1, self.budget_limit // DELIVERABLE_SHARE),
         )
         if self.soft_checkpoint:
             self.facts.make_soft()
-        self.inactive_pins = self.facts.inactive_pins
+        # open requests past the latest few are the record's lines, not verbatim messages:
+        # what every context carries stays bounded however many are open (DESIGN.md 5.5;
+        # ledger_app.pins.open_requests_split); they stay active in the ledger
+        _, listed, counted = open_requests_split(list(self.facts.pins.values()))
+        older = {str(f["support"][0]["entry"]) for f in [*listed, *counted] if f.get("support")}
+        self.inactive_pins = self.facts.inactive_pins | older
+        self._show_pins()
+        closed = {h for h, f in self.facts.pins.items() if is_closed_request(f)}
+        #: the hashes of done requests: never the current goal, never shown as current
+        self.done_requests = closed
+        self.goal = current_goal([e for e in self.entries if e.entry_hash not in closed])
         if hasattr(self, "task_text"):
             self.set_task_text(self.task_state())
 
@@ -296,7 +415,14 @@ class Builder:
     def planned(self, dropped: int, body: int) -> int:
         """The request's tokens with ``dropped`` rounds left out and ``body`` tokens of rounds
         shown (P2/P3 facts not counted: they only fill room)."""
-        return self.fixed + self.correction + body + self.ckpt_cost(dropped) + self.task_cost
+        return (
+            self.fixed
+            + self.correction
+            + body
+            - self.skipped_cost(dropped)
+            + self.ckpt_cost(dropped)
+            + self.task_cost
+        )
 
     def total(self, dropped: int | None = None) -> int:
         """The request's tokens as planned (P2/P3 facts not counted: they only fill room).
@@ -324,6 +450,7 @@ class Builder:
             fact_line=fact_line,
             done=self.facts.done,
             by_hash=self.by_hash,
+            end_status=self.end_status,
         )
 
     # ---------------------------------------------------------------- decisions
@@ -377,12 +504,12 @@ class Builder:
             if not p.dropped:
                 for part in p.parts:
                     if (
-                        part.pin
+                        p.round.kind == "message"
                         and part.entry is not None
                         and part.entry.entry_hash in self.inactive_pins
                         and i < last_dropped
                     ):
-                        continue
+                        continue  # a retired pin or a done request: the record lists it
                     q = copy.copy(part)
                     if not q.pin:
                         q.text = self._redact(q.text)
@@ -411,12 +538,22 @@ class Builder:
         for e in self.entries:
             if not is_pin_source(e) or e.entry_hash in self.inactive_pins:
                 continue
-            fid = pin_fact(e)["id"]
-            pins.append((fid, e.entry_hash, e.text))
+            fid = self.pin_of(e)["id"]
             ledger_pin = self.facts.pins.get(e.entry_hash)
-            if ledger_pin is not None and ledger_pin.get("text") != e.text:
-                pins.append((str(ledger_pin.get("id")), e.entry_hash, str(ledger_pin.get("text"))))
-        goal = (self.goal.entry_hash, self.goal.text) if self.goal is not None else None
+            # governing text verbatim as the context shows it (attachments as receipts)
+            shown = pin_shown_text(ledger_pin if ledger_pin is not None else self.pin_of(e))
+            pins.append((fid, e.entry_hash, shown))
+            if ledger_pin is not None and ledger_pin.get("text") != expected_text(
+                ledger_pin, e.text
+            ):
+                # a ledger pin that differs from what its entry gives (harness blocks out,
+                # DESIGN.md 5.2): the journal's bytes are required
+                pins.append((str(ledger_pin.get("id")), e.entry_hash, e.text))
+        goal = None
+        if self.goal is not None:
+            ledger_goal = self.facts.pins.get(self.goal.entry_hash) or self.pin_of(self.goal)
+            shown = pin_shown_text(ledger_goal)
+            goal = (self.goal.entry_hash, shown)
         return Expectations(
             pins=pins,
             goal=goal,
@@ -460,7 +597,7 @@ class Builder:
     def validate(self, view: Mapping[str, Any], a: Assembled) -> ValidationReport:
         """Every invariant of DESIGN.md 6 step 5 on the model view, secrets included, the
         ``tools`` schema counted against the budgets."""
-        return validate_request(
+        report = validate_request(
             {k: v for k, v in view.items() if k != "format"},
             fmt=self.fmt,
             working_budget=self.working,
@@ -473,6 +610,39 @@ class Builder:
             scan=self.scan,
             tools=self.tools,
         )
+        report.checks.append(DONE_REQUEST_CHECK)
+        report.problems += self.done_request_problems(a)
+        return report
+
+    def done_request_problems(self, a: Assembled) -> list[Problem]:
+        """``done_request_current``: a closed request's text shown whole in a message (as if
+        it were current, DESIGN.md 5.2); its one line ("done at seq N ...") is what is shown."""
+        if not self.done_requests:
+            return []
+        texts = {t for m in a.messages for t in message_texts(m)}
+        texts |= {str(b.get("text", "")) for b in a.system}
+        # the same words asked again in an open request are that request, shown as current
+        current = {
+            pin_shown_text(f)
+            for h, f in self.facts.pins.items()
+            if h not in self.done_requests and f.get("lifecycle", "active") == "active"
+        } | {
+            e.text for e in self.entries if is_pin_source(e) and e.entry_hash not in self.facts.pins
+        }
+        problems = []
+        for h in sorted(self.done_requests):
+            e = self.by_hash.get(h)
+            if e is not None and e.text in texts and e.text not in current:
+                problems.append(
+                    Problem(
+                        DONE_REQUEST_CHECK,
+                        f"the request at seq {e.seq} is done but shown whole, as if current",
+                        None,
+                        str(self.facts.pins[h].get("id")),
+                        f"sha256:{h}",
+                    )
+                )
+        return problems
 
     def counted(self, a: Assembled) -> int:
         """Tokens of an assembled request by our own count (what validation will say)."""

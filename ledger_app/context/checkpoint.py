@@ -3,8 +3,11 @@
 Pure module: no Django, no database. When API rounds leave the verbatim part of the request,
 the facts whose support lies in them take their place, rendered by
 :func:`ledger_app.budget.render_fact` with their support hashes so the model can ask for the
-source. P0 and P1 facts always go in; P2/P3 facts fill the room left, newest first, and the
-message says how many stay in the ledger unshown (DESIGN.md 5.4).
+source. The message opens with the continuation record (:mod:`.continuation`, DESIGN.md 6:
+objectives, constraints, decisions, done, in progress, pending, blockers, end state, next
+step), built from the ledger alone; the facts it renders are not repeated. Other P0 and P1
+facts always go in; P2/P3 facts fill the room left, newest first, and the message says how
+many stay in the ledger unshown (DESIGN.md 5.4).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 from journal_app.rounds import Round
 from ledger_app.budget import render_fact
 from ledger_app.context.common import short
+from ledger_app.context.continuation import Record, continuation_record
 from ledger_app.context.task_state import instructions_done
 from ledger_app.facts import priority_rank
 from ledger_app.mechanical import EntryView
@@ -94,8 +98,23 @@ class Checkpoint:
         by_seq: Mapping[int, EntryView] | None = None,
         summaries: Sequence[EntryView] = (),
         clean: Callable[[str], str] = str,
+        by_hash: Mapping[str, EntryView] | None = None,
+        end_status: str = "",
+        deliverable_tokens: int | None = None,
     ) -> None:
         all_facts = ledger.get("facts", {}).values()
+        #: the continuation record (DESIGN.md 6), from the ledger alone
+        self.record: Record = continuation_record(
+            all_facts,
+            by_hash=by_hash or {},
+            end_status=end_status,
+            deliverable_tokens=deliverable_tokens,
+            count=meter.text,
+            clean=clean,
+        )
+        #: the record carries something the model must read (not only its "nothing yet" line)
+        self.record_must = self.record.must
+        self._core_cost: int | None = None
         facts = [f for f in all_facts if f.get("lifecycle", "active") == "active"]
         self.pins = {
             f["support"][0]["entry"]: f for f in all_facts if f.get("pin") and f.get("support")
@@ -111,6 +130,8 @@ class Checkpoint:
         for f in facts:
             if f.get("pin") or f.get("category") == "open_obligation":
                 continue
+            if str(f.get("id")) in self.record.shown:
+                continue  # rendered in the continuation record
             positions = [position_of.get(s.get("entry", ""), -2) for s in f.get("support", [])]
             known = [p for p in positions if p >= 0]
             if not known and all(p == -1 for p in positions):
@@ -170,6 +191,17 @@ class Checkpoint:
         optional = [f for f in eligible if f.get("priority") not in ("P0", "P1")]
         optional.sort(key=lambda f: (-int(f.get("origin_fold", 0) or 0), str(f.get("id"))))
         head = self._head(dropped)
+        if dropped > 0:
+            # the record's lines resting on the ledger are planned for (:meth:`cost`); its
+            # lines that only point at the pins above come first in the room left
+            core = "\n" + self.record.core if self.record.core else ""
+            extra = self.meter.text("\n" + self.record.text) - self.meter.text(core)
+            if fill is None or fill >= extra:
+                head += "\n" + self.record.text
+                if fill is not None:
+                    fill -= extra
+            else:
+                head += core
         lines = [head] + [
             self.line(f)
             for f in sorted(
@@ -178,7 +210,14 @@ class Checkpoint:
         ]
         shown: list[str] = []
         left: list[str] = [str(f.get("id")) for f in optional]
-        if self.soft and dropped > 0 and not must and not self.summaries and fill is not None:
+        if (
+            self.soft
+            and dropped > 0
+            and not must
+            and not self.summaries
+            and not self.record_must
+            and fill is not None
+        ):
             # nothing the checkpoint must carry and no room planned for it (:attr:`soft`):
             # shown only when its header and its note fit in the room left (else no message
             # at all, never a bare header; the trace lists the facts left out)
@@ -191,7 +230,7 @@ class Checkpoint:
             ) + nl
             if fill < least:
                 return "", left, 0
-        if dropped > 0 and not must and not optional:
+        if dropped > 0 and not must and not optional and not self.record.must:
             lines.append(self._no_facts(dropped))
         if dropped == 0 and fill is not None:
             fill -= self.meter.per_message + self.meter.text(head) + self.meter.text("\n")
@@ -239,12 +278,13 @@ class Checkpoint:
             if self._prefix is None:
                 self._prefix = self._prefix_sums()
             lines, n, optional = self._prefix[min(dropped, len(self._prefix) - 1)]
-            if self.soft and n == 0 and not self.summaries:
+            if self.soft and n == 0 and not self.summaries and not self.record_must:
                 self._costs[dropped] = 0  # optional: shown only in room left (:meth:`text`)
                 return 0
             cached = (
                 self.meter.per_message
                 + self.meter.text(self._head(dropped))
+                + self._record_cost()
                 + lines
                 + n * self.meter.text("\n")
             )
@@ -252,12 +292,19 @@ class Checkpoint:
             # "no facts yet" line when no fact does, the pointer to imported summaries
             if optional:
                 cached += self.meter.text(OMITTED.format(n=optional)) + 1
-            elif n == 0:
+            elif n == 0 and not self.record.must:
                 cached += self.meter.text(self._no_facts(dropped)) + 1
             if self.summaries:
                 cached += self.meter.text(self._summaries_left(self.summaries)) + 1
             self._costs[dropped] = cached
         return cached
+
+    def _record_cost(self) -> int:
+        """Tokens of the record's core (its lines resting on the ledger), counted once."""
+        if self._core_cost is None:
+            core = self.record.core
+            self._core_cost = self.meter.text("\n" + core) if core else 0
+        return self._core_cost
 
     def _head(self, dropped: int) -> str:
         if dropped == 0:

@@ -143,11 +143,12 @@ def register(b: Builder, plans: Sequence[Plan]) -> None:
     b.facts_from(b.ledger)
 
 
-def drop(b: Builder, step: int, target: int, fold_upto: int) -> None:
+def drop(b: Builder, step: int, target: int, fold_upto: int, may_ask: bool = True) -> None:
     """Leave out the oldest covered droppable rounds: the fewest that bring the request
     within ``target``; when none does, the number that makes it smallest (possibly none:
-    a fold whose facts cost more than its rounds is not worth it)."""
-    asked = False
+    a fold whose facts cost more than its rounds is not worth it). ``may_ask``: the fold
+    callback may be asked (once) when the covered rounds are not enough."""
+    asked = not may_ask
     while True:
         base = b.dropped_count()
         rest = b.droppable[base:]
@@ -238,7 +239,7 @@ def recover(b: Builder, report: ValidationReport, limit: int, tail_start: int) -
                     was,
                     b.total(),
                 )
-    if b.total() > limit and b.n_dropped > 0:
+    if b.total() > limit and (b.n_dropped > 0 or b.droppable):
         was = b.total()
         b.soft_checkpoint = True
         if b.facts.make_soft() and b.total() < was:
@@ -250,6 +251,10 @@ def recover(b: Builder, report: ValidationReport, limit: int, tail_start: int) -
                 was,
                 b.total(),
             )
+        if b.total() > limit and b.n_dropped < len(b.droppable):
+            # a checkpoint planned at no cost makes folding worth it even for rounds whose
+            # facts cost more than they do (a tiny request over a tiny budget)
+            drop(b, 6, limit, tail_start - 1, may_ask=not b.fold_attempts)
     kept = [p for p in b.plans if not p.dropped]
     project(b, kept, 6, limit)
     body = [p for p in b.plans if not p.dropped]

@@ -21,7 +21,7 @@ from typing import Any
 
 from journal_app.harness import harness_kind
 from ledger_app.context.common import args_text, clip, short
-from ledger_app.mechanical import EntryView
+from ledger_app.mechanical import EntryView, is_submit
 from ledger_app.offline import plan_items
 from ledger_app.pending import is_pending
 from ledger_app.validation import TASK_STATE_MARK
@@ -201,7 +201,7 @@ def instructions_done(
     item 4: a completed instruction must not look pending).
 
     A record of completion is either a closed ``open_obligation`` whose support cites the
-    pin's entry (its ``ended_by.evidence``: the tool results the reducer accepted as
+    pin's entry (not a ``part:`` obligation: one item of a list is not the instruction) (its ``ended_by.evidence``: the tool results the reducer accepted as
     completion, DESIGN.md 5.2), or a fact naming the pin in ``completes`` (the pin's id or
     entry hex) with verified confidence (its support other than the pin is the evidence).
 
@@ -228,6 +228,8 @@ def instructions_done(
             continue
         if f.get("category") != "open_obligation" or f.get("lifecycle") != "closed":
             continue
+        if str(f.get("id", "")).startswith("part:"):
+            continue  # one item of the user's list is done, not the instruction (DESIGN.md 5.5)
         ended = f.get("ended_by")
         evidence = (
             [str(h) for h in (ended.get("evidence") or [])] if isinstance(ended, dict) else []
@@ -277,6 +279,7 @@ def task_state_text(
     fact_line: Callable[[Mapping[str, Any]], str],
     done: Mapping[str, tuple[Mapping[str, Any], list[str]]] | None = None,
     by_hash: Mapping[str, EntryView] | None = None,
+    end_status: str = "",
 ) -> str:
     """The task state message, or ``""`` when nothing is open (DESIGN.md 4 and 6, step 1).
 
@@ -293,13 +296,22 @@ def task_state_text(
         done: :func:`instructions_done` of the ledger: each becomes a "done: the instruction
             at seq N ... was carried out at seq M, evidence sha256:..." line.
         by_hash: entry hex -> entry of ``entries`` (built when not given).
+        end_status: the source's own end status of the run (``exit_status submitted``);
+            stated as the run's end (DESIGN.md 6, end states), ``""`` for none.
 
     Returns:
         The text, opening with ``[task state`` (``TASK_STATE_MARK``), one line per item.
     """
     lines: list[str] = []
     for cid, call, at_tail in interrupted:
-        if is_pending(call):
+        if is_submit(call):
+            # a submit call ends the run: its final output was delivered (DESIGN.md 6, end
+            # states), never "did not complete"
+            head = (
+                f"submitted {cid}: `{call.tool_name}` ended the run by submitting its final "
+                "output; it is the run's end, not pending and not failed"
+            )
+        elif is_pending(call):
             head = f"pending call {cid}: `{call.tool_name}` {PENDING.format(seq=call.seq)}"
         elif at_tail:
             head = (
@@ -363,6 +375,11 @@ def task_state_text(
         lines.append("- open obligation: " + fact_line(f))
     if done:
         lines += _done_lines(done, by_hash or {e.entry_hash: e for e in entries})
+    if end_status:
+        lines.append(
+            f"- the run has ended: the source recorded {end_status}; its final output was "
+            "delivered, nothing of it is pending"
+        )
     if not lines:
         return ""
     said = ""

@@ -5,40 +5,99 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('journal_app', '0002_append_only_triggers'),
+        ("journal_app", "0002_append_only_triggers"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Fold',
+            name="Fold",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('number', models.PositiveIntegerField()),
-                ('kind', models.CharField(choices=[('fold', 'Fold'), ('review', 'Review')], default='fold', max_length=16)),
-                ('seq_start', models.PositiveBigIntegerField(blank=True, null=True)),
-                ('seq_end', models.PositiveBigIntegerField(blank=True, null=True)),
-                ('revision', models.PositiveBigIntegerField()),
-                ('range_hash', models.CharField(help_text='idempotency key: sha256 of covered entry hashes', max_length=64)),
-                ('outcome', models.CharField(choices=[('accepted', 'Accepted'), ('repaired', 'Repaired'), ('fallback', 'Fallback'), ('target_unreachable', 'Target Unreachable'), ('failed', 'Failed')], max_length=24)),
-                ('writer', models.CharField(max_length=100)),
-                ('verifier', models.CharField(blank=True, max_length=100)),
-                ('manifest', models.JSONField(default=dict)),
-                ('delta', models.TextField(help_text='canonical JSON of the delta, with op verdicts')),
-                ('state', models.TextField(help_text='canonical JSON of the ledger state after this fold')),
-                ('state_hash', models.CharField(max_length=64)),
-                ('facts_added', models.PositiveIntegerField(default=0)),
-                ('ops_rejected', models.PositiveIntegerField(default=0)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('journal', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='folds', to='journal_app.journal')),
-                ('previous', models.OneToOneField(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='next_fold', to='ledger_app.fold')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("number", models.PositiveIntegerField()),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[("fold", "Fold"), ("review", "Review")],
+                        default="fold",
+                        max_length=16,
+                    ),
+                ),
+                ("seq_start", models.PositiveBigIntegerField(blank=True, null=True)),
+                ("seq_end", models.PositiveBigIntegerField(blank=True, null=True)),
+                ("revision", models.PositiveBigIntegerField()),
+                (
+                    "range_hash",
+                    models.CharField(
+                        help_text="idempotency key: sha256 of covered entry hashes", max_length=64
+                    ),
+                ),
+                (
+                    "outcome",
+                    models.CharField(
+                        choices=[
+                            ("accepted", "Accepted"),
+                            ("repaired", "Repaired"),
+                            ("fallback", "Fallback"),
+                            ("target_unreachable", "Target Unreachable"),
+                            ("failed", "Failed"),
+                        ],
+                        max_length=24,
+                    ),
+                ),
+                ("writer", models.CharField(max_length=100)),
+                ("verifier", models.CharField(blank=True, max_length=100)),
+                ("manifest", models.JSONField(default=dict)),
+                (
+                    "delta",
+                    models.TextField(help_text="canonical JSON of the delta, with op verdicts"),
+                ),
+                (
+                    "state",
+                    models.TextField(
+                        help_text="canonical JSON of the ledger state after this fold"
+                    ),
+                ),
+                ("state_hash", models.CharField(max_length=64)),
+                ("facts_added", models.PositiveIntegerField(default=0)),
+                ("ops_rejected", models.PositiveIntegerField(default=0)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "journal",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="folds",
+                        to="journal_app.journal",
+                    ),
+                ),
+                (
+                    "previous",
+                    models.OneToOneField(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="next_fold",
+                        to="ledger_app.fold",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['journal_id', 'number'],
-                'constraints': [models.UniqueConstraint(fields=('journal', 'number'), name='fold_unique_number'), models.UniqueConstraint(fields=('journal', 'range_hash'), name='fold_unique_range')],
+                "ordering": ["journal_id", "number"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("journal", "number"), name="fold_unique_number"
+                    ),
+                    models.UniqueConstraint(
+                        fields=("journal", "range_hash"), name="fold_unique_range"
+                    ),
+                ],
             },
         ),
     ]

@@ -6,39 +6,99 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('journal_app', '0002_append_only_triggers'),
-        ('ledger_app', '0001_initial'),
+        ("journal_app", "0002_append_only_triggers"),
+        ("ledger_app", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='fold',
-            name='kind',
-            field=models.CharField(choices=[('fold', 'Fold'), ('review', 'Review'), ('consolidation', 'Consolidation')], default='fold', max_length=16),
+            model_name="fold",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("fold", "Fold"),
+                    ("review", "Review"),
+                    ("consolidation", "Consolidation"),
+                ],
+                default="fold",
+                max_length=16,
+            ),
         ),
         migrations.CreateModel(
-            name='RetirementRequest',
+            name="RetirementRequest",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('fact_id', models.CharField(max_length=100)),
-                ('fact_text', models.TextField()),
-                ('evidence', models.JSONField(default=list)),
-                ('reason', models.TextField(blank=True)),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('approved', 'Approved'), ('refused', 'Refused')], default='pending', max_length=16)),
-                ('comment', models.TextField(blank=True)),
-                ('decided_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('decided_in', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='retirements_decided', to='ledger_app.fold')),
-                ('journal', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='retirements', to='journal_app.journal')),
-                ('requested_in', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='retirements_requested', to='ledger_app.fold')),
-                ('reviewer', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("fact_id", models.CharField(max_length=100)),
+                ("fact_text", models.TextField()),
+                ("evidence", models.JSONField(default=list)),
+                ("reason", models.TextField(blank=True)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("approved", "Approved"),
+                            ("refused", "Refused"),
+                        ],
+                        default="pending",
+                        max_length=16,
+                    ),
+                ),
+                ("comment", models.TextField(blank=True)),
+                ("decided_at", models.DateTimeField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "decided_in",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="retirements_decided",
+                        to="ledger_app.fold",
+                    ),
+                ),
+                (
+                    "journal",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="retirements",
+                        to="journal_app.journal",
+                    ),
+                ),
+                (
+                    "requested_in",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="retirements_requested",
+                        to="ledger_app.fold",
+                    ),
+                ),
+                (
+                    "reviewer",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
-                'constraints': [models.UniqueConstraint(fields=('journal', 'fact_id', 'requested_in'), name='retirement_unique_request')],
+                "ordering": ["-created_at"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("journal", "fact_id", "requested_in"),
+                        name="retirement_unique_request",
+                    )
+                ],
             },
         ),
     ]

@@ -5,77 +5,148 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('journal_app', '0001_initial'),
-        ('ledger_app', '0003_taskrun'),
+        ("journal_app", "0001_initial"),
+        ("ledger_app", "0003_taskrun"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='FoldAttempt',
+            name="FoldAttempt",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('number', models.PositiveIntegerField(help_text='the fold number this attempt was for')),
-                ('seq_start', models.PositiveBigIntegerField()),
-                ('seq_end', models.PositiveBigIntegerField()),
-                ('revision', models.PositiveBigIntegerField()),
-                ('range_hash', models.CharField(max_length=64)),
-                ('writer', models.CharField(max_length=100)),
-                ('writer_label', models.CharField(blank=True, max_length=200)),
-                ('verifier', models.CharField(blank=True, max_length=100)),
-                ('outcome', models.CharField(choices=[('accepted', 'Accepted'), ('repaired', 'Repaired'), ('fallback', 'Fallback'), ('failed', 'Failed')], max_length=16)),
-                ('error', models.TextField(blank=True)),
-                ('record', models.JSONField(default=dict)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('fold', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='attempts', to='ledger_app.fold')),
-                ('journal', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='fold_attempts', to='journal_app.journal')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "number",
+                    models.PositiveIntegerField(help_text="the fold number this attempt was for"),
+                ),
+                ("seq_start", models.PositiveBigIntegerField()),
+                ("seq_end", models.PositiveBigIntegerField()),
+                ("revision", models.PositiveBigIntegerField()),
+                ("range_hash", models.CharField(max_length=64)),
+                ("writer", models.CharField(max_length=100)),
+                ("writer_label", models.CharField(blank=True, max_length=200)),
+                ("verifier", models.CharField(blank=True, max_length=100)),
+                (
+                    "outcome",
+                    models.CharField(
+                        choices=[
+                            ("accepted", "Accepted"),
+                            ("repaired", "Repaired"),
+                            ("fallback", "Fallback"),
+                            ("failed", "Failed"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("error", models.TextField(blank=True)),
+                ("record", models.JSONField(default=dict)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "fold",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="attempts",
+                        to="ledger_app.fold",
+                    ),
+                ),
+                (
+                    "journal",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="fold_attempts",
+                        to="journal_app.journal",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['journal_id', 'created_at', 'pk'],
+                "ordering": ["journal_id", "created_at", "pk"],
             },
         ),
         migrations.CreateModel(
-            name='Proposal',
+            name="Proposal",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('round', models.PositiveSmallIntegerField()),
-                ('kind', models.CharField(choices=[('proposal', 'Proposal'), ('repair', 'Repair'), ('offline', 'Offline'), ('fallback', 'Fallback')], max_length=16)),
-                ('raw', models.TextField(blank=True)),
-                ('parsed', models.JSONField(blank=True, null=True)),
-                ('error', models.TextField(blank=True)),
-                ('verifier_raw', models.TextField(blank=True)),
-                ('verifier_error', models.TextField(blank=True)),
-                ('ops', models.JSONField(default=list)),
-                ('attempt', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='proposals', to='ledger_app.foldattempt')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("round", models.PositiveSmallIntegerField()),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("proposal", "Proposal"),
+                            ("repair", "Repair"),
+                            ("offline", "Offline"),
+                            ("fallback", "Fallback"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("raw", models.TextField(blank=True)),
+                ("parsed", models.JSONField(blank=True, null=True)),
+                ("error", models.TextField(blank=True)),
+                ("verifier_raw", models.TextField(blank=True)),
+                ("verifier_error", models.TextField(blank=True)),
+                ("ops", models.JSONField(default=list)),
+                (
+                    "attempt",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="proposals",
+                        to="ledger_app.foldattempt",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['attempt_id', 'round'],
+                "ordering": ["attempt_id", "round"],
             },
         ),
         migrations.CreateModel(
-            name='Verdict',
+            name="Verdict",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=100)),
-                ('op', models.CharField(blank=True, max_length=16)),
-                ('claim', models.TextField()),
-                ('support', models.JSONField(default=list, help_text='cited entry hashes (hex)')),
-                ('judge', models.CharField(max_length=16)),
-                ('entailment', models.CharField(max_length=16)),
-                ('entailment_reason', models.TextField(blank=True)),
-                ('temporal', models.CharField(max_length=16)),
-                ('temporal_reason', models.TextField(blank=True)),
-                ('accepted', models.BooleanField(help_text='this judge accepted the item')),
-                ('item_accepted', models.BooleanField(help_text='every judge accepted the item')),
-                ('proposal', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='verdicts', to='ledger_app.proposal')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("key", models.CharField(max_length=100)),
+                ("op", models.CharField(blank=True, max_length=16)),
+                ("claim", models.TextField()),
+                ("support", models.JSONField(default=list, help_text="cited entry hashes (hex)")),
+                ("judge", models.CharField(max_length=16)),
+                ("entailment", models.CharField(max_length=16)),
+                ("entailment_reason", models.TextField(blank=True)),
+                ("temporal", models.CharField(max_length=16)),
+                ("temporal_reason", models.TextField(blank=True)),
+                ("accepted", models.BooleanField(help_text="this judge accepted the item")),
+                ("item_accepted", models.BooleanField(help_text="every judge accepted the item")),
+                (
+                    "proposal",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="verdicts",
+                        to="ledger_app.proposal",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['proposal_id', 'pk'],
+                "ordering": ["proposal_id", "pk"],
             },
         ),
         migrations.AddConstraint(
-            model_name='proposal',
-            constraint=models.UniqueConstraint(fields=('attempt', 'round'), name='proposal_unique_round'),
+            model_name="proposal",
+            constraint=models.UniqueConstraint(
+                fields=("attempt", "round"), name="proposal_unique_round"
+            ),
         ),
     ]

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from ledger_app.model_writer.compose import compose
-from ledger_app.model_writer.judges import FoldContext, code_ops
+from ledger_app.model_writer.judges import FoldContext, closure_judgement, code_ops
 from ledger_app.model_writer.messages import PROMPTS, Prompt, load_prompt
 from ledger_app.model_writer.records import (
     FALLBACK_NOTE,
@@ -22,11 +22,13 @@ from ledger_app.model_writer.records import (
     RoundRecord,
     WriterFailed,
 )
-from ledger_app.model_writer.writer import ModelWriter
+from ledger_app.model_writer.writer import VERIFIER_PROMPT, WRITER_PROMPT, ModelWriter
 
 __all__ = [
     "FALLBACK_NOTE",
     "PROMPTS",
+    "VERIFIER_PROMPT",
+    "WRITER_PROMPT",
     "Composition",
     "FoldContext",
     "ItemRecord",
@@ -35,6 +37,7 @@ __all__ = [
     "Prompt",
     "RoundRecord",
     "WriterFailed",
+    "closure_judgement",
     "code_ops",
     "compose",
     "load_prompt",

@@ -23,7 +23,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from ledger_app.mechanical import EntryView, redact_op
-from ledger_app.model_writer.judges import FoldContext, earlier_entries, rules_judgement
+from ledger_app.model_writer.judges import (
+    FoldContext,
+    closure_judgement,
+    earlier_entries,
+    rules_judgement,
+)
 from ledger_app.model_writer.records import (
     FALLBACK_NOTE,
     Composition,
@@ -102,6 +107,7 @@ def _compose_offline(
     items: list[ItemRecord] = []
     kept: list[dict[str, Any]] = []
     dropped: set[str] = set()
+    ended: set[str] = set()  # closed by an earlier op of this fold (a request's parts)
     for n, op in enumerate(ops):
         target = str(op.get("id", ""))
         if target in dropped and op.get("op") == "supersede":
@@ -113,7 +119,11 @@ def _compose_offline(
             claim=(fact or {}).get("text", "") or f"{op.get('op')} {op.get('id', '')}",
             support=[s["entry"] for s in (fact or {}).get("support", [])]
             or list(op.get("evidence", [])),
-            judgements=[rules_judgement(check_item(op, index, state))],
+            judgements=[
+                rules_judgement(
+                    check_item(op, index, state), closure_judgement(op, index, state, ended)
+                )
+            ],
         )
         if target in dropped and op.get("op") in ("close", "cancel", "retire"):
             record.judgements.append(
@@ -122,6 +132,8 @@ def _compose_offline(
         items.append(record)
         if record.accepted:
             kept.append(op)
+            if op.get("op") == "close":
+                ended.add(target)
         elif fact is not None:
             dropped.add(str(fact.get("id", "")))
     return Composition(

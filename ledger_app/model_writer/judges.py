@@ -4,19 +4,40 @@
 * :func:`code_ops`: what code records in every model fold (failures, interrupted calls);
 * :func:`rules_judgement` / :func:`dry_run`: the mechanical rules' and the reducer's verdicts
   on one op, as :class:`~ledger_app.model_writer.records.Judgement`;
-* :func:`earlier_entries`: the earlier entries a fold's ops cite.
+* :func:`earlier_entries`: the earlier entries a fold's ops cite;
+* :func:`closure_judgement`: what an op ends or decides (request pins close per part,
+  decisions consumed by their action, decision text quoted exactly, consequential is P1).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ledger_app import reducer
-from ledger_app.mechanical import EntryView, interrupted_fact, outcome_fact
+from ledger_app.facts import support_hashes
+from ledger_app.mechanical import (
+    EntryView,
+    clip,
+    command_of,
+    interrupted_fact,
+    is_pin_source,
+    is_routine_read,
+    is_submit,
+    outcome_fact,
+    redact,
+)
 from ledger_app.model_writer.records import Judgement
-from ledger_app.offline import RuleVerdict
+from ledger_app.offline import EvidenceIndex, RuleVerdict, is_check_command
+from ledger_app.offline.decisions import acceptance
+from ledger_app.offline.turns import (
+    PartProgress,
+    instruction_parts,
+    numbered_items,
+    part_kind,
+    pin_kinds,
+)
 
 Resolver = Callable[[Iterable[int], Iterable[str]], list[EntryView]]
 EvidenceFn = Callable[[Sequence[dict[str, Any]]], dict[str, dict[str, Any]]]
@@ -83,15 +104,30 @@ def dry_run(
     return Judgement("reducer", "entailed", "the reducer's rules accept it")
 
 
-def rules_judgement(verdict: RuleVerdict) -> Judgement:
-    """:func:`ledger_app.offline.check_item`'s verdict as a ``rules`` :class:`Judgement`."""
-    return Judgement(
-        "rules",
-        verdict.entailment,
-        verdict.entailment_reason,
-        verdict.temporal,
-        verdict.temporal_reason,
+def rules_judgement(verdict: RuleVerdict, closure: Judgement | None = None) -> Judgement:
+    """:func:`ledger_app.offline.check_item`'s verdict as a ``rules`` :class:`Judgement`,
+    joined with :func:`closure_judgement`'s when given (one ``rules`` record per item: a
+    verdict fails when either does, with every reason)."""
+
+    def join(ok: str, a: tuple[str, str], b: tuple[str, str] | None) -> tuple[str, str]:
+        if b is None or b[0] == ok:
+            return a
+        if a[0] == ok:
+            return b
+        return a[0], f"{a[1]}; {b[1]}"
+
+    more = closure
+    entail = join(
+        "entailed",
+        (verdict.entailment, verdict.entailment_reason),
+        (more.entailment, more.entailment_reason) if more else None,
     )
+    temporal = join(
+        "valid",
+        (verdict.temporal, verdict.temporal_reason),
+        (more.temporal, more.temporal_reason) if more else None,
+    )
+    return Judgement("rules", entail[0], entail[1], temporal[0], temporal[1])
 
 
 def earlier_entries(
@@ -106,7 +142,7 @@ def earlier_entries(
         return []
     covered = {e.entry_hash for e in entries}
     facts = state.get("facts", {})
-    hashes: set[str] = set()
+    hashes: set[object] = set()  # what the ops cite, strings kept below
     for op in ops:
         fact = op.get("fact")
         if isinstance(fact, dict):
@@ -120,3 +156,179 @@ def earlier_entries(
     if not wanted and not seq_set:
         return []
     return ctx.resolve(sorted(seq_set), sorted(wanted))
+
+
+def _pin_kind(fact_id: str, index: EvidenceIndex, state: Mapping[str, Any]) -> str | None:
+    """The kind of pin ``fact_id`` (``"request"``/``"governing"``; a pin without one is
+    governing), from the state or, for a pin of this fold, from its entry; ``None`` when
+    ``fact_id`` names no pin."""
+    fact = state.get("facts", {}).get(fact_id)
+    if fact is not None:
+        return str(fact.get("pin_kind") or "governing") if fact.get("pin") else None
+    if not fact_id.startswith("pin:"):
+        return None
+    prefix = fact_id.removeprefix("pin:")
+    for e in index.by_hash.values():
+        if e.entry_hash.startswith(prefix) and is_pin_source(e):
+            return pin_kinds(index.entries, state).get(fact_id, "governing")
+    return None
+
+
+def _pin_text(fact_id: str, index: EvidenceIndex, state: Mapping[str, Any]) -> str:
+    fact = state.get("facts", {}).get(fact_id)
+    if fact is not None:
+        return str(fact.get("text", ""))
+    prefix = fact_id.removeprefix("pin:")
+    return next((e.text for e in index.by_hash.values() if e.entry_hash.startswith(prefix)), "")
+
+
+def _pairs(op: Mapping[str, Any], index: EvidenceIndex) -> list[tuple[EntryView, EntryView]]:
+    """The (call, result) pairs of the results an op cites as evidence, in seq order."""
+    results = sorted(
+        (
+            index.by_hash[h]
+            for h in op.get("evidence", [])
+            if isinstance(h, str) and h in index.by_hash
+        ),
+        key=lambda v: v.seq,
+    )
+    return [
+        (call, r)
+        for r in results
+        if r.kind == "tool_result" and (call := index.call_of(r)) is not None
+    ]
+
+
+def _unproven_parts(
+    text: str,
+    pairs: list[tuple[EntryView, EntryView]],
+    index: EvidenceIndex,
+    pin_id: str,
+    state: Mapping[str, Any],
+    ended: Collection[str],
+) -> list[str]:
+    """The parts of request ``text`` (:func:`instruction_parts`) that the cited pairs do not
+    carry out (:class:`PartProgress`, the offline writer's rule); an item of a numbered list
+    whose ``part:`` obligation is closed in ``state``, or by an earlier op of the same
+    answer (``ended``), is carried out; so is an acceptance ("Yes, approved.") whose
+    approval the same answer or the state records as consumed."""
+    listed = numbered_items(text) is not None
+    facts = state.get("facts", {})
+    h = pin_id.removeprefix("pin:")
+    approval = f"approval:{h}"
+    if approval in ended or facts.get(approval, {}).get("lifecycle") == "closed":
+        return []  # an acceptance is carried out when the action it approved ran (consumed)
+    how = acceptance(text)
+    if how is not None and how.edited and any(str(e).startswith("approval:") for e in ended):
+        return []  # an edit of a proposal ("take 2, but ..."), its restated text used now
+    parts = [
+        PartProgress(p, part_kind(p, problem=listed))
+        for n, p in enumerate(instruction_parts(text), start=1)
+        if not (
+            listed
+            and (
+                f"part:{h}.{n}" in ended
+                or facts.get(f"part:{h}.{n}", {}).get("lifecycle") == "closed"
+            )
+        )
+    ]
+    changed = passed = False
+    for call, result in pairs:
+        if is_routine_read(call):
+            continue
+        check = index.test_run(result) is not None or is_check_command(command_of(call))
+        ok = not index.failed(result)
+        if is_submit(call):
+            # a submission after a change and a passing check carries out what is left
+            # (the offline writer's rule: a run that submits its fix, tests passing)
+            if changed and passed:
+                return []
+            continue
+        changed, passed = changed or (ok and not check), (ok if check else passed)
+        for part in parts:
+            part.see(call, result, ok=ok, check=check)
+    return [p.text for p in parts if not p.done]
+
+
+def closure_judgement(
+    op: Mapping[str, Any],
+    index: EvidenceIndex,
+    state: Mapping[str, Any],
+    ended: Collection[str] = (),
+) -> Judgement:
+    """The rules' verdict on what an op ends or decides, for every writer (DESIGN.md 5.5):
+
+    * a ``close`` of a pin: only a **request** pin closes (a governing pin never does), and
+      only when the cited results carry out each of its parts ("fix the crash in B and add
+      a regression test" is not closed by one edit of B): temporal ``invalid`` otherwise;
+    * a ``close`` of a decision (an approval consumed): the cited evidence holds a
+      successful action (not a read) after the approval, else temporal ``invalid``;
+    * a ``decision`` fact with ``decision_text``: that text occurs exactly in a cited entry,
+      else ``not_entailed`` (what was decided must be quoted, not paraphrased);
+    * a ``consequential`` fact is P1 (an action that changed something outside the
+      conversation, and its outcome, stays active work state until superseded).
+
+    ``ended``: the ids an earlier op of the same answer closes (a request's parts).
+
+    Returns:
+        a ``rules`` :class:`Judgement` (``entailed``/``valid`` when no rule applies).
+    """
+    entail: list[str] = []
+    temporal: list[str] = []
+    fact = op.get("fact") if isinstance(op.get("fact"), dict) else None
+    if op.get("op") == "close":
+        target_id = str(op.get("id", ""))
+        kind = _pin_kind(target_id, index, state)
+        target = state.get("facts", {}).get(target_id) or {}
+        if kind == "governing":
+            temporal.append("a governing pin never closes; only a reviewed retirement ends it")
+        elif kind == "request":
+            missing = _unproven_parts(
+                _pin_text(target_id, index, state),
+                _pairs(op, index),
+                index,
+                target_id,
+                state,
+                ended,
+            )
+            if missing:
+                temporal.append(
+                    "the request is not carried out: no cited result completes "
+                    + "; ".join(f"'{clip(redact(p), 120)}'" for p in missing)
+                )
+        elif target.get("category") == "decision":
+            after = max(
+                (index.by_hash[h].seq for h in support_hashes(target) if h in index.by_hash),
+                default=0,
+            )
+            used = [
+                r
+                for call, r in _pairs(op, index)
+                if r.seq > after and not index.failed(r) and not is_routine_read(call)
+            ]
+            if not used:
+                temporal.append(
+                    "an approval is consumed only by the approved action's successful result "
+                    "after it; the evidence holds none"
+                )
+    elif fact is not None:
+        quoted = fact.get("decision_text")
+        if fact.get("category") == "decision" and isinstance(quoted, str) and quoted.strip():
+            cited = [index.by_hash[h] for h in support_hashes(fact) if h in index.by_hash]
+            if cited and not any(quoted.strip() in v.text for v in cited):
+                entail.append(
+                    "the decision's text is not quoted exactly from a cited entry (a "
+                    "paraphrase of what was approved is not what was approved)"
+                )
+        if fact.get("consequential") and fact.get("priority") != "P1":
+            entail.append(
+                "a consequential action (it changed something outside the conversation) and "
+                "its outcome are P1 until superseded"
+            )
+    return Judgement(
+        "rules",
+        "not_entailed" if entail else "entailed",
+        "; ".join(entail) or "no rule applies",
+        "invalid" if temporal else "valid",
+        "; ".join(temporal) or "no rule applies",
+    )

@@ -108,6 +108,7 @@ class RoundRecord:
     verifier_error: str = ""
     items: list[ItemRecord] = field(default_factory=list)
     ops: list[dict[str, Any]] = field(default_factory=list)
+    cut: bool = False  # the writer's answer was cut at max_tokens (finish_reason length)
 
     @property
     def rejected(self) -> list[ItemRecord]:

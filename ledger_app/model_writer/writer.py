@@ -21,7 +21,10 @@ hidden reasoning filtered there).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ledger_app.mechanical import EntryView
@@ -31,10 +34,13 @@ from ledger_app.model_client import (
     ModelConfig,
     ModelRequestRefused,
     ModelUnavailable,
+    context_overflow,
 )
+from ledger_app.model_writer import window
 from ledger_app.model_writer.judges import (
     EvidenceFn,
     FoldContext,
+    closure_judgement,
     code_ops,
     default_evidence,
     dry_run,
@@ -42,9 +48,12 @@ from ledger_app.model_writer.judges import (
     rules_judgement,
 )
 from ledger_app.model_writer.messages import (
+    VERIFIER_EXAMPLE,
+    WRITER_EXAMPLE,
     load_prompt,
-    private,
+    quote_check,
     repair_request,
+    verifier_item_json,
     verifier_messages,
     writer_messages,
 )
@@ -70,6 +79,28 @@ from ledger_app.proposals import (
 )
 from ledger_app.writers import MechanicalWriter
 
+#: The rubric versions a model writer uses unless told otherwise (``ledger_app/prompts/``);
+#: v2 adds requests vs governing text, closes with evidence, decision content, consequential
+#: v3: one worked example per fact kind; every verdict names the seq and quote it rests on
+WRITER_PROMPT, VERIFIER_PROMPT = "writer-v3", "verifier-v3"
+
+
+class _Split(Exception):
+    """A slice to split and try again: ``reason`` (recorded), ``records`` of the refused calls."""
+
+    def __init__(self, reason: str, records: list[CallRecord]) -> None:
+        super().__init__(reason)
+        self.reason, self.records = reason, records
+
+
+@dataclass
+class _SliceResult:
+    """One slice's outcome (``accepted``, ``repaired``, ``fallback``), ops, fallback reason."""
+
+    outcome: str
+    ops: list[dict[str, Any]] = field(default_factory=list)
+    fallback_reason: str = ""
+
 
 class ModelWriter:
     """The writer and verifier models behind one :class:`ModelClient` (module docstring).
@@ -90,8 +121,8 @@ class ModelWriter:
         config: ModelConfig,
         *,
         client: ModelClient | None = None,
-        writer_prompt: str = "writer-v1",
-        verifier_prompt: str = "verifier-v1",
+        writer_prompt: str = WRITER_PROMPT,
+        verifier_prompt: str = VERIFIER_PROMPT,
     ) -> None:
         self.config = config
         self.client = client or ModelClient(config)
@@ -136,75 +167,144 @@ class ModelWriter:
     def compose(
         self, *, entries: Sequence[EntryView], state: dict[str, Any], ctx: FoldContext
     ) -> Composition:
-        """Propose, verify, repair once, fall back (module docstring).
+        """Propose, verify, repair once, fall back (module docstring), slice by slice.
+
+        The covered entries are cut at round boundaries into slices whose writer prompt, with
+        the ledger state and the output reserve, fits the writer's window
+        (:func:`~ledger_app.model_writer.window.slices`); each slice is composed on its own
+        and the ops are joined. A slice the server says does not fit (context overflow), or
+        whose answer was cut at ``max_tokens``, is split in two and tried again (at most
+        :data:`~ledger_app.model_writer.window.MAX_SLICES` slices); a single round that still
+        does not fit gets the labelled mechanical fallback. Every split and its reason is in
+        the composition's note. Outcome: ``fallback`` if any slice fell back, else
+        ``repaired`` if any was repaired, else ``accepted``.
 
         Raises:
-            WriterFailed: a model call failed after the client's retries, or was refused.
+            WriterFailed: a model call failed after the client's retries, or was refused
+                (other than for a context overflow).
         """
         calls: list[CallRecord] = []
         rounds: list[RoundRecord] = []
         evidence = ctx.evidence or default_evidence(entries, ctx.number)
-        messages = writer_messages(self.writer_prompt, entries, state, ctx)
-        try:
-            first = self._round(
-                0, "proposal", messages, entries, state, ctx, evidence, calls, rounds
+        plan = window.Plan.for_writer(self.config, self.writer_prompt, self.client.mode, state, ctx)
+        queue = deque(window.slices(entries, plan))
+        notes: list[str] = []
+        if len(queue) > 1:
+            notes.append(
+                f"writer window {plan.window:,} tokens: {len(queue)} slices "
+                + ", ".join(window.span(part) for part in queue)
             )
-            if first.clean:
-                return self._done("accepted", first.ops, entries, rounds, calls)
-            repair_messages = [
-                *messages,
-                {"role": "assistant", "content": private(first.raw) or "(no content)"},
-                {"role": "user", "content": repair_request(first)},
-            ]
-            second = self._round(
-                1, "repair", repair_messages, entries, state, ctx, evidence, calls, rounds
-            )
-        except (ModelUnavailable, ModelRequestRefused) as exc:
-            calls.append(exc.record)
-            raise WriterFailed(
-                str(exc),
-                calls=calls,
-                writer=self.manifest_writer(),
-                verifier=self.manifest_verifier(),
-                rounds=rounds,
-            ) from exc
-        if second.clean:
-            kept = [i.op for i in first.items if i.accepted] + second.ops
-            return self._done("repaired", kept, entries, rounds, calls)
-        reasons = "; ".join(
-            [second.error or second.verifier_error]
-            if (second.error or second.verifier_error)
-            else [f"{i.key}: {r}" for i in second.rejected for r in i.reasons]
-        )
-        fallback = MechanicalWriter().propose(entries, state)
-        rounds.append(RoundRecord(round=2, kind="fallback", ops=fallback))
+        results: list[_SliceResult] = []
+        counter = itertools.count()
+        while queue:
+            part = queue.popleft()
+            try:
+                results.append(
+                    self._compose_slice(part, state, ctx, evidence, plan, calls, rounds, counter)
+                )
+            except _Split as split:
+                calls.extend(split.records)
+                halves = window.split(part)
+                if halves is None or len(results) + len(queue) + 2 > window.MAX_SLICES:
+                    reason = f"{window.span(part)} {split.reason}, and cannot be split further"
+                    notes.append(reason)
+                    results.append(self._fallback_slice(part, state, rounds, counter, reason))
+                    continue
+                notes.append(f"{window.span(part)} split in two: {split.reason}")
+                queue.extendleft(reversed(halves))
+            except (ModelUnavailable, ModelRequestRefused) as exc:
+                calls.append(exc.record)
+                raise WriterFailed(
+                    str(exc),
+                    calls=calls,
+                    writer=self.manifest_writer(),
+                    verifier=self.manifest_verifier(),
+                    rounds=rounds,
+                ) from exc
+        outcomes = {r.outcome for r in results}
+        outcome = next((o for o in ("fallback", "repaired") if o in outcomes), "accepted")
+        ops = [op for r in results for op in r.ops]
+        fallback_reasons = [r.fallback_reason for r in results if r.fallback_reason]
+        note = "; ".join(notes)
+        if outcome == "fallback":
+            note = "mechanical facts only" + (" for part of the range" if len(results) > 1 else "")
+            note += ": " + FALLBACK_NOTE + (f" ({'; '.join(notes)})" if notes else "")
         return Composition(
-            ops=fallback,
-            outcome="fallback",
-            writer=self.manifest_writer(),
-            verifier=self.manifest_verifier(),
-            rounds=rounds,
-            calls=calls,
-            note="mechanical facts only: " + FALLBACK_NOTE,
-            fallback_reason=f"the repair was rejected too: {reasons}"[:2000],
-        )
-
-    def _done(
-        self,
-        outcome: str,
-        writer_ops: list[dict[str, Any]],
-        entries: Sequence[EntryView],
-        rounds: list[RoundRecord],
-        calls: list[CallRecord],
-    ) -> Composition:
-        return Composition(
-            ops=code_ops(entries) + writer_ops,
+            ops=ops,
             outcome=outcome,
             writer=self.manifest_writer(),
             verifier=self.manifest_verifier(),
             rounds=rounds,
             calls=calls,
+            note=note,
+            fallback_reason="; ".join(fallback_reasons)[:2000],
         )
+
+    def _compose_slice(
+        self,
+        entries: Sequence[EntryView],
+        state: dict[str, Any],
+        ctx: FoldContext,
+        evidence: EvidenceFn,
+        plan: window.Plan,
+        calls: list[CallRecord],
+        rounds: list[RoundRecord],
+        counter: Iterator[int],
+    ) -> _SliceResult:
+        """Propose, verify, repair once, fall back, for one slice.
+
+        Raises:
+            _Split: the slice does not fit (context overflow) or its answer was cut.
+            ModelUnavailable / ModelRequestRefused: as :meth:`ModelClient.complete`.
+        """
+        messages = writer_messages(
+            self.writer_prompt, entries, state, ctx, state_tokens=plan.state_tokens
+        )
+        mark = len(rounds)
+        first = self._round(
+            next(counter), "proposal", messages, entries, state, ctx, evidence, calls, rounds, plan
+        )
+        if first.cut and len(window.rounds_of(entries)) > 1:
+            del rounds[mark:]
+            raise _Split(f"the answer was cut at max_tokens ({plan.output_tokens})", [])
+        if first.clean:
+            return _SliceResult("accepted", code_ops(entries) + first.ops)
+        repair_messages = [*messages, {"role": "user", "content": repair_request(first)}]
+        second = self._round(
+            next(counter),
+            "repair",
+            repair_messages,
+            entries,
+            state,
+            ctx,
+            evidence,
+            calls,
+            rounds,
+            plan,
+        )
+        if second.clean:
+            kept = [i.op for i in first.items if i.accepted] + second.ops
+            return _SliceResult("repaired", code_ops(entries) + kept)
+        reasons = "; ".join(
+            [second.error or second.verifier_error]
+            if (second.error or second.verifier_error)
+            else [f"{i.key}: {r}" for i in second.rejected for r in i.reasons]
+        )
+        return self._fallback_slice(
+            entries, state, rounds, counter, f"the repair was rejected too: {reasons}"
+        )
+
+    def _fallback_slice(
+        self,
+        entries: Sequence[EntryView],
+        state: dict[str, Any],
+        rounds: list[RoundRecord],
+        counter: Iterator[int],
+        reason: str,
+    ) -> _SliceResult:
+        fallback = MechanicalWriter().propose(entries, state)
+        rounds.append(RoundRecord(round=next(counter), kind="fallback", ops=fallback))
+        return _SliceResult("fallback", fallback, reason[:2000])
 
     # ------------------------------------------------------------------ one round
 
@@ -219,19 +319,44 @@ class ModelWriter:
         evidence: EvidenceFn,
         calls: list[CallRecord],
         rounds: list[RoundRecord],
+        plan: window.Plan,
     ) -> RoundRecord:
         """One writer answer, judged; appended to ``rounds`` before the verifier is called,
-        so a verifier failure still leaves the writer's answer on record."""
-        reply = self.client.complete(
-            role="writer",
-            messages=messages,
-            schema_name="ledger_delta",
-            schema=writer_schema(),
-            round=number,
-        )
+        so a verifier failure still leaves the writer's answer on record.
+
+        Raises:
+            _Split: the server refused the prompt as longer than the window.
+        """
+        try:
+            reply = self.client.complete(
+                role="writer",
+                messages=messages,
+                schema_name="ledger_delta",
+                schema=writer_schema(),
+                round=number,
+                example=WRITER_EXAMPLE,
+                max_tokens=plan.output_tokens,
+            )
+        except ModelRequestRefused as exc:
+            if context_overflow(exc.__cause__ or exc):
+                raise _Split(
+                    f"does not fit the writer's window: {exc}"[:300], [exc.record]
+                ) from exc
+            raise
         calls.append(reply.record)
         record = RoundRecord(round=number, kind=kind, raw=reply.text)
         rounds.append(record)
+        if reply.record.status == "malformed":
+            cause = reply.record.errors[-1] if reply.record.errors else "malformed response body"
+            record.error = f"the writer's answer is not valid: {cause}"
+            return record
+        if reply.record.truncated:
+            record.cut = True
+            record.error = (
+                f"the writer's answer was cut at max_tokens ({reply.record.max_tokens}): "
+                "finish_reason length; answer with fewer, shorter items"
+            )
+            return record
         proposal, error = parse_reply(reply.text, WriterProposal)
         if proposal is None:
             record.error = f"the writer's answer is not valid: {error}"
@@ -245,14 +370,23 @@ class ModelWriter:
         index = EvidenceIndex(entries, extra)
         by_seq = {e.seq: e for e in index.by_hash.values() if e.seq <= ctx.revision}
         dupes = set(duplicate_keys(proposal))
-        for item in [*proposal.facts, *proposal.ends]:
+        ended: set[str] = set()  # closed by an earlier item of this answer (a request's parts)
+        items: list[ProposedFact | ProposedEnd] = [*proposal.facts, *proposal.ends]
+        for item in items:
             rec = self._translate(item, number, ctx, by_seq)
             if item.key in dupes:
                 rec.judgements.append(
                     Judgement("parser", "not_entailed", f"key {item.key!r} is used twice")
                 )
             if rec.op:
-                rec.judgements.append(rules_judgement(check_item(rec.op, index, state)))
+                rec.judgements.append(
+                    rules_judgement(
+                        check_item(rec.op, index, state),
+                        closure_judgement(rec.op, index, state, ended),
+                    )
+                )
+                if rec.op.get("op") == "close":
+                    ended.add(str(rec.op.get("id", "")))
                 rec.judgements.append(dry_run(rec.op, state, ctx, evidence))
             record.items.append(rec)
         judged = [r for r in record.items if r.op]
@@ -287,7 +421,7 @@ class ModelWriter:
             )
             return rec
         if isinstance(item, ProposedFact):
-            fact = {
+            fact: dict[str, Any] = {
                 "id": f"w{ctx.number}.{round_no}.{item.key}",
                 "category": item.category,
                 "priority": item.priority,
@@ -296,6 +430,10 @@ class ModelWriter:
                 "support": [{"entry": h} for h in dict.fromkeys(hashes)],
                 "author": "writer",
             }
+            if item.consequential:
+                fact["consequential"] = True
+            if item.decision_text is not None and item.category == "decision":
+                fact["decision_text"] = item.decision_text
             if item.supersedes:
                 rec.op = {"op": "supersede", "id": item.supersedes, "fact": fact}
             else:
@@ -307,9 +445,53 @@ class ModelWriter:
                 "evidence": list(dict.fromkeys(hashes)),
                 "reason": item.reason,
             }
+            if item.op == "close":
+                rec.op["seq"] = max(cited)  # "done / used at seq N": its last evidence
         return rec
 
     def _verify(
+        self,
+        items: list[ItemRecord],
+        index: EvidenceIndex,
+        state: dict[str, Any],
+        ctx: FoldContext,
+        record: RoundRecord,
+        calls: list[CallRecord],
+        round_no: int,
+    ) -> None:
+        """The verifier's verdicts on ``items``, in batches that fit its window
+        (:func:`~ledger_app.model_writer.window.verifier_batches`); a batch the server
+        refuses as too long is split in two (a single item that does not fit gets no
+        verdict, labelled). Each verdict must name a cited ``seq`` and a ``quote`` found in
+        that entry's text as shown (:func:`quote_check`), else it counts as no verdict."""
+        queue = deque(
+            window.verifier_batches(
+                items, index, state, ctx, self.config, self.verifier_prompt, self.client.mode
+            )
+        )
+        while queue:
+            batch = queue.popleft()
+            try:
+                self._verify_batch(batch, index, state, ctx, record, calls, round_no)
+            except ModelRequestRefused as exc:
+                if not context_overflow(exc.__cause__ or exc):
+                    raise
+                calls.append(exc.record)
+                if len(batch) > 1:
+                    half = len(batch) // 2
+                    queue.extendleft([batch[half:], batch[:half]])
+                    continue
+                for item in batch:
+                    item.judgements.append(
+                        Judgement(
+                            "verifier",
+                            "not_entailed",
+                            "no verdict: the item and its evidence do not fit the verifier's "
+                            "window",
+                        )
+                    )
+
+    def _verify_batch(
         self,
         items: list[ItemRecord],
         index: EvidenceIndex,
@@ -325,18 +507,33 @@ class ModelWriter:
             schema_name="ledger_verdicts",
             schema=verifier_schema(),
             round=round_no,
+            example=VERIFIER_EXAMPLE,
+            max_tokens=window.output_tokens(self.config, "verifier"),
         )
         calls.append(reply.record)
-        record.verifier_raw = reply.text
-        report, error = parse_reply(reply.text, VerifierReport)
-        if report is None:
-            record.verifier_error = f"the verifier's answer is not valid: {error}"
+        record.verifier_raw = (
+            f"{record.verifier_raw}\n{reply.text}" if record.verifier_raw else reply.text
+        )
+        if reply.record.status == "malformed":
+            cause = reply.record.errors[-1] if reply.record.errors else "malformed response body"
+            error = f"the verifier's answer is not valid: {cause}"
+        elif reply.record.truncated:
+            error = (
+                f"the verifier's answer was cut at max_tokens ({reply.record.max_tokens}): "
+                "finish_reason length"
+            )
+        else:
+            report, why = parse_reply(reply.text, VerifierReport)
+            error = "" if report is not None else f"the verifier's answer is not valid: {why}"
+        if error:
+            record.verifier_error = error
             for item in items:
-                item.judgements.append(Judgement("verifier", "not_entailed", record.verifier_error))
+                item.judgements.append(Judgement("verifier", "not_entailed", error))
             return
+        assert report is not None
         verdicts: dict[str, ItemVerdict] = {}
-        for v in report.verdicts:
-            verdicts.setdefault(v.key, v)
+        for reported in report.verdicts:
+            verdicts.setdefault(reported.key, reported)
         for item in items:
             v = verdicts.get(item.key)
             if v is None:
@@ -344,8 +541,28 @@ class ModelWriter:
                     Judgement("verifier", "not_entailed", "the verifier returned no verdict")
                 )
                 continue
+            shown = {
+                c["seq"]: c.get("text", "")
+                for c in verifier_item_json(item, index, state.get("facts", {}))["cited"]
+            }
+            missing = quote_check(v.seq, v.quote, shown)
+            if missing:
+                said = f"{v.entailment}/{v.temporal}: {v.entailment_reason}"[:300]
+                item.judgements.append(
+                    Judgement(
+                        "verifier",
+                        "not_entailed",
+                        f"no verdict: the verifier did not name the seq and quote it rests on "
+                        f"({missing}); it said {said}",
+                    )
+                )
+                continue
             item.judgements.append(
                 Judgement(
-                    "verifier", v.entailment, v.entailment_reason, v.temporal, v.temporal_reason
+                    "verifier",
+                    v.entailment,
+                    f"{v.entailment_reason} [seq {v.seq}: {v.quote!r}]",
+                    v.temporal,
+                    v.temporal_reason,
                 )
             )

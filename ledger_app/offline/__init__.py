@@ -1,9 +1,12 @@
 """The offline writer and the verifier's rules applied mechanically (DESIGN.md 5.3). Pure.
 
-The embedded default when no model is configured, in four parts:
+The embedded default when no model is configured, in these parts:
 
 * :mod:`.testruns`: test output parsers (counts), test/check commands and their scope;
 * :mod:`.heuristics`: plans and todos, user decisions, assistant success claims;
+* :mod:`.turns`: what a turn ended with; requests and their parts, closed on evidence;
+* :mod:`.decisions`: approvals as decisions quoting what was accepted, awaited approvals,
+  approvals consumed by their action;
 * :mod:`.evidence`: :class:`EvidenceIndex`, a fold's entries as the writer and rules read them;
 * :mod:`.rules`: :func:`check_item`, the verifier's rubric applied mechanically;
 * :mod:`.writer`: :class:`OfflineWriter`, the ops of a fold from the above.

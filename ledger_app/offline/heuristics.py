@@ -35,6 +35,9 @@ def plan_items(call: EntryView) -> list[tuple[str, str]] | None:
         return None
     out = []
     for item in items:
+        if isinstance(item, str) and item.strip():
+            out.append((" ".join(item.split()), "pending"))  # a bare step: still a step
+            continue
         if not isinstance(item, dict):
             continue
         text = item.get("content") or item.get("step") or item.get("title") or item.get("text")
@@ -128,7 +131,11 @@ def is_universal(text: str) -> bool:
 
 
 def is_success_claim(fact: Fact) -> bool:
-    """A fact that asserts something worked (not a blocker or obligation, no failure words)."""
-    return fact.get("category") not in ("blocker", "open_obligation") and not NEGATIVE.search(
-        str(fact.get("text", ""))
-    )
+    """A fact that asserts something worked (not a blocker, an obligation or a decision, no
+    failure words). A decision records what the user accepted, quoting it: the words it
+    quotes ("W1-W3 pass") are the proposal's, not a claim of the decision's own."""
+    return fact.get("category") not in (
+        "blocker",
+        "open_obligation",
+        "decision",
+    ) and not NEGATIVE.search(str(fact.get("text", "")))

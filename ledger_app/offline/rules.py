@@ -9,7 +9,13 @@
 * completion evidence older than the obligation it would close is temporally invalid;
 * a success claim (deployed, passed, fixed, live, ...) not written from a tool outcome needs a
   cited execution result that did not fail: a read, a search or a message (the assistant's own
-  words) never suffices, whatever the verifier model says (issue 15, item 8).
+  words) never suffices, whatever the verifier model says (issue 15, item 8);
+* a success claim naming an environment (production, live, released) needs a cited execution
+  result that names that environment: staging evidence does not support a production claim
+  (:func:`environment_problem`);
+* a claim naming test files is supported by a scoped test run only within its scope: a run
+  of ``tests/test_refunds.py`` does not show ``tests/test_orders.py`` passing
+  (:func:`scope_problem`).
 """
 
 from __future__ import annotations
@@ -112,6 +118,16 @@ def check_item(
                     + (_kinds(journal, cited) or "nothing from the journal")
                 )
         if claim and not fact.get("outcome"):
+            executed = [r for r in results if _executed(journal, r)]
+            env = environment_problem(text, [_run_text(journal, r) for r in executed])
+            if env and executed:
+                entail.append(env)
+            scoped = [run_scope(journal.command(r)) for r, _ in tests]
+            if tests and all(scoped):
+                problem = scope_problem(text, [s for s in scoped if s])
+                if problem:
+                    entail.append(problem)
+        if claim and not fact.get("outcome"):
             # a tool outcome states what happened at its seq; a claim must still hold
             for r in results:
                 later = _later_failure(journal, r)
@@ -152,6 +168,59 @@ OVERCLAIM = re.compile(
     r"(?:now )?live\b|succeed(?:s|ed)|green|works|working|merged|released|published|shipped)\b",
     re.I,
 )
+
+
+#: Environments a claim or a result can name: production (live, released) and the others.
+PRODUCTION = re.compile(r"\b(?:prod|production|live|released?|publish(?:ed)?)\b", re.I)
+PRODUCTION_RESULT = re.compile(r"\b(?:prod|production|live|release[sd]?|publish(?:ed)?)\b", re.I)
+NON_PRODUCTION = re.compile(
+    r"\b(?:staging|stage|stg|preview|dev|development|sandbox|qa|uat|test(?:ing)? env\w*)\b",
+    re.I,
+)
+#: A test file named in a claim or a run's scope (``tests/test_x.py``, ``a.test.tsx``).
+TEST_FILE = re.compile(
+    r"[\w./-]*(?:\btest_\w+\.py|\w+_test\.(?:py|go)|\w+\.(?:test|spec)\.[jt]sx?)\b"
+)
+
+
+def environment_problem(claim: str, results: Sequence[str]) -> str:
+    """Why execution results ``results`` (each its command and output) do not support an
+    environment named by ``claim``; ``""`` when they do or the claim names none.
+
+    A claim naming production (production, prod, live, released, published) needs a result
+    naming production; a result naming only staging (or dev, preview, QA...) is another
+    environment. Table-driven tests: ``tests/ledger_app/test_rules_environments.py``.
+    """
+    if not PRODUCTION.search(claim):
+        return ""
+    if any(PRODUCTION_RESULT.search(r) for r in results):
+        return ""
+    named = sorted({m.group(0).lower() for r in results for m in NON_PRODUCTION.finditer(r)})
+    where = f"they name {', '.join(named)}" if named else "they name no environment"
+    return (
+        "a claim about production (production, live, released) needs an execution result "
+        f"naming that environment; {where}"
+    )
+
+
+def scope_problem(claim: str, scopes: Sequence[str]) -> str:
+    """Why scoped test runs (``scopes``, e.g. ``["tests/test_refunds.py"]``) do not cover
+    the test files ``claim`` names; ``""`` when every named file is in a scope, or the
+    claim names none."""
+    named = {m.group(0).strip("./") for m in TEST_FILE.finditer(claim)}
+    outside = sorted(f for f in named if not any(f in s or s.endswith(f) for s in scopes))
+    if not outside:
+        return ""
+    covered = "; ".join(f"`{clip(redact(s), 80)}`" for s in scopes)
+    return (
+        f"a scoped test run supports claims within its scope only: it covers {covered}, "
+        f"not {', '.join(outside)}"
+    )
+
+
+def _run_text(journal: EvidenceIndex, result: EntryView) -> str:
+    """A result's command and output, as the environment rule reads them."""
+    return f"{journal.command(result)}\n{result.content.get('output', '') or result.text}"
 
 
 def _executed(journal: EvidenceIndex, result: EntryView) -> bool:

@@ -40,6 +40,7 @@ from ledger_app.mechanical import (
     cite,
     clip,
     command_of,
+    fact_key,
     interrupted_fact,
     is_pin_source,
     is_routine_read,
@@ -48,6 +49,7 @@ from ledger_app.mechanical import (
     redact,
     shown_command,
 )
+from ledger_app.offline.decisions import AWAIT_KEY, Approvals
 from ledger_app.offline.evidence import EvidenceIndex
 from ledger_app.offline.heuristics import (
     DONE,
@@ -63,14 +65,19 @@ from ledger_app.offline.testruns import (
     run_scope,
 )
 from ledger_app.offline.turns import (
+    PartProgress,
+    RequestParts,
     cancellations,
     cancelled_pin,
-    completes,
     conclusion,
     instruction_parts,
+    numbered_items,
+    part_kind,
+    pin_kinds,
     pins_of,
+    request_part_ids,
 )
-from ledger_app.outcomes import QUOTE_CHARS, path_of
+from ledger_app.outcomes import QUOTE_CHARS
 from ledger_app.pending import CALL_KEY, late_result_closes
 
 
@@ -92,58 +99,150 @@ def _quoted(view: EntryView, quote: str) -> dict[str, Any]:
     return item
 
 
-#: A step that asks for a check: a passing test run, lint, type check or build carries it out
-_CHECK_STEP = re.compile(
-    r"\b(?:tests?|test suite|unit tests?|lint|linters?|type ?checks?|typecheck|checks?|build)\b",
-    re.I,
-)
+@dataclass
+class _Reading:
+    """What spans the turns of one fold: the request parts still open, the approvals, and
+    the ops the turns' results produced (flushed at each turn's end)."""
+
+    parts: RequestParts
+    approvals: Approvals
+    #: the kind of each pin of the fold (:func:`pin_kinds`)
+    kinds: dict[str, str] = field(default_factory=dict)
+    ops: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, entries: Sequence[EntryView], state: dict[str, Any]) -> _Reading:
+        kinds = pin_kinds(entries, state) if entries else {}
+        parts = RequestParts(state, lambda m: kinds.get(f"pin:{m.entry_hash[:16]}", "governing"))
+        requests = {pin for pin, kind in kinds.items() if kind == "request"}
+        return cls(parts, Approvals(state, request_pins=requests), kinds)
+
+    def pin_kind(self, message: EntryView) -> str:
+        """The kind of ``message``'s pin (``"governing"`` when it has none)."""
+        return self.kinds.get(f"pin:{message.entry_hash[:16]}", "governing")
+
+    def flush(self) -> list[dict[str, Any]]:
+        ops, self.ops = self.ops, []
+        return ops
 
 
 @dataclass
 class _Turn:
-    """One user turn as the writer reads it: the instruction, the last successful result
-    that names it (completion evidence), and the assistant's closing message."""
+    """One user turn as the writer reads it: the instruction, its parts and the evidence
+    that carries each out, and the assistant's closing message (DESIGN.md 5.5).
+
+    A request closes only when each part has completion evidence (:class:`PartProgress`:
+    an edit of a named file does not carry out "add a regression test"; a test file
+    written and a passing run do). Then the turn adds its ``done:`` fact and, when the pin
+    is a request, a ``close`` of the pin citing the results (``seq``: the last one). The
+    items of a numbered list are obligations of their own (:class:`RequestParts`)."""
 
     instruction: EntryView | None = None
-    said: EntryView | None = None
+    reading: _Reading = field(default_factory=lambda: _Reading.of([], {}))
+    last_said: EntryView | None = None
     done: tuple[EntryView, EntryView, Fact] | None = None
-    #: the instruction's steps (:func:`instruction_parts`) and those a result carried out
-    parts: list[str] = field(default_factory=list)
-    carried: set[int] = field(default_factory=set)
+    parts: list[PartProgress] = field(default_factory=list)
+    #: the instruction is a numbered list: its parts are :class:`RequestParts` obligations
+    listed: bool = False
+    ended: bool = False
+    #: the turn's latest successful change, and latest check with whether it passed
+    last_change: EntryView | None = None
+    last_check: tuple[EntryView, bool] | None = None
 
     def __post_init__(self) -> None:
         if self.instruction is not None:
-            self.parts = instruction_parts(self.instruction.text)
+            self.listed = numbered_items(self.instruction.text) is not None
+            if not self.listed:
+                self.parts = [
+                    PartProgress(p, part_kind(p)) for p in instruction_parts(self.instruction.text)
+                ]
+
+    @property
+    def said(self) -> EntryView | None:
+        """The assistant's latest message of the turn (``None`` once a call followed it)."""
+        return self.last_said
+
+    @said.setter
+    def said(self, message: EntryView | None) -> None:
+        # an assistant message may name the request part the latest results carried out
+        if message is not None and message is not self.last_said:
+            self.reading.ops += self.reading.parts.said(message)
+        self.last_said = message
 
     def record(self, call: EntryView, result: EntryView, fact: Fact) -> None:
-        if self.instruction is None:
+        ok = fact.get("outcome") != "failure"
+        if (ok and fact.get("result") not in ("success", "submitted", None)) or is_routine_read(
+            call
+        ):
+            return  # reads find, rejections and plans are read elsewhere: they carry nothing out
+        check = "test" in fact or is_check_command(command_of(call))
+        if fact.get("result") == "submitted":
+            self._submitted(call, result, fact)
             return
-        if fact.get("outcome") == "failure":
-            # a failure after the evidence: not shown to be carried out
-            self.done, self.carried = None, set()
+        if check:
+            self.last_check = (result, ok)
+        elif ok:
+            self.last_change = result
+        self.reading.ops += self.reading.parts.see(call, result, ok=ok, check=check)
+        if ok and not check:
+            self.reading.ops += self.reading.approvals.result(call, result, fact)
+        if self.instruction is None or self.listed or self.ended:
             return
-        if fact.get("result") not in ("success", None) or is_routine_read(call):
-            return  # reads find: they carry nothing out
-        checks = "test" in fact or is_check_command(command_of(call))
-        # every step needs its own evidence: "drop X, then deploy Y" is not done by the drop;
-        # a passing test run or check carries out only a step that asks for one ("run the
-        # unit tests, then deploy"), never another step
-        for i, part in enumerate(self.parts):
-            if i in self.carried:
-                continue
-            if _CHECK_STEP.search(part) if checks else completes(part, call.text, result.text):
-                self.carried.add(i)
-        if self.parts and len(self.carried) == len(self.parts):
+        for part in self.parts:
+            part.see(call, result, ok=ok, check=check)
+        if not self.parts or not all(p.done for p in self.parts):
+            self.done = None
+        elif self.done is None:
+            self.done = (call, result, fact)
+
+    def _submitted(self, call: EntryView, result: EntryView, fact: Fact) -> None:
+        """A run that submits its output (SWE-agent ``submit``) after a change and a passing
+        check has carried out its request: the change, the check and the submission are
+        the evidence of every part still open. Without both, a submission proves nothing."""
+        if self.instruction is None or self.listed or self.ended:
+            return
+        check = self.last_check
+        if self.last_change is None or check is None or not check[1]:
+            return
+        for part in self.parts:
+            if not part.done:
+                part.evidence = [self.last_change, check[0], result]
+        if self.parts and all(p.done for p in self.parts) and self.done is None:
             self.done = (call, result, fact)
 
     def end(self, final: bool = False) -> list[dict[str, Any]]:
         ops: list[dict[str, Any]] = []
         if self.said is not None:
             ops.append({"op": "add", "fact": _conclusion_fact(self.said, final)})
-        if self.instruction is not None and self.done is not None:
+        if final:
+            ops += self.reading.approvals.end(self.said)
+        ops += self.reading.flush()
+        if self.instruction is not None and self.done is not None and not self.ended:
             ops.append({"op": "add", "fact": _completion_fact(self.instruction, *self.done)})
+            pin = f"pin:{self.instruction.entry_hash[:16]}"
+            closed = self.reading.approvals.closed_pins
+            if self.reading.pin_kind(self.instruction) == "request" and pin not in closed:
+                closed.add(pin)
+                ops.append(_close_request(self.instruction, self.parts))
+            self.ended = True
         self.said, self.done = None, None
         return ops
+
+
+def _close_request(instruction: EntryView, parts: list[PartProgress]) -> dict[str, Any]:
+    """The ``close`` of a request's pin: evidence the results that carried its parts out,
+    ``seq`` the last of them (DESIGN.md 5.2, 5.5)."""
+    shown = sorted(
+        {v.entry_hash: v for p in parts for v in p.evidence or []}.values(), key=lambda v: v.seq
+    )
+    return {
+        "op": "close",
+        "id": f"pin:{instruction.entry_hash[:16]}",
+        "evidence": [v.entry_hash for v in shown],
+        "reason": f"every part of the request ({len(parts)}) carried out; the last at seq "
+        f"{shown[-1].seq}",
+        "seq": shown[-1].seq,
+    }
 
 
 #: ``command_key`` of the fact holding the latest end-of-fold conclusion (one active at a time)
@@ -222,6 +321,19 @@ class OfflineWriter:
 
     id = "offline"
     label = "offline writer (deterministic rules, no model)"
+    #: Id prefixes of the active facts a fold reads besides :meth:`state_keys` (request
+    #: parts still open, approvals not yet used; both end on evidence): the fold service
+    #: loads them with the active pins, and the ``part:`` ids of the active request pins
+    #: whatever their lifecycle (:func:`ledger_app.offline.turns.request_part_ids`)
+    state_prefixes = ("part:", "approval:")
+
+    @staticmethod
+    def state_pin_ids(pins: dict[str, Fact]) -> set[str]:
+        """The ``part:`` ids of the active request pins among ``pins``, whatever their
+        lifecycle (:func:`ledger_app.offline.turns.request_part_ids`): what the fold service
+        loads besides :meth:`state_keys` so a request's close can cite every part."""
+        return request_part_ids(pins)
+
     prompt_version = None
     calls_models = False
 
@@ -232,16 +344,15 @@ class OfflineWriter:
         The fold service loads only those facts (and the active pins), so a fold reads a
         few rows whatever the ledger's size (issue 18). Keep it in step with the keys
         :meth:`propose` builds (tests/ledger_app/test_fold_scaling.py compares both)."""
-        keys, ids = {END_STATE_KEY}, set()
+        keys, ids = {END_STATE_KEY, AWAIT_KEY}, set()
         for e in entries:
             if e.kind == "tool_call":
-                cmd = command_of(e)
-                if cmd:
-                    keys.add(f"{e.tool_name}:{redact(cmd)}")
+                key = fact_key(e)
+                if key:
+                    keys.add(key)
+                keys.add(f"{e.tool_name}:{TEST_OUTPUT}")
                 keys.add(f"{e.tool_name}:plan")
-                path = _edit_path(e)
-                if path:
-                    keys.add(f"edit:{redact(path)}")
+                keys.add(f"{e.tool_name}:{PLAN_LIST}")
                 ids |= {f"todo:{_h(text.lower())}" for text, _ in plan_items(e) or []}
             elif e.kind == "tool_result":
                 keys.add(CALL_KEY + e.tool_call_id)
@@ -272,15 +383,19 @@ class OfflineWriter:
         }
         checks_since_user: dict[str, EntryView] = {}
         pins = pins_of(state)
-        turn = _Turn()
+        reading = _Reading.of(j.entries, state)
+        turn = _Turn(reading=reading)
 
         for e in j.entries:
             if e.kind == "message" and e.role in ("user", "developer") and is_pin_source(e):
+                proposal = turn.said  # the assistant's message this one answers, if any
                 ops += turn.end()
                 ops += _retirements(e, pins)
                 if e.role == "developer":
                     continue
-                turn = _Turn(instruction=e)
+                turn = _Turn(instruction=e, reading=reading)
+                ops += reading.parts.open_request(e)
+                ops += reading.approvals.user(e, proposal)
                 checks_since_user = {}
                 for n, sentence in enumerate(user_decisions(e)):
                     ops.append(
@@ -341,7 +456,13 @@ class OfflineWriter:
                 result = j.results.get(e.tool_call_id)
                 items = plan_items(e)
                 if items is not None and result is not None and not result.is_error:
-                    ops += _plan_ops(e, result, items, todo_state)
+                    plan_key = f"{e.tool_name}:{PLAN_LIST}"
+                    previous = by_command.get(plan_key)
+                    held = facts.get(previous, {}).get("plan_items", []) if previous else []
+                    plan_ops, plan = _plan_ops(e, result, items, todo_state, held)
+                    ops += plan_ops
+                    by_command[plan_key] = plan["id"]
+                    facts = {**facts, plan["id"]: plan}
                     continue
                 if result is None:
                     fact = interrupted_fact(e)
@@ -349,16 +470,9 @@ class OfflineWriter:
                     ops.append({"op": "add", "fact": fact})
                     continue
                 fact = self._outcome(j, e, result)
-                key = fact.get("command_key")
-                fixed = _edit_key(fact) if fact.get("result") == "success" else None
-                # an applied edit of a file supersedes the rejected edit of it (issue 15)
-                previous = by_command.get(key) if key else by_command.pop(fixed or "", None)
-                if previous is not None:
-                    ops.append({"op": "supersede", "id": previous, "fact": fact})
-                else:
-                    ops.append({"op": "add", "fact": fact})
-                if key:
-                    by_command[key] = fact["id"]
+                # the reducer ends the earlier fact of the same command key (a later run
+                # supersedes it; a success closes a failure; DESIGN.md 5.5)
+                ops.append({"op": "add", "fact": fact})
                 cmd = command_of(e)
                 if cmd and is_check_command(cmd):
                     checks_since_user[cmd] = result
@@ -377,23 +491,10 @@ class OfflineWriter:
         fact["author"] = "offline"
         if cmd:
             fact["command"] = redact(cmd)
-            fact["command_key"] = f"{call.tool_name}:{fact['command']}"
-        elif fact.get("result") == "rejected" and _edit_key(fact):
-            fact["command_key"] = _edit_key(fact)
-        elif fact.get("result") in ("plan_approved", "plan_rejected"):
+        if fact.get("result") in ("plan_approved", "plan_rejected"):
             # a later approved plan supersedes the rejected one (issue 15, item 5)
             fact["command_key"] = f"{call.tool_name}:plan"
         return fact
-
-
-def _edit_path(call: EntryView) -> str:
-    args = call.content.get("arguments")
-    return path_of(args) if isinstance(args, dict) else ""
-
-
-def _edit_key(fact: Fact) -> str | None:
-    """``edit:<path>``: the key a rejected edit of a file is found by (no shell command)."""
-    return f"edit:{fact['path']}" if fact.get("path") and not fact.get("command") else None
 
 
 def _end_state(ops: list[dict[str, Any]], by_command: dict[str, str]) -> list[dict[str, Any]]:
@@ -403,7 +504,7 @@ def _end_state(ops: list[dict[str, Any]], by_command: dict[str, str]) -> list[di
         return ops
     return [
         {"op": "supersede", "id": previous, "fact": op["fact"]}
-        if op["fact"].get("command_key") == END_STATE_KEY
+        if op.get("fact", {}).get("command_key") == END_STATE_KEY
         else op
         for op in ops
     ]
@@ -453,16 +554,60 @@ def _test_fact(call: EntryView, result: EntryView, cmd: str, run: RunCounts | No
     }
     if cmd:
         fact["command"] = redact(cmd)
+    # the same test command run again supersedes the earlier run (a pass closes a failure);
+    # output read as a test run from a command no runner names ("./ci.sh") has one key per
+    # tool: its latest run stands for the earlier ones (DESIGN.md 5.5)
+    if cmd and is_test_command(cmd):
         fact["command_key"] = f"{call.tool_name}:{fact['command']}"
+    else:
+        fact["command_key"] = f"{call.tool_name}:{TEST_OUTPUT}"
     return fact
 
 
+#: ``command_key`` suffix of a test run read from the output of a command no runner names
+TEST_OUTPUT = "test-output"
+
+
+#: ``command_key`` suffix of a plan tool's latest plan (``<tool>:plan-list``)
+PLAN_LIST = "plan-list"
+
+
 def _plan_ops(
-    call: EntryView, result: EntryView, items: list[tuple[str, str]], todo_state: dict[str, str]
-) -> list[dict[str, Any]]:
+    call: EntryView,
+    result: EntryView,
+    items: list[tuple[str, str]],
+    todo_state: dict[str, str],
+    held: list[str],
+) -> tuple[list[dict[str, Any]], Fact]:
+    """Ops for one plan/todo call (DESIGN.md 5.5: the latest call is the plan).
+
+    Each item not yet known opens a P1 obligation (``todo:<hash of its text>``); an item the
+    plan marks done closes it, citing the call and its result; the plan itself is one fact
+    (``<tool>:plan-list`` key, so the next call supersedes it) listing its open items; an item of
+    the previous plan (``held``) that this plan no longer holds, or marks cancelled, is
+    superseded by it (the agent changed its plan: not a cancellation by the user, not a
+    completion). A call with malformed items supersedes nothing (they are counted in the
+    plan's text) and closes only what it marks done.
+
+    Returns:
+        ``(ops, plan fact)``.
+    """
     ops: list[dict[str, Any]] = []
+    args = call.content.get("arguments")
+    raw = args.get("todos") or args.get("plan") if isinstance(args, dict) else None
+    malformed = (len(raw) - len(items)) if isinstance(raw, list) else 0
+    plan_id = f"plan:{result.entry_hash[:16]}"
+    ids: list[str] = []
+    open_ids: list[str] = []
+    counts: dict[str, int] = {}
+    dropped: list[str] = []
     for text, status in items:
         fid = f"todo:{_h(text.lower())}"
+        counts[status] = counts.get(status, 0) + 1
+        if status in _DROPPED:
+            dropped.append(fid)
+            continue
+        ids.append(fid)
         known = todo_state.get(fid)
         if known is None:
             ops.append(
@@ -488,8 +633,49 @@ def _plan_ops(
                     "op": "close",
                     "id": fid,
                     "evidence": [call.entry_hash, result.entry_hash],
-                    "reason": f"marked {status} in {call.tool_name}",
+                    "reason": f"marked {status} in {call.tool_name} at seq {call.seq}",
+                    "seq": result.seq,
                 }
             )
             todo_state[fid] = "closed"
-    return ops
+        elif status not in DONE:
+            open_ids.append(fid)
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    bad = f"; {malformed} malformed item(s) ignored" if malformed else ""
+    plan: Fact = {
+        "id": plan_id,
+        "category": "verified_state",
+        "priority": "P2",
+        "confidence": "reported",
+        "text": (
+            f"Plan ({call.tool_name} at seq {call.seq}): {len(items)} item(s)"
+            + (f": {summary}" if summary else "")
+            + bad
+        ),
+        "support": [cite(call, call.tool_name), cite(result, _first_exact(result.text))],
+        "author": "offline",
+        "command_key": f"{call.tool_name}:{PLAN_LIST}",
+        "plan_items": open_ids,
+    }
+    if malformed:
+        plan["malformed"] = malformed
+    ops.append({"op": "add", "fact": plan})
+    if not malformed:
+        for fid in [*(h for h in held if h not in ids), *dropped]:
+            # an item of the previous plan is active unless this fold ended it: that plan
+            # listed its open items, and no plan came between
+            if todo_state.get(fid, "active" if fid in held else None) == "active":
+                ops.append(
+                    {
+                        "op": "supersede",
+                        "id": fid,
+                        "by": plan_id,
+                        "reason": f"not an open item of the latest plan (seq {call.seq})",
+                    }
+                )
+                todo_state[fid] = "superseded"
+    return ops, plan
+
+
+#: plan statuses that take an item out of the plan (said by the agent: not a user's cancel)
+_DROPPED = {"cancelled", "canceled", "removed", "skipped", "obsolete"}

@@ -24,7 +24,8 @@ from django.db.models.functions import Collate
 from django.http import Http404
 
 from audit_app.models import AuditEvent, Comment
-from journal_app.models import Entry, Journal, Tenant
+from journal_app.models import Entry, Journal, Membership, Tenant
+from journal_app.privacy import filter_text
 from journal_app.selectors import User, entries_by_hash, tenants_for_user
 from ledger_app.facts import Fact
 from ledger_app.filters import FilterError, Query, fact_matches, parse_facts
@@ -265,14 +266,21 @@ def facts_at(
         if on_text or on_json:
             # the column ``text`` is the fact's text (``_row``): match it without parsing
             by_text = Query(terms=tuple(on_text))
+            # a match must hold on the text as shown (secrets filtered), or a search for a
+            # secret would tell which pin holds it: checked only where the raw text matched
             kept = [
                 data
                 for text, data in _fact_order(narrowed, few).values_list("text", "data")
                 if fact_matches(by_text, {"text": text})
+                and (not on_text or fact_matches(by_text, {"text": filter_text(text).text}))
             ]
             if on_json:
                 by_json = Query(terms=tuple(on_json))
-                shown = [f for f in map(json.loads, kept) if fact_matches(by_json, f)]
+                shown = [
+                    f
+                    for f in map(json.loads, kept)
+                    if fact_matches(by_json, f) and fact_matches(by_json, presenters.fact_shown(f))
+                ]
             else:
                 shown = _ParsedOnRead(kept)
     else:
@@ -323,12 +331,15 @@ def fact_seen(journal: Journal, fact_id: str) -> bool:
 
 def context_ledger(journal: Journal, fold: Fold | None) -> dict[str, Any]:
     """What the context builder reads of the ledger after ``fold``: the active facts, every
-    pin (any lifecycle) and the closed obligations (the records of completion the task state
-    shows next to their pins, issue 15), as ``{"facts": {...}, "folds": n}``; one SQL query."""
+    pin (any lifecycle), the closed obligations (the records of completion the task state
+    shows next to their pins) and the used decisions (the continuation record quotes what
+    was decided, DESIGN.md 6), as ``{"facts": {...}, "folds": n}``; one SQL query."""
     if fold is None:
         return {"facts": {}, "folds": 0}
     rows = _facts_after(fold.journal_id, fold.number).filter(
-        Q(lifecycle="active") | Q(pin=True) | Q(lifecycle="closed", category="open_obligation")
+        Q(lifecycle="active")
+        | Q(pin=True)
+        | Q(lifecycle="closed", category__in=("open_obligation", "decision"))
     )
     return {
         "facts": {k: json.loads(d) for k, d in rows.values_list("fact_id", "data")},
@@ -565,6 +576,18 @@ def retirement_for_tenant(tenant: Tenant, pk: int) -> RetirementRequest:
     if request is None:
         raise Http404("no such retirement request")
     return request
+
+
+def retirement_deciders(tenant_id: int, limit: int = 5) -> list[str]:
+    """Usernames of the tenant's reviewers and admins (who may decide a P0 retirement), at
+    most ``limit``, for the note a user who may not decide sees instead of the buttons."""
+    return list(
+        Membership.objects.filter(
+            tenant_id=tenant_id, role__in=[Membership.Role.REVIEWER, Membership.Role.ADMIN]
+        )
+        .order_by("user__username")
+        .values_list("user__username", flat=True)[:limit]
+    )
 
 
 def retirement_events(request: RetirementRequest) -> list[AuditEvent]:

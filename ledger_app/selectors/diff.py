@@ -34,6 +34,7 @@ from journal_app.models import Journal
 from ledger_app.diff import FactChange, birth_fold, field_changes
 from ledger_app.facts import priority_rank
 from ledger_app.models import LedgerFact
+from ledger_app.selectors.presenters import fact_shown
 
 #: status ranks in the listing order (``ledger_app.diff._order``)
 _RANK = {"added": 0, "changed": 1, "removed": 2}
@@ -108,6 +109,10 @@ class FoldDiff(Sequence[DiffRow]):
                     status = only_new
                 elif digest[gone[fact_id][1]] != digest[pk]:
                     status = "changed"
+                    if not self.forward:
+                        # ranked by the side the diff goes to (as state_diff ranks by ``b``):
+                        # a superseded fact's priority drops, so the sides can differ
+                        priority = gone[fact_id][2]
                 else:
                     continue  # the same version stored again: unchanged
                 listed.append((priority_rank(priority), _RANK[status], fact_id, pk, status))
@@ -186,10 +191,11 @@ class FoldDiff(Sequence[DiffRow]):
                 other = others[v.fact_id]
                 first, second = (other, v) if self.forward else (v, other)
                 shown = second  # the version in the state after fold ``b``
-                before, after = first.fact, second.fact
+                # shown filtered, as every display surface shows a fact (``fact_shown``)
+                before, after = fact_shown(first.fact), fact_shown(second.fact)
                 change = FactChange(status, v.fact_id, after, before, field_changes(before, after))
             else:
-                change = FactChange(status, v.fact_id, v.fact)
+                change = FactChange(status, v.fact_id, fact_shown(v.fact))
             rows.append(DiffRow(change, birth_fold(births[v.fact_id], shown.since)))
         return rows
 

@@ -20,8 +20,9 @@ from typing import Any
 
 from journal_app.hashing import display
 from journal_app.models import Entry
+from journal_app.privacy import filter_content, filter_text
 from ledger_app.facts import CATEGORIES, CONFIDENCES, LIFECYCLES, PRIORITIES, Fact, priority_rank
-from ledger_app.filters import FilterError, filter_facts, parse_facts
+from ledger_app.filters import FilterError, fact_matches, filter_facts, parse_facts
 from ledger_app.models import Fold, RetirementRequest
 from ledger_app.selectors.links import (
     SupportLink,
@@ -76,6 +77,8 @@ __all__ = [  # the re-exported names first, then this module's own
     "fact_order",
     "fact_out",
     "fact_rows",
+    "fact_shown",
+    "op_shown",
     "facts_select",
     "fold_out",
     "invariants_out",
@@ -172,9 +175,12 @@ def facts_select(
     error = None
     if q:
         try:
-            shown = filter_facts(shown, parse_facts(q))
+            query = parse_facts(q)
         except FilterError as exc:
             error, shown = exc, []
+        else:
+            # matched as shown too (secrets filtered): a search never tells where a secret is
+            shown = [f for f in filter_facts(shown, query) if fact_matches(query, fact_shown(f))]
     shown.sort(key=fact_order)
     return FactSelection(total=len(facts), shown=shown, chosen=wanted, q=q, error=error)
 
@@ -198,15 +204,67 @@ class FactRow:
         return fact_dom_id(str(self.fact.get("id", "")))
 
 
+def fact_shown(fact: Fact) -> Fact:
+    """``fact`` as every display surface shows it: its ``text`` and every string of its other
+    attributes filtered by the one detector (:func:`journal_app.privacy.filter_text`), so a
+    secret a user typed into a verbatim pin (DESIGN.md 5.2) shows as ``[filtered: <kind>]``.
+
+    The ledger's stored state and the context sent to a model keep the pin verbatim (the
+    conversation already holds it); only the copy shown is filtered (README, "Tenants,
+    users, export").
+    Returns ``fact`` itself when nothing is filtered, else a filtered copy; never changes it.
+    """
+    text = fact.get("text")
+    shown_text = filter_text(text) if isinstance(text, str) else None
+    extra = {k: v for k, v in fact.items() if k not in FACT_FIELDS}
+    shown_extra, labels = filter_content("fact", extra) if extra else ({}, [])
+    if not labels and (shown_text is None or not shown_text.filtered):
+        return fact
+    out = {**fact, **shown_extra}
+    if shown_text is not None:
+        out["text"] = shown_text.text
+    return out
+
+
+def op_shown(op: dict[str, Any]) -> dict[str, Any]:
+    """A delta op as display surfaces show it: its ``fact`` through :func:`fact_shown`."""
+    fact = op.get("fact")
+    if not isinstance(fact, dict):
+        return op
+    shown = fact_shown(fact)
+    return op if shown is fact else {**op, "fact": shown}
+
+
+def delta_shown(delta: dict[str, Any]) -> dict[str, Any]:
+    """A fold's delta as display surfaces show it (the fold API): each op's fact through
+    :func:`op_shown` and each required pin's ``text`` filtered by the one detector. The
+    stored delta keeps them verbatim (its hash covers them); returns a shallow copy."""
+    out = dict(delta)
+    if isinstance(delta.get("ops"), list):
+        out["ops"] = [op_shown(op) if isinstance(op, dict) else op for op in delta["ops"]]
+    pins = delta.get("required_pins")
+    if isinstance(pins, list):
+        out["required_pins"] = [
+            {**p, "text": filter_text(p["text"]).text}
+            if isinstance(p, dict) and isinstance(p.get("text"), str)
+            else p
+            for p in pins
+        ]
+    return out
+
+
 def fact_rows(facts: Iterable[Fact], known: Mapping[str, Entry]) -> list[FactRow]:
-    """Facts as rows, in the order a page lists them: priority, first cited seq, id."""
-    rows = [FactRow(f, support_links(f, known)) for f in facts]
+    """Facts as rows, in the order a page lists them: priority, first cited seq, id. Each
+    row's fact is the shown copy (:func:`fact_shown`)."""
+    rows = [FactRow(fact_shown(f), support_links(f, known)) for f in facts]
     rows.sort(key=lambda r: (fact_order(r.fact)[0], r.first_seq, fact_order(r.fact)[1]))
     return rows
 
 
 def fact_out(fact: Fact, known: Mapping[str, Entry]) -> dict[str, Any]:
-    """A state's fact as the API's ``FactOut``."""
+    """A state's fact as the API's ``FactOut``, filtered as shown (:func:`fact_shown`)."""
+    support = support_links(fact, known)
+    fact = fact_shown(fact)
     return {
         "id": str(fact.get("id", "")),
         "category": str(fact.get("category", "")),
@@ -214,7 +272,7 @@ def fact_out(fact: Fact, known: Mapping[str, Entry]) -> dict[str, Any]:
         "lifecycle": str(fact.get("lifecycle", "")),
         "confidence": str(fact.get("confidence", "")),
         "text": str(fact.get("text", "")),
-        "support": [s.to_dict() for s in support_links(fact, known)],
+        "support": [s.to_dict() for s in support],
         "pin": bool(fact.get("pin", False)),
         "author": fact.get("author"),
         "origin_fold": fact.get("origin_fold"),
@@ -248,7 +306,9 @@ def fact_events(
                 continue
             v = verdicts.get(i, {})
             events.append(
-                FactEvent(number, kind, op, v.get("status", "unknown"), v.get("reason", ""))
+                FactEvent(
+                    number, kind, op_shown(op), v.get("status", "unknown"), v.get("reason", "")
+                )
             )
     return events
 
@@ -391,7 +451,7 @@ def op_rows(
         rows.append(
             OpRow(
                 index=v.get("index", i),
-                op=op,
+                op=op_shown(op),
                 status=str(v.get("status", "unknown")),
                 reason=str(v.get("reason", "")),
                 fact_id=fact_id,
@@ -528,7 +588,7 @@ def retirement_out(r: RetirementRequest) -> dict[str, Any]:
             "branch": r.journal.branch,
         },
         "fact_id": r.fact_id,
-        "fact_text": r.fact_text,
+        "fact_text": r.shown_fact_text,
         "requested_in": r.requested_in.number,
         "evidence": [display(h) for h in r.evidence],
         "reason": r.reason,

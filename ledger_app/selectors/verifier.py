@@ -15,6 +15,7 @@ from typing import Any
 
 from journal_app.hashing import display
 from journal_app.models import Entry
+from journal_app.privacy import filter_text
 from ledger_app.facts import Fact
 from ledger_app.models import FoldAttempt, Proposal, Verdict
 from ledger_app.selectors.links import SupportLink, evidence_fact, support_hashes, support_links
@@ -83,6 +84,12 @@ class ProposalRow:
     raw: str = ""
     raw_clipped: bool = False
 
+    @property
+    def verifier_raw(self) -> str:
+        """The verifier's raw reply as the page shows it: filtered, the first
+        :data:`RAW_SHOWN` characters."""
+        return filter_text(self.proposal.verifier_raw or "").text[:RAW_SHOWN]
+
     def to_dict(self) -> dict[str, Any]:
         p = self.proposal
         return {
@@ -91,8 +98,10 @@ class ProposalRow:
             "label": self.label,
             "error": p.error,
             "verifier_error": p.verifier_error,
-            "raw": p.raw,
-            "verifier_raw": p.verifier_raw,
+            # the models' answers verbatim would show what the prompt carried (filtered there,
+            # but a model may echo a secret it saw elsewhere): filtered like every body
+            "raw": filter_text(p.raw).text,
+            "verifier_raw": filter_text(p.verifier_raw).text,
             "ops": p.ops if isinstance(p.ops, list) else [],
             "items": [i.to_dict() for i in self.items],
             "rejected": sum(1 for i in self.items if not i.accepted),
@@ -203,7 +212,7 @@ def attempt_rows(
                 p,
                 ROUNDS.get(p.round, f"round {p.round}") if p.kind != "offline" else "offline",
                 list(items.get(p.pk, {}).values()),
-                p.raw[:RAW_SHOWN],
+                filter_text(p.raw).text[:RAW_SHOWN],
                 len(p.raw) > RAW_SHOWN,
             )
         )

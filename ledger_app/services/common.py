@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +30,8 @@ from ledger_app.loss import ledger_terms
 from ledger_app.mechanical import EntryView
 from ledger_app.model_writer.messages import STATE_FACT_LIMIT
 from ledger_app.models import COMMAND_KEY_INDEXED, Fold, FoldAttempt, LedgerFact, LedgerTerm
+from ledger_app.pins import attachment_problems, expected_text
+from ledger_app.services.records import fold_seal
 
 
 class LedgerError(DomainError):
@@ -160,6 +162,7 @@ def current_facts(
     pin_entries: Iterable[str] = (),
     *,
     where: Q | None = None,
+    command_keys: Iterable[str] = (),
 ) -> dict[str, Fact]:
     """``{id: fact}`` of the journal's current facts (the state after the latest fold).
 
@@ -167,6 +170,7 @@ def current_facts(
         ids: only these facts (``None``: every fact, or those matching ``where``).
         pin_entries: also the pins citing these entry hashes.
         where: an extra filter on :class:`LedgerFact` columns.
+        command_keys: also the active facts holding these command keys (with ``ids``).
     """
     if ids is None:
         qs = LedgerFact.objects.filter(journal=journal, until__isnull=True)
@@ -180,6 +184,14 @@ def current_facts(
     branches = [versions.filter(fact_id__in=list(ids))]
     if pins:
         branches.append(versions.filter(pin=True, pin_entry__in=pins))
+    keys = sorted(set(command_keys))
+    if keys:
+        prefixes = sorted({k[:COMMAND_KEY_INDEXED] for k in keys})
+        branches.append(
+            versions.alias(key_prefix=Substr("command_key", 1, COMMAND_KEY_INDEXED)).filter(
+                lifecycle="active", key_prefix__in=prefixes, command_key__in=keys
+            )
+        )
     return _current_of(branches)
 
 
@@ -211,8 +223,14 @@ def writer_state(
     *,
     models: bool = False,
     keys: tuple[Iterable[str], Iterable[str]] | None = None,
+    id_prefixes: Sequence[str] = (),
+    pin_ids: Callable[[dict[str, Fact]], set[str]] | None = None,
 ) -> dict[str, Any]:
     """The part of the state a writer reads before a fold, from the rows (issue 18).
+
+    ``id_prefixes``: also every active fact whose id starts with one of them (the offline
+    writer's open request parts and unused approvals: a few rows). ``pin_ids(pins)``: also
+    the facts (any lifecycle) with the ids it gives for the loaded pins (a request's parts).
 
     Always the active pins (a writer matches cancellations against them). With ``keys``,
     ``(command keys, fact ids)`` from the writer's ``state_keys(entries)`` (the offline and
@@ -245,7 +263,13 @@ def writer_state(
             )
         if ids:
             branches.append(rows.filter(fact_id__in=ids))
+        for prefix in id_prefixes:
+            branches.append(rows.filter(lifecycle="active", fact_id__startswith=prefix))
         facts = _current_of(branches)  # one statement of indexed lookups
+        more = pin_ids({k: f for k, f in facts.items() if f.get("pin")}) if pin_ids else set()
+        more -= facts.keys()
+        if more:
+            facts.update(_current_of([rows.filter(fact_id__in=sorted(more))]))
     if models:
         shown = (
             LedgerFact.objects.filter(journal=journal, until__isnull=True, lifecycle="active")
@@ -334,7 +358,8 @@ def delta_apply(
     """Apply ``delta`` to the facts it reads and compute the new state hash (issue 18).
 
     Loads the current versions of the facts :func:`ledger_app.reducer.delta_reads` names
-    (plus ``extra_ids``), applies the delta with :func:`ledger_app.reducer.apply_delta`
+    (plus ``extra_ids``) and the active facts of the command keys
+    :func:`ledger_app.reducer.delta_keys` names, applies the delta with :func:`ledger_app.reducer.apply_delta`
     (same rules, same verdicts as on the whole state) and updates the previous fold's
     accumulator with the changed facts only: the cost follows the delta, not the ledger.
 
@@ -342,7 +367,9 @@ def delta_apply(
         PinViolation / DeltaInvalid: as :func:`ledger_app.reducer.apply_delta`.
     """
     ids, pins = reducer.delta_reads(delta)
-    before = current_facts(journal, ids | set(extra_ids), pins)
+    before = current_facts(
+        journal, ids | set(extra_ids), pins, command_keys=reducer.delta_keys(delta)
+    )
     rest = {"folds": previous.number if previous else 0}
     reduction = reducer.apply_delta({**rest, "facts": before}, delta)
     after = reduction.state["facts"]
@@ -671,6 +698,7 @@ def fold_store(
         **fields,
     )
     facts_store(journal, applied)
+    fold_seal(fold)  # sealed again by a caller that adds the fold's attempts
     return fold
 
 
@@ -758,7 +786,8 @@ def instructions_check(
     """Re-hash pins against their journal entries (issue 3, "instruction integrity").
 
     For each pin in ``state["facts"]`` the cited entry is read, its hashes recomputed, and
-    its text compared with the pin's byte for byte. A fold passes :func:`pins_to_check`
+    its text compared with the pin's byte for byte (under the pin's rules:
+    :func:`ledger_app.pins.expected_text`), and its attachments with the pin and the entry. A fold passes :func:`pins_to_check`
     (its own pins and a rotating window of earlier ones: bounded work per fold);
     ``pins_total`` is then the number of pins in the whole ledger.
 
@@ -795,8 +824,11 @@ def instructions_check(
             raise FoldRefused(
                 f"pin {fact['id']}: entry sha256:{h} fails its hash check: {problems[0]}"
             )
-        if entry.text != fact["text"]:
+        if expected_text(fact, entry.text) != fact["text"]:
             raise FoldRefused(f"pin {fact['id']}: text differs from entry sha256:{h}")
+        attachment = attachment_problems(fact, entry.text)
+        if attachment:
+            raise FoldRefused(f"pin {fact['id']}: {attachment[0]} (entry sha256:{h})")
         pairs.append([h, hashlib.sha256(fact["text"].encode("utf-8")).hexdigest()])
     return {
         "pins": len(pins) if pins_total is None else pins_total,

@@ -10,6 +10,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 
+from audit_app.origin import current_task_id, origin_current
+from audit_app.services import audit_record
 from journal_app.content import PIN_RULES
 from journal_app.identifiers import Identifier
 from journal_app.models import Entry, Journal
@@ -18,7 +20,13 @@ from journal_app.tokens import source_label
 from ledger_app import hooks, reducer
 from ledger_app.budget import render_fact
 from ledger_app.loss import loss_report, term_key
-from ledger_app.mechanical import EntryView, is_pin_source, pin_fact, redact_op, required_pins
+from ledger_app.mechanical import (
+    EntryView,
+    pin_facts,
+    redact_op,
+    required_pins,
+    stamp_keys,
+)
 from ledger_app.model_writer import FALLBACK_NOTE as FALLBACK_NOTE  # re-exported: views
 from ledger_app.model_writer import (
     Composition,
@@ -30,6 +38,7 @@ from ledger_app.model_writer import (
 )
 from ledger_app.models import Fold, FoldAttempt, Proposal, RetirementRequest, Verdict
 from ledger_app.offline.turns import cancellation_boundary
+from ledger_app.pins import conservative_notes, harness_notes, pin_notes
 from ledger_app.services.common import (
     FoldFailed,
     FoldRefused,
@@ -51,6 +60,7 @@ from ledger_app.services.common import (
     writer_state,
 )
 from ledger_app.services.consolidate import ledger_consolidate
+from ledger_app.services.records import fold_seal
 from ledger_app.services.writers import writer_resolve
 from ledger_app.writers import Writer
 
@@ -135,6 +145,8 @@ def _plan(
             previous,
             models=models,
             keys=state_keys(views) if callable(state_keys) else None,
+            id_prefixes=getattr(writer, "state_prefixes", ()),
+            pin_ids=getattr(writer, "state_pin_ids", None),
         ),
         rounds=rounds,
         revision=journal.head_seq,
@@ -313,6 +325,35 @@ def consolidation_due(manifest: dict[str, Any]) -> bool:
     return evictable > 0 and (evictable >= floor or grown >= floor)
 
 
+def _fold_audited(journal: Journal, fold: Fold) -> None:
+    """Record ``fold.store`` in the fold's transaction, naming the surface that asked
+    (:func:`audit_app.origin.origin_current`) and the person, when known."""
+    origin = origin_current()
+    details: dict[str, Any] = {
+        "surface": origin.surface,
+        "session": journal.session.key,
+        "lane": journal.lane,
+        "branch": journal.branch,
+        "number": fold.number,
+        "seq_start": fold.seq_start,
+        "seq_end": fold.seq_end,
+        "outcome": fold.outcome,
+        "writer": fold.writer,
+    }
+    task_id = current_task_id()
+    if task_id:
+        details["task_id"] = task_id
+    audit_record(
+        actor=origin.actor,
+        tenant=journal.session.tenant,
+        action="fold.store",
+        object_type="fold",
+        object_id=str(fold.pk),
+        object_label=f"{journal.scope_label} fold {fold.number}",
+        details=details,
+    )
+
+
 def ledger_fold(
     *,
     journal: Journal,
@@ -428,8 +469,11 @@ def ledger_fold(
             )
         start, end, covered, hashes, key = plan.start, plan.end, plan.covered, plan.hashes, plan.key
         previous, number, views = plan.previous, plan.number, plan.views
-        pin_ops = [{"op": "add", "fact": pin_fact(v)} for v in views if is_pin_source(v)]
-        ops = pin_ops + composed.ops
+        pins = pin_facts(
+            views, state=plan.prev_state, attachment_tokens=settings.PIN_ATTACHMENT_TOKENS
+        )
+        pin_ops = [{"op": "add", "fact": f} for f in pins]
+        ops = pin_ops + stamp_keys(composed.ops, views)
         recovered = _take_recovered(recovery, ops, journal)
         delta = {
             "fold": number,
@@ -437,6 +481,7 @@ def ledger_fold(
             "evidence": _evidence(journal, covered, ops, number, journal.head_seq),
             "required_pins": required_pins(views),
             "pin_rules": PIN_RULES,
+            "lifecycle_rules": reducer.LIFECYCLE_RULES,
             "ops": ops,
         }
         try:
@@ -491,10 +536,22 @@ def ledger_fold(
                 **composed.usage(),
                 "source": "server-reported usage of the writer and verifier calls",
             }
+        analyst = ((getattr(recovery, "receipt", None) and recovery.receipt.usage) or {}).get(
+            "model"
+        )
+        if analyst:  # the recovery analyst's model calls count in the fold's usage
+            model = manifest["tokens"].setdefault("model", {"calls": 0, "source": ""})
+            for k in ("calls", "input_tokens", "output_tokens"):
+                model[k] = int(model.get(k, 0)) + int(analyst.get(k, 0))
+            model["analyst"] = analyst
+            model["source"] = "server-reported usage of the writer, verifier and analyst calls"
         if composed.rounds:
             manifest["review"] = composed.review()
         if composed.note:
             manifest["note"] = composed.note
+        notes = pin_notes(pins) + conservative_notes(ops) + harness_notes(views)
+        if notes:  # bad input, classified conservatively (DESIGN.md 5.2, 5.5)
+            manifest["conservative"] = {"notes": notes}
         if recovery is not None:
             receipt = recovery.receipt
             manifest["recovery"] = {
@@ -538,6 +595,8 @@ def ledger_fold(
             rounds=composed.rounds,
             record=_attempt_record(composed, plan, None),
         )
+        fold_seal(fold)
+        _fold_audited(journal, fold)
         for r in reduction.results:
             if r.op == "retire" and r.status == "pending":
                 fact = applied.after[r.fact_id]

@@ -19,7 +19,10 @@ revision, range hash, manifest, delta), never a full ledger state:
 * **manifest**: the covered seq bounds, entry count, entry hashes, range hash, previous
   fold, outcome and covered token figure, re-derived from the journal;
 * **pins**: the delta's required pins are every authoritative message of the range,
-  verbatim; every pin op cites one of them with its exact text;
+  verbatim (under the pin rules the delta names: :func:`journal_app.content.pin_text`);
+  every pin op cites one of them with its exact text; under pin rules 3 each pin has a
+  ``pin_kind`` and its attachments' ranges and hashes match the pin and the entry (a
+  receipt's ``read`` restores them);
 * **support**: every hash a delta's ops cite, and every key of its evidence index,
   resolves to an entry of this journal at or before the fold's revision, and the evidence
   describes that entry as the journal does (seq, kind, role, is_error, derived, fold);
@@ -39,16 +42,23 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
 from django.dispatch import Signal
 from django.utils import timezone
 
 from audit_app.models import AuditEvent
 from journal_app.chain import ArtifactFigures, check_figures
-from journal_app.content import content_text, is_authoritative
+from journal_app.content import content_text, is_authoritative, pin_text
 from journal_app.hashing import display
 from journal_app.models import Artifact, Entry, Journal
 from ledger_app.models import Fold, RetirementRequest
+from ledger_app.pins import GOVERNING, REQUEST, attachment_problems
+from ledger_app.services.checks import (
+    check_claim,
+    check_lookup,
+    check_store,
+    claim_fresh,
+    claim_not_queued,
+)
 from ledger_app.services.common import range_hash
 
 #: the checks :func:`ledger_integrity` runs, in the order they are reported
@@ -110,6 +120,8 @@ class _Row:
     derived: bool
     token_count: int
     pin_text: str | None = None
+    #: the pin text under pin rules 3 (harness blocks inside the message left out)
+    pin_text3: str | None = None
     #: the pin text under pin rules 1 (before harness records were told apart, issue 15):
     #: what a delta without ``pin_rules`` was written against
     legacy_pin_text: str | None = None
@@ -171,8 +183,11 @@ def _entries(journal: Journal) -> tuple[dict[int, _Row], dict[str, _Row], list[P
     ):
         row = by_seq[seq]
         text = content_text(row.kind, json.loads(body))
-        if is_authoritative(row.kind, row.role, row.derived, json.loads(meta), text=text) and text:
+        data = json.loads(meta)
+        if text and is_authoritative(row.kind, row.role, row.derived, data, text=text, rules=2):
             row.pin_text = text
+        if text and is_authoritative(row.kind, row.role, row.derived, data, text=text, rules=3):
+            row.pin_text3 = pin_text(text, 3)
         if not row.derived and text:
             row.legacy_pin_text = text
     return by_seq, {r.entry_hash: r for r in by_seq.values()}, figures
@@ -354,10 +369,12 @@ class _Checker:
         """The delta's required pins and pin facts against the journal, under the pin rules
         the delta names (``delta["pin_rules"]``, 1 when absent: :data:`PIN_RULES`)."""
         n = fold.number
-        legacy = int(delta.get("pin_rules") or 1) < 2
+        rules = int(delta.get("pin_rules") or 1)
 
         def pin_text(r: _Row) -> str | None:
-            return r.legacy_pin_text if legacy else r.pin_text
+            if rules < 2:
+                return r.legacy_pin_text
+            return r.pin_text if rules < 3 else r.pin_text3
 
         sources = {r.entry_hash: r for r in rows if pin_text(r) is not None}
         if fold.kind == Fold.Kind.FOLD:
@@ -401,6 +418,11 @@ class _Checker:
                     fold=n,
                     fact=fact_id,
                 )
+            elif rules >= 3 and fact.get("pin_kind") not in (GOVERNING, REQUEST):
+                self.add("pins", "a pin without its pin_kind", fold=n, fact=fact_id, entry=h)
+            elif rules >= 3:
+                for problem in attachment_problems(fact, source.legacy_pin_text):
+                    self.add("pins", f"pin {problem}", fold=n, fact=fact_id, entry=h)
             if h:
                 pinned.add(h)
         if fold.kind == Fold.Kind.FOLD and pinned != set(sources):
@@ -649,9 +671,8 @@ def ledger_integrity(*, journal: Journal) -> list[Problem]:
 #: cannot import the tasks, which import them)
 check_wanted = Signal()
 
-#: cache key of a journal's stored check (:func:`ledger_check`), and of its queued marker
-_CHECK_KEY = "ledger-check:{pk}"
-_QUEUED_KEY = "ledger-check-queued:{pk}:{state}"
+#: the claim of a queued check (:func:`ledger_app.services.checks.check_claim`)
+_QUEUED_KEY = "{pk}:{state}"
 #: seconds a queued check is trusted to be on its way before a page queues it again
 QUEUED_TTL = 600
 
@@ -690,7 +711,8 @@ def ledger_check(*, journal: Journal) -> LedgerCheck:
 
     The replay (:func:`ledger_app.services.verify.ledger_verify`) and
     :func:`ledger_integrity` (figures, head, chain, ranges, manifests, pins, support,
-    retirements, reviews), stored in the cache (no expiry) under the journal with the state
+    retirements, reviews), stored in the database (:mod:`ledger_app.services.checks`, read by
+    every process) under the journal with the state
     it ran at. Run by the ``check_ledger`` task (:mod:`ledger_app.tasks`), which a page
     queues when the stored check is missing or older than the ledger; pages only read it.
     Read-only on the database; idempotent.
@@ -711,7 +733,7 @@ def ledger_check(*, journal: Journal) -> LedgerCheck:
     check = LedgerCheck(
         state=state, problems=out[:MAX_WARNINGS], checked_at=timezone.now().isoformat()
     )
-    cache.set(_CHECK_KEY.format(pk=journal.pk), check.to_dict(), None)
+    check_store(journal_id=journal.pk, state=state, problems=check.problems, at=timezone.now())
     return check
 
 
@@ -740,39 +762,51 @@ class ShownCheck:
 
     problems: list[str]
     checked_at: datetime | None
+    pending: bool = False  # the ledger moved past the stored check: a new one is on its way
+    #: why a wanted check could not be queued (the task broker unreachable), else ""
+    not_queued: str = ""
 
 
 def ledger_warnings(*, journal: Journal) -> ShownCheck:
     """Why ``journal``'s ledger does not verify, for the UI's warning, and when it was
     checked.
 
-    Reads the stored :func:`ledger_check` (one cache read and one query for the ledger's
-    state, whatever the journal's size: a page never runs the check itself). When no check
+    Reads the stored :func:`ledger_check` with the ledger's state (one query,
+    whatever the journal's size: a page never runs the check itself). When no check
     is stored for the current state (a new entry or fold since, or none yet), the check is
     queued once per state (:data:`check_wanted`, whose receiver queues the ``check_ledger``
-    task after commit) and the last stored problems are shown meanwhile. With eager tasks
-    (the embedded default, no worker) the check runs when the request's transaction
-    commits; behind a worker it runs there. A stored check older than
+    task after commit) and the last stored problems are shown meanwhile, marked pending
+    (the page says "checking ..."). With eager tasks (the embedded default, no worker) the
+    check runs in a background thread of the web process (:mod:`ledger_app.background`),
+    never inside the request; behind a worker it runs there. A stored check older than
     ``LEDGER_CHECK_MAX_AGE_SECONDS`` (default 3,600) is queued again too, so a change made
     in the database in place (no new entry or fold) shows within that time. The stored
-    checks live in the cache: set ``CACHE_URL`` (Redis) so web and worker processes share
-    them.
+    checks live in the database, so every web and worker process reads the same ones.
 
     Returns:
         :class:`ShownCheck`: at most :data:`MAX_WARNINGS` problems as sentences (the
-        replay's mismatch first), and the time of the stored check they come from.
+        replay's mismatch first), the time of the stored check they come from, and whether
+        a newer check is pending.
     """
-    stored = cache.get(_CHECK_KEY.format(pk=journal.pk))
-    state = _state(journal)
-    if stored is None or stored["state"] != state or _too_old(stored):
+    state, stored, claim = check_lookup(journal=journal)
+    pending = stored is None or stored["state"] != state
+    not_queued, wait = claim_not_queued(claim)
+    if (pending or _too_old(stored)) and not wait:
         # a change made in place (no new entry nor fold) is seen once the check is older
         # than LEDGER_CHECK_MAX_AGE_SECONDS: queued again, once per period
         period = ""
         if stored is not None and stored["state"] == state:
             period = f":{int(time.time()) // max(1, settings.LEDGER_CHECK_MAX_AGE_SECONDS)}"
         queued = _QUEUED_KEY.format(pk=journal.pk, state=":".join(map(str, state))) + period
-        if cache.add(queued, True, QUEUED_TTL):
+        key = queued[-200:]
+        if not claim_fresh(claim, key=key, ttl_seconds=QUEUED_TTL) and check_claim(
+            journal_id=journal.pk, key=key, ttl_seconds=QUEUED_TTL
+        ):
             check_wanted.send(sender=Journal, journal_id=journal.pk)
+    if not pending:
+        not_queued = ""
     if not stored:
-        return ShownCheck([], None)
-    return ShownCheck(list(stored["problems"]), _checked_at(stored))
+        return ShownCheck([], None, pending=True, not_queued=not_queued)
+    return ShownCheck(
+        list(stored["problems"]), _checked_at(stored), pending=pending, not_queued=not_queued
+    )

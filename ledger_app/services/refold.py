@@ -1,8 +1,5 @@
 """Refold: a range folded with mechanical facts folded again by a better writer (issue 12).
 
-The stored counterpart of the what-if refold (:func:`ledger_app.refold.ledger_refold`, which
-runs the same writer path and writes nothing).
-
 Recorded as a new fold of kind ``refold``, never an edit: its delta ``withdraw``s the
 active non-pin facts born in the refolded fold (the reducer allows that only for
 ``"refold_of": n`` and facts of fold ``n``) and adds the new writer's ops over the same

@@ -36,13 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from django.apps import apps
-from django.db import transaction
 from django.utils.dateparse import parse_datetime
 
 from audit_app.services import annotation_add, audit_record, comment_add
 from journal_app.formats import ledgerkeep_export
 from journal_app.models import Entry, Journal, Membership
 from journal_app.services import journal_import
+from journal_app.services.errors import _write_transaction
 from journal_app.services.imports import ImportResult
 from ledger_app import reducer
 from ledger_app.models import Fold, FoldAttempt, Proposal, RetirementRequest, Verdict
@@ -54,6 +54,7 @@ from ledger_app.services.common import (
     range_hash,
 )
 from ledger_app.services.integrity import ledger_integrity
+from ledger_app.services.records import folds_seal
 from ledger_app.services.verify import ledger_verify
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -542,6 +543,7 @@ def ledger_reimport(
             _review_request(work, rec)
         work.fold(rec)
     work.attempts()
+    folds_seal(journal.pk)  # the attempts joined folds already sealed
     work.comments()
     lanes = [r.get("lane") for r in records if r.get("type") == "journal"]
     if lanes and lanes[0] == journal.lane:
@@ -618,7 +620,9 @@ def transcript_import(*, path: str | Path, **options: Any) -> TranscriptImport:
     Args:
         path: the transcript file (or OpenCode export folder).
         options: ``fmt``, ``tenant``, ``session``, ``lane``, ``branch``, ``progress``,
-            ``on_parsed``, passed to :func:`journal_app.services.journal_import` as given.
+            ``on_parsed``, passed to :func:`journal_app.services.journal_import` as given;
+            ``actor`` (the user, ``None`` for a command) is kept in the ``journal.import``
+            audit event written in the same transaction.
 
     Returns:
         :class:`TranscriptImport`.
@@ -628,7 +632,9 @@ def transcript_import(*, path: str | Path, **options: Any) -> TranscriptImport:
         :class:`ReimportInvalid` (422) / :class:`ReimportConflict` (409). In every case
         nothing is written: the journal's rows roll back with the ledger's.
     """
-    with transaction.atomic():
+    actor = options.pop("actor", None)
+    # a lost connection: "nothing was written" inside, "unknown" at the commit itself
+    with _write_transaction(f"the import of {Path(str(path)).name}"):
         imported = journal_import(path=path, **options)
         ledgers: dict[int, ReimportResult] = {}
         if imported.parsed.format == ledgerkeep_export.NAME:
@@ -637,4 +643,20 @@ def transcript_import(*, path: str | Path, **options: Any) -> TranscriptImport:
                 ledgers[j.pk] = ledger_reimport(
                     journal=j, records=records, mapping=reimport_mapping(journal=j, records=records)
                 )
+        session = imported.journal.session
+        audit_record(  # in the import's transaction: no event for an import rolled back
+            actor=actor,
+            tenant=session.tenant,
+            action="journal.import",
+            object_type="session",
+            object_id=f"{session.tenant.slug}/{session.key}",
+            object_label=Path(str(path)).name,
+            details={
+                "session": session.key,
+                "format": imported.parsed.format,
+                "appended": imported.append.appended,
+                "unchanged": imported.append.unchanged,
+                "journals": [j.scope_label for j in imported.journals],
+            },
+        )
     return TranscriptImport(imported=imported, ledgers=ledgers)

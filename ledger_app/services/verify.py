@@ -10,17 +10,22 @@ checkpoint byte for byte, and the fact rows with the facts each fold changed.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from audit_app.services import log_verify
 from journal_app.models import Journal
 from ledger_app import reducer
+from ledger_app.budget import render_fact
+from ledger_app.loss import ledger_terms
 from ledger_app.model_writer import FALLBACK_NOTE as FALLBACK_NOTE  # re-exported: views
-from ledger_app.models import Fold, LedgerFact
+from ledger_app.models import Fold, LedgerFact, LedgerTerm
 from ledger_app.services.common import _verdicts, fact_columns
+from ledger_app.services.records import fold_records_verify
 
 CHECKS = [
     "replay from scratch",
@@ -30,6 +35,8 @@ CHECKS = [
     "verdicts",
     "fact rows",
     "fact columns",
+    "terms",
+    "record_hash",
 ]
 
 
@@ -129,15 +136,26 @@ def _folds(journal: Journal, start: int = 0) -> Iterator[tuple[int, str, str, st
 
 
 def _rows(journal: Journal) -> tuple[dict[int, dict[str, str]], dict[int, set[str]]]:
+    """Fact rows by the fold they start at (``data`` with the row's ``change`` appended
+    after a NUL, so the change a fold recorded is compared too) and the folds they end at."""
     born: dict[int, dict[str, str]] = defaultdict(dict)
     ended: dict[int, set[str]] = defaultdict(set)
-    for fact_id, since, until, data in LedgerFact.objects.filter(journal=journal).values_list(
-        "fact_id", "since", "until", "data"
-    ):
-        born[since][fact_id] = data
+    for fact_id, since, until, data, change in LedgerFact.objects.filter(
+        journal=journal
+    ).values_list("fact_id", "since", "until", "data", "change"):
+        born[since][fact_id] = f"{data}\x00{change}"
         if until is not None:
             ended[until].add(fact_id)
     return born, ended
+
+
+def _change(old: dict[str, Any] | None, new: dict[str, Any]) -> str:
+    """The ``change`` a fact row records (as ``ledger_app.services.common.facts_store``)."""
+    if old is None:
+        return "born"
+    if old.get("lifecycle") != new.get("lifecycle"):
+        return str(new.get("lifecycle", "changed"))
+    return "changed"
 
 
 def _mismatch(number: int, check: str, detail: str, fact: str | None = None) -> dict[str, Any]:
@@ -198,7 +216,11 @@ def _replay(
                 report.checkpoints += 1
         if rows is not None:
             born, ended = rows
-            want_born = {k: reducer.state_bytes(v).decode("utf-8") for k, v in added}
+            olds = dict(removed)
+            want_born = {
+                k: reducer.state_bytes(v).decode("utf-8") + "\x00" + _change(olds.get(k), v)
+                for k, v in added
+            }
             want_ended = {k for k, _ in removed}
             if born.get(number, {}) != want_born or ended.get(number, set()) != want_ended:
                 diff = sorted(
@@ -212,6 +234,27 @@ def _replay(
                     "the fact rows differ from the facts this fold changed",
                     diff[0] if diff else None,
                 )
+    return None
+
+
+def _terms_mismatch(journal: Journal, facts: dict[str, Any], number: int) -> dict[str, Any] | None:
+    """The loss index (:class:`LedgerTerm`) against the replayed facts: every active fact's
+    terms counted (``ledger_app.services.common.facts_store``'s rule); the first term whose
+    stored count differs, or ``None``."""
+    want: Counter[str] = Counter()
+    for fact in dict.values(facts):
+        if fact.get("lifecycle", "active") == "active":
+            for key in ledger_terms(render_fact(fact)):
+                want[hashlib.sha256(key.encode("utf-8")).hexdigest()] += 1
+    stored = dict(LedgerTerm.objects.filter(journal=journal).values_list("term", "facts"))
+    for term in sorted(want.keys() | stored.keys()):
+        if want.get(term, 0) != stored.get(term, 0):
+            return _mismatch(
+                number,
+                "terms",
+                f"loss index term {term[:12]} counts {stored.get(term, 0)} facts, the replayed "
+                f"ledger {want.get(term, 0)}",
+            )
     return None
 
 
@@ -253,6 +296,8 @@ def ledger_verify(*, journal: Journal) -> LedgerVerifyReport:
     2. **From every checkpoint**: the stored state of each checkpoint, parsed, must hash to
        its stored ``state_hash``; the deltas after it, applied to it, must give every later
        stored hash up to the next checkpoint (what a page rebuilding a state relies on).
+    4. **Record hashes** (last): every fold's ``record_hash`` over everything it stores,
+       chained to the previous fold's (:func:`ledger_app.services.records.fold_records_verify`).
     3. **Fact columns** (between the two): every :class:`LedgerFact` version's columns
        (text, priority, lifecycle, pin, tokens, ...) must be those its ``data`` gives
        (:func:`_columns_mismatch`).
@@ -261,6 +306,19 @@ def ledger_verify(*, journal: Journal) -> LedgerVerifyReport:
         :class:`LedgerVerifyReport` with the first mismatch (fold, fact id, which check),
         ``folds`` and ``checkpoints`` counted.
     """
+    try:
+        return _verify(journal)
+    except (ValueError, TypeError, AttributeError, KeyError) as exc:
+        # a stored delta, state or fact that is no longer what the reducer wrote (not
+        # JSON, not its shape): name the fold by its record hash when that differs
+        report = LedgerVerifyReport()
+        report.mismatch = fold_records_verify(journal=journal) or _mismatch(
+            0, "stored JSON", f"a stored delta, state or fact cannot be read: {exc}"
+        )
+        return report
+
+
+def _verify(journal: Journal) -> LedgerVerifyReport:
     report = LedgerVerifyReport()
     rows = _rows(journal)
     state = reducer.reduce(None, [])
@@ -276,6 +334,9 @@ def ledger_verify(*, journal: Journal) -> LedgerVerifyReport:
             )
         )
         replayed = {k: reducer.state_bytes(v).decode("utf-8") for k, v in state["facts"].items()}
+        report.mismatch = _terms_mismatch(journal, state["facts"], report.folds)
+        if report.mismatch is not None:
+            return report
         if current != replayed:
             diff = sorted(
                 (current.keys() ^ replayed.keys())
@@ -307,5 +368,20 @@ def ledger_verify(*, journal: Journal) -> LedgerVerifyReport:
         )
         if report.mismatch is not None:
             return report
+    report.mismatch = fold_records_verify(journal=journal)
+    if report.mismatch is not None:
+        return report
     report.checks = list(CHECKS)
     return report
+
+
+def ledger_log_verify(*, journals: list[Journal]) -> list[str]:
+    """Recompute the hash-chained log of the tenants of ``journals`` (retirement requests
+    and decisions, comments, annotations, audit events; ``audit_app.LogRecord``) and
+    compare every logged row with its latest record.
+
+    Returns:
+        Problems, the first differing record first (:func:`audit_app.services.log_verify`).
+    """
+    tenants = {j.session.tenant_id for j in journals}
+    return log_verify(chains=tenants)

@@ -88,7 +88,8 @@ class Meter:
         calls = message.get("tool_calls")
         for call in calls if isinstance(calls, list) else []:
             if isinstance(call, dict):
-                fn = call.get("function") if isinstance(call.get("function"), dict) else {}
+                function = call.get("function")
+                fn: dict[str, Any] = function if isinstance(function, dict) else {}
                 total += (
                     self.text(call.get("id"))
                     + self.text(fn.get("name"))

@@ -112,7 +112,10 @@ class Expectations:
     """What the journal and ledger say must be in a request (built from the primary source).
 
     Attributes:
-        pins: ``[(pin id, entry hex, text)]``: each text must be present byte for byte.
+        pins: ``[(pin id, entry hex, text)]``: each text must be present byte for byte; a
+            pin's text as a context shows it (:func:`ledger_app.pins.pin_shown_text`: its
+            attachments as receipts naming their hash and ``read`` range, the words around
+            them verbatim, DESIGN.md 5.2), so a receipt must be present exactly too.
         goal: ``(entry hex, text)`` of the current user goal, or ``None``.
         interrupted: ``[(call id, entry hex)]`` of calls that did not complete.
         approvals: ``[(approval id, entry hex)]`` of pending approvals.

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from ledger_app.selectors.presenters import fact_dom_id
 from ledger_app.views.context import context_views
+from ledger_app.views.dashboard import dashboard
 from ledger_app.views.export import export
 from ledger_app.views.facts import fact_detail, facts
 from ledger_app.views.folds import (
@@ -24,12 +25,14 @@ from ledger_app.views.folds import (
     fold_diff,
     fold_invariants_panel,
     fold_list,
+    fold_now,
     fold_verdicts,
 )
 from ledger_app.views.review import review_detail, review_list
 
 __all__ = [
     "context_views",
+    "dashboard",
     "export",
     "fact_detail",
     "fact_dom_id",
@@ -39,6 +42,7 @@ __all__ = [
     "fold_diff",
     "fold_invariants_panel",
     "fold_list",
+    "fold_now",
     "fold_verdicts",
     "review_detail",
     "review_list",

@@ -13,10 +13,12 @@ from django.shortcuts import render
 from django.urls import reverse
 
 from journal_app import selectors as journal_selectors
+from journal_app.privacy import filter_text
 from journal_app.views import HtmxHttpRequest, scope_kwargs
 from ledger_app.context import capped
 from ledger_app.context_service import VIEWS, ContextError, context_preview
 from ledger_app.selectors import presenters
+from ledger_app.services.context_explain import context_failure_explain
 from ledger_app.views.common import partial, scope_context
 
 CONTEXT_FORMATS = ("openai", "anthropic")
@@ -72,7 +74,6 @@ def _parts(content: Any) -> list[dict[str, str]]:
 
 
 def _model_rows(view: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The model view's messages for display: role, tool call id, parts."""
     if not view:
         return []
     rows = []
@@ -100,10 +101,23 @@ PER_PAGE = 50
 TEXT_SHOWN = 2_000
 
 
+def _filtered(text: Any) -> str:
+    """``text`` as the page shows it: secrets and hidden reasoning filtered by the one
+    detector (:func:`journal_app.privacy.filter_text`). The model view holds pins verbatim
+    (what the model is sent, DESIGN.md 5.2); this page is a display surface."""
+    return filter_text("" if text is None else str(text)).text
+
+
+def _capped_filtered(items: list[Any], cap: int) -> tuple[list[str], int]:
+    """:func:`ledger_app.context.capped`, each kept item filtered (:func:`_filtered`)."""
+    kept, more = capped(items, cap)
+    return [_filtered(x) for x in kept], more
+
+
 def _clipped(text: Any) -> dict[str, Any]:
-    """``{"text", "more"}``: ``text`` cut to :data:`TEXT_SHOWN` characters and how many
-    characters were left out."""
-    text = "" if text is None else str(text)
+    """``{"text", "more"}``: ``text`` filtered (:func:`_filtered`), then cut to
+    :data:`TEXT_SHOWN` characters, and how many characters were left out."""
+    text = _filtered(text)
     if len(text) <= TEXT_SHOWN:
         return {"text": text, "more": 0}
     return {"text": text[:TEXT_SHOWN], "more": len(text) - TEXT_SHOWN}
@@ -215,9 +229,21 @@ def context_views(
         "counts": counts,
         "frontend": (result.frontend_view or {}) if result else {},
         "trace": trace,
-        "notes": capped(trace.get("notes") or [], PER_PAGE),
+        "notes": _capped_filtered(trace.get("notes") or [], PER_PAGE),
         "artifacts": capped(trace.get("artifacts") or [], PER_PAGE),
         "reports": presenters.reports(validation),
+        "all_ok": bool(validation) and all(r.get("ok") for r in validation.values()),
+        "record": {
+            k: _capped_filtered(v, 20) for k, v in (trace.get("continuation_record") or {}).items()
+        },
+        "explain": context_failure_explain(
+            journal=journal,
+            revision=result.revision,
+            failure=result.failure,
+            scale=float(((trace.get("tokens") or {}).get("calibration") or {}).get("scale") or 1),
+        )
+        if result is not None and result.failure
+        else None,
         "context_url": reverse("ledger:context", kwargs=scope_kwargs(journal)),
         "permalink": request.build_absolute_uri(request.get_full_path()),
     }

@@ -117,7 +117,7 @@ def fact_detail(
     context = {
         **scope_context(journal),
         "fact_id": fact_id,
-        "fact": fact,
+        "fact": presenters.fact_shown(fact) if fact else fact,
         "selected": selected,
         "support": presenters.support_links(fact, known),
         "history": history,

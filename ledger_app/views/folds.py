@@ -7,17 +7,22 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Page, Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.views.decorators.http import require_POST
 
 from journal_app import selectors as journal_selectors
 from journal_app.views import HtmxHttpRequest, is_panel, render_panel, scope_kwargs
 from ledger_app import selectors
 from ledger_app.context_service import ContextError, fold_invariants
+from ledger_app.runs import BrokerUnavailable, task_run_enqueue
 from ledger_app.selectors import presenters, ui
 from ledger_app.services.integrity import ledger_warnings
+from ledger_app.services.review import can_review
+from ledger_app.tasks import fold_journal
 from ledger_app.views.common import FALLBACK_NOTICE, partial, scope_context
 
 FOLDS_PER_PAGE = 50
@@ -46,7 +51,9 @@ def fold_list(
     ``?show=rejections|fallbacks|failures`` (:data:`ledger_app.selectors.ui.FOLD_SHOWS`)
     narrows the list; an htmx request gets ``#fold-list``.
     """
-    journal = journal_selectors.get_journal_for_user(request.user, tenant, session, lane, branch)
+    journal, role = journal_selectors.get_journal_with_role(
+        request.user, tenant, session, lane, branch
+    )
     show = request.GET.get("show", "")
     if show not in ui.FOLD_SHOWS:
         show = ""
@@ -67,8 +74,38 @@ def fold_list(
         "failed": [presenters.attempt_out(a) for a in failed],
         "compare_url": reverse("ledger:fold_compare", kwargs=scope_kwargs(journal)),
         "permalink": request.build_absolute_uri(request.get_full_path()),
+        # offered by role (no query beyond the journal's); the POST checks the whole rule
+        "may_fold": role in journal_selectors.FOLDING_ROLES,
+        "fold_now_url": reverse("ledger:fold_now", kwargs=scope_kwargs(journal)),
     }
     return render(request, partial(request, "ledger_app/folds.html", "fold-list"), context)
+
+
+@login_required
+@require_POST
+def fold_now(
+    request: HtmxHttpRequest, tenant: str, session: str, lane: str, branch: str
+) -> HttpResponse:
+    """POST: queue :func:`ledger_app.tasks.fold_journal` for the scope, as the API's
+    ``POST .../folds`` does (same task, same service; reviewers and admins only, 403 else).
+
+    The fold's audit event (``fold.store``) names the UI and the user. In the embedded
+    default the fold has run when the redirect to the folds page comes back.
+    """
+    journal = journal_selectors.get_journal_for_user(request.user, tenant, session, lane, branch)
+    if not can_review(request.user, journal):
+        raise PermissionDenied("only the tenant's reviewers and admins fold from the page")
+    try:
+        run = task_run_enqueue(
+            task=fold_journal, journal=journal, journal_id=journal.pk, send_now=True
+        )
+    except BrokerUnavailable as exc:
+        messages.error(request, f"The fold was not queued: {exc}")
+    else:
+        run.refresh_from_db()
+        reason = (run.result or {}).get("reason") or f"fold queued (task {run.task_id})"
+        messages.success(request, reason)
+    return redirect(reverse("ledger:folds", kwargs=scope_kwargs(journal)))
 
 
 def _ops_page(request: HttpRequest, total: int) -> tuple[Page, slice]:

@@ -67,6 +67,7 @@ def _review_context(request: HttpRequest, req: RetirementRequest) -> dict[str, A
         "evidence": presenters.support_links(evidence, known),
         "role": tenant_role(request.user, journal.session.tenant_id),
         "may_decide": can_review(request.user, journal),
+        "deciders": selectors.retirement_deciders(journal.session.tenant_id),
         "fact_url": reverse("ledger:facts", kwargs=scope_kwargs(journal))
         + "?"
         + urlencode({"q": f'id:"{req.fact_id}"'}),

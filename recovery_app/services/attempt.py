@@ -185,10 +185,14 @@ def _claims(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     views = {r.entry.entry_hash: r.view for r in attempt.reads}
     queries = [q["query"] for q in attempt.queries]
-    if model is not None and use_model and attempt.verified:
+    left = attempt.meter.budget.seconds - attempt.meter.elapsed
+    if model is not None and use_model and attempt.verified and left > 0:
+        # the model call is inside the recovery budget: bounded by the time left
+        bound = {"timeout_s": left} if getattr(model, "bounded", False) else {}
         proposed = model.propose(
             filter_text(question).text,  # the question may quote a secret too
             lexical_analyst.model_reads([r.view for r in attempt.verified]),
+            **bound,
         )
         cited = {
             str(c.get("entry", "")).removeprefix("sha256:")
@@ -334,14 +338,15 @@ def recovery_run(
                     reason=f"{len(accepted)} claim(s) from {len(attempt.verified)} verified read(s)",
                 )
             else:
-                discarded = [line for line in attempt.read_lines if not line.get("ok")]
-                why = (
-                    f"{len(discarded)} lead(s) discarded: "
-                    + "; ".join(f"seq {d['seq']}: {d['reason']}" for d in discarded)
-                    if discarded
-                    else f"no raw entry matched {len(attempt.queries)} quer{'y' if len(attempt.queries) == 1 else 'ies'}"
+                data.update(
+                    outcome=Receipt.Outcome.NOTHING_FOUND,
+                    reason=nothing_found_reason(
+                        queries=len(attempt.queries),
+                        verified=len(attempt.verified),
+                        discarded=[line for line in attempt.read_lines if not line.get("ok")],
+                        rejected=rejected,
+                    ),
                 )
-                data.update(outcome=Receipt.Outcome.NOTHING_FOUND, reason=why)
     except Denied as exc:
         data.update(outcome=Receipt.Outcome.DENIED, reason=str(exc))
     except Exception as exc:  # a failed attempt is recorded; compaction carries on
@@ -349,11 +354,50 @@ def recovery_run(
         data.update(outcome=Receipt.Outcome.FAILED, reason=f"{type(exc).__name__}: {exc}")
     requests = (used_model.requests - requests_before) if used_model is not None else 0
     data["analyst"] = used_model.id if used_model is not None else "lexical"
-    return _receipt(data, meter, attempt, requests)
+    usage = getattr(used_model, "usage", None)
+    return _receipt(data, meter, attempt, requests, usage() if callable(usage) else None)
+
+
+def nothing_found_reason(
+    *, queries: int, verified: int, discarded: list[dict[str, Any]], rejected: list[dict[str, Any]]
+) -> str:
+    """Why an attempt recovered nothing, consistent with what it read (README, "Recovery").
+
+    Args:
+        queries: searches run.
+        verified: reads that passed every check (the receipt's sources).
+        discarded: read lines that failed a check (``seq``, ``reason``).
+        rejected: claims proposed from the verified reads and rejected (``reason``).
+
+    Returns:
+        One sentence: verified reads that yielded no accepted claim are said to be read (and
+        why no claim stood), never "no raw entry matched"; that is said only when nothing
+        was read at all.
+    """
+    parts = []
+    if verified:
+        said = f"{verified} verified read(s) gave no accepted claim"
+        if rejected:
+            said += ": " + "; ".join(f"claim rejected: {c.get('reason', '')}" for c in rejected[:3])
+        else:
+            said += ": the reads hold nothing the question asks about"
+        parts.append(said)
+    if discarded:
+        parts.append(
+            f"{len(discarded)} lead(s) discarded: "
+            + "; ".join(f"seq {d.get('seq')}: {d.get('reason')}" for d in discarded[:5])
+        )
+    if not parts:
+        parts.append(f"no raw entry matched {queries} quer{'y' if queries == 1 else 'ies'}")
+    return "; ".join(parts)
 
 
 def _receipt(
-    data: dict[str, Any], meter: BudgetMeter, attempt: _Attempt | None, requests: int
+    data: dict[str, Any],
+    meter: BudgetMeter,
+    attempt: _Attempt | None,
+    requests: int,
+    model_usage: dict[str, Any] | None = None,
 ) -> Receipt:
     if attempt is not None:
         data["queries"] = attempt.queries
@@ -368,6 +412,8 @@ def _receipt(
             for r in attempt.verified
         ]
     usage = meter.usage()
+    if model_usage and model_usage.get("calls"):
+        usage["model"] = model_usage  # the analyst's calls: added to the fold's usage
     data.update(
         usage=usage, tokens=usage["tokens"], seconds=usage["seconds"], model_requests=requests
     )

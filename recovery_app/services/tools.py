@@ -7,6 +7,7 @@ re-verified by hash and filtered by :mod:`journal_app.privacy`, saying ``filtere
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -162,10 +163,20 @@ class ReadResult:
     byte_length: int
     body_hash: str
     chunks: list[dict[str, Any]]
+    #: ``[start, end)`` in characters of the entry's text when a range was asked for
+    #: (``text`` then holds that range only, ``content`` is left out)
+    range: list[int] | None = None
+    #: ``sha256:<hex>`` of the range's UTF-8 bytes before filtering (a pin attachment's
+    #: receipt names the same hash, DESIGN.md 5.2)
+    range_sha256: str | None = None
 
 
 def recovery_read(
-    *, journal: Journal, seq: int | None = None, entry: str | None = None
+    *,
+    journal: Journal,
+    seq: int | None = None,
+    entry: str | None = None,
+    text_range: tuple[int, int] | None = None,
 ) -> ReadResult:
     """Read one entry of the caller's journal in full, verify it, and filter it.
 
@@ -178,14 +189,21 @@ def recovery_read(
     Args:
         journal: the caller's journal.
         seq / entry: which entry (``entry`` is ``sha256:<hex>`` or hex); exactly one.
+        text_range: ``(start, end)``, characters of the entry's text (``end`` excluded):
+            only that range is returned as ``text`` (no ``content``), with ``range`` and
+            ``range_sha256`` (of the range's UTF-8 bytes, before filtering). A pinned
+            message's attachment receipt names its range and hash (DESIGN.md 5.2).
 
     Raises:
         EntryNotFound: no such entry in the caller's journal (other scopes' entries do not
             exist for the caller).
-        RecoveryError: neither or both of ``seq`` and ``entry``.
+        RecoveryError: neither or both of ``seq`` and ``entry``; a range that is empty or
+            not inside the entry's text.
     """
     if (seq is None) == (entry is None):
         raise RecoveryError("give exactly one of seq and entry")
+    if text_range is not None and not 0 <= text_range[0] < text_range[1]:
+        raise RecoveryError(f"range {list(text_range)} is not [start, end) with start < end")
     journal = _journal(journal)
     snapshot = snapshot_freeze(journal=journal)
     qs = Entry.objects.filter(journal=journal, seq__lte=snapshot.revision)
@@ -207,7 +225,18 @@ def recovery_read(
     content: dict[str, Any] | None = None
     text: str | None = None
     labels: list[str] = []
-    if r.check.ok:
+    sliced: str | None = None
+    if text_range is not None:
+        if text_range[1] > len(found.text):
+            raise RecoveryError(
+                f"range {list(text_range)} is not inside {what}'s text of "
+                f"{len(found.text)} characters"
+            )
+        sliced = found.text[text_range[0] : text_range[1]]
+    if r.check.ok and sliced is not None:
+        f = filter_text(sliced, kind=found.kind)
+        text, labels = f.text, list(f.labels)
+    elif r.check.ok:
         content, labels = filter_content(found.kind, found.content)
         f = filter_text(found.text, kind=found.kind)
         text = f.text
@@ -238,6 +267,12 @@ def recovery_read(
             }
             for c in found.chunks.all()
         ],
+        range=list(text_range) if text_range is not None else None,
+        range_sha256=(
+            "sha256:" + hashlib.sha256(sliced.encode("utf-8")).hexdigest()
+            if sliced is not None
+            else None
+        ),
     )
 
 

@@ -196,6 +196,43 @@
   });
 
   // 3. Side panel -------------------------------------------------------------------------------
+  // the link a panel was opened from stays in view once the page reflows beside the panel
+  let panelOpener = null;
+  document.body.addEventListener("htmx:beforeRequest", function (evt) {
+    const target = evt.detail.target;
+    if (target && target.id === "side-panel") panelOpener = evt.detail.elt;
+  });
+  document.body.addEventListener("htmx:afterSettle", function (evt) {
+    const elt = evt.detail.elt;
+    if (elt && elt.id === "side-panel" && panelOpener && document.body.contains(panelOpener)) {
+      panelOpener.scrollIntoView({ block: "nearest", inline: "nearest" });
+    }
+    markScrollingTables(document);
+  });
+
+  // tables wider than their box get a hint line and edge shadows (static/css/app.css)
+  function markScrollingTables(root) {
+    root.querySelectorAll(".table-wrap").forEach(function (wrap) {
+      const scrolls = wrap.scrollWidth > wrap.clientWidth + 2;
+      const hint = wrap.previousElementSibling;
+      const hasHint = hint && hint.classList && hint.classList.contains("scroll-hint");
+      if (scrolls) {
+        wrap.setAttribute("data-scrolls", "");
+        if (!hasHint) {
+          const p = document.createElement("p");
+          p.className = "scroll-hint";
+          p.textContent = "More columns to the right: scroll the table sideways.";
+          wrap.parentNode.insertBefore(p, wrap);
+        }
+      } else {
+        wrap.removeAttribute("data-scrolls");
+        if (hasHint) hint.remove();
+      }
+    });
+  }
+  markScrollingTables(document);
+  window.addEventListener("resize", function () { markScrollingTables(document); });
+
   function closePanel() {
     const close = document.querySelector("#side-panel .panel-close");
     if (close) close.click();

@@ -120,6 +120,7 @@ def test_https_off_serves_plain_http_without_secure_cookies(tmp_path):
         ("abcd" * 20, "has 4 distinct characters"),
         ("django-insecure-" + secrets.token_urlsafe(50), "starts with 'django-insecure-'"),
     ],
+    ids=["short", "four-characters", "django-insecure"],  # fixed ids: each xdist worker collects
 )
 def test_debug_off_with_a_weak_secret_key_is_a_startup_error_naming_the_variable(
     tmp_path, key, why

@@ -15,7 +15,14 @@ from journal_app.auth import PayloadTooLarge
 from journal_app.errors import DomainError, MalformedBody
 from journal_app.filters import FilterError
 from journal_app.schemas import ERROR_STATUSES
-from journal_app.services import ConflictError, GapError, JournalError
+from journal_app.services import (
+    ArtifactStoreFull,
+    CommittedConnectionLost,
+    CommitUnconfirmed,
+    ConflictError,
+    GapError,
+    JournalError,
+)
 from ledger_app.services import FoldFailed, FoldRefused, LedgerError, ReviewError, ReviewForbidden
 from recovery_app.cursors import CursorRefused
 from recovery_app.lexical import QueryInvalid
@@ -259,6 +266,9 @@ DOMAIN = [
     (Denied("revision", "beyond the head"), 403, "forbidden", None, None),
     (CommentInvalid("a comment needs text"), 400, "invalid_comment", None, None),
     (DomainError("plain", field="f", entry="seq 1"), 400, "invalid_request", "f", "seq 1"),
+    (CommitUnconfirmed("lost at commit"), 503, "commit_unconfirmed", None, None),
+    (CommittedConnectionLost("committed, then lost"), 503, "committed_then_lost", None, None),
+    (ArtifactStoreFull("the artifact store is full"), 507, "artifact_store_full", None, None),
 ]
 
 
@@ -294,7 +304,7 @@ def test_the_domain_errors_share_one_root():
 
 def test_openapi_lists_every_error_status_with_the_error_shape():
     schema = json.loads(json.dumps(ninja_api.get_openapi_schema()))  # as served: str keys
-    expected = {str(s) for s in (400, 401, 403, 404, 405, 409, 413, 414, 422, 429, 503)}
+    expected = {str(s) for s in (400, 401, 403, 404, 405, 409, 413, 414, 422, 429, 503, 507)}
     assert {str(s) for s in ERROR_STATUSES} == expected
     operations = [(p, m, op) for p, ops in schema["paths"].items() for m, op in ops.items()]
     assert len(operations) > 20

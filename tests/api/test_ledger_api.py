@@ -254,3 +254,27 @@ def test_a_redelivered_task_reports_its_latest_run_and_the_number_of_runs(
 
     assert (one["status"], one["executions"]) == ("running", 2)
     assert [(t["status"], t["executions"]) for t in listed] == [("running", 2), ("succeeded", 2)]
+
+
+def test_a_fold_request_with_the_broker_down_is_503_and_the_run_says_not_queued(
+    api, tenant, monkeypatch
+):
+    from kombu.exceptions import OperationalError
+
+    from ledger_app.runs import BROKER_DOWN
+    from ledger_app.tasks import fold_journal
+
+    journal = journal_build(tenant=tenant)
+
+    def down(*args, **kwargs):
+        raise OperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    monkeypatch.setattr(fold_journal, "apply_async", down)
+    r = api.post(SCOPE + "/folds", {})
+    assert r.status_code == 503, r.content
+    body = r.json()
+    assert body["code"] == "broker_unavailable"
+    assert "task broker is unreachable" in body["message"]
+    [run] = TaskRun.objects.filter(journal=journal)
+    assert run.status == "failed" and run.error.startswith(BROKER_DOWN)
+    assert not Fold.objects.filter(journal=journal).exists()

@@ -76,6 +76,8 @@ def _fact(key, text, support):
 def _verdict(key, reason):
     return {
         "key": key,
+        "seq": 4,
+        "quote": "replicas: 3",
         "entailment": "not_entailed",
         "entailment_reason": reason,
         "temporal": "valid",
@@ -129,7 +131,7 @@ def test_the_proposals_endpoint_gives_each_round_with_both_verdicts(api, fallbac
     verifier = next(v for v in item["verdicts"] if v["judge"] == "verifier")
     assert (verifier["entailment"], verifier["entailment_reason"]) == (
         "not_entailed",
-        "seq 4 is a config file",
+        "seq 4 is a config file [seq 4: 'replicas: 3']",
     )
     assert verifier["temporal"] == "valid"
     config = Entry.objects.get(journal=journal, seq=4)

@@ -92,8 +92,13 @@ def test_the_schema_says_a_read_names_exactly_one_of_seq_and_entry(api):
     assert reads == [READ + "/entry/{entry}", READ + "/seq/{seq}"]
     for path, name in ((READ + "/seq/{seq}", "seq"), (READ + "/entry/{entry}", "entry")):
         params = {p["name"]: p for p in paths[path]["get"]["parameters"]}
-        assert set(params) == {"session", "lane", "branch", name}
+        in_path = {n for n, p in params.items() if p["in"] == "path"}
+        assert in_path == {"session", "lane", "branch", name}
         assert params[name]["in"] == "path" and params[name]["required"] is True
+        # by entry, an optional character range (what an attachment's receipt names)
+        assert {n: p["in"] for n, p in params.items() if n not in in_path} == (
+            {"start": "query", "end": "query"} if name == "entry" else {}
+        )
     seq = {p["name"]: p for p in paths[READ + "/seq/{seq}"]["get"]["parameters"]}["seq"]
     assert seq["schema"]["type"] == "integer" and seq["schema"]["minimum"] == 1
 

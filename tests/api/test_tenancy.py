@@ -88,6 +88,7 @@ def _b_urls(b) -> dict[tuple[str, str], str]:
         ),
         ("GET", "/retirements/{retirement_id}"): f"/retirements/{r}",
         ("GET", "/sessions/{session}/{lane}/{branch}/tasks"): B + "/tasks",
+        ("GET", "/sessions/{session}/{lane}/{branch}/waterfall"): B + "/waterfall",
         ("GET", "/tasks/{task_id}"): f"/tasks/{b['task']}",
         ("POST", "/sessions/{session}/{lane}/{branch}/folds"): B + "/folds",
         ("POST", "/retirements/{retirement_id}/review"): f"/retirements/{r}/review",

@@ -388,7 +388,7 @@ def test_a_ledger_folded_under_the_earlier_pin_rules_still_verifies(settings, mo
     current = _harness_journal("now")
     ledger_fold(journal=current)
     delta = json.loads(current.folds.get().delta)
-    assert delta["pin_rules"] == 2 and len(delta["required_pins"]) == 1  # not the caveat
+    assert delta["pin_rules"] == content.PIN_RULES and len(delta["required_pins"]) == 1
     assert ledger_verify(journal=current).ok and ledger_integrity(journal=current) == []
 
     monkeypatch.setattr(content, "harness_kind", lambda **kw: "")  # rules 1: no harness

@@ -263,3 +263,27 @@ def test_wrong_types_and_kind_role_pairs_are_refused_naming_the_field():
         journal_append(journal=j, items=[wrong_role])
     assert exc.value.field == "role"
     assert Entry.objects.filter(journal=j).count() == 1
+
+
+def test_verify_with_no_scope_reports_every_journal_when_one_mismatches():
+    from django.core.management import CommandError, call_command
+
+    first, second, third = _journal("s1"), _journal("s2"), _journal("s3")
+    for j in (first, second, third):
+        journal_append(journal=j, items=_items())
+    for j in (first, third):
+        e = Entry.objects.get(journal=j, seq=2)
+        _raw_update(
+            "UPDATE journal_app_entry SET body = %s WHERE id = %s",
+            [e.body.replace("refund", "refunD"), e.pk],
+        )
+    report = journal_verify(journals=[first, second, third])
+    assert report.journals == 3
+    assert [f["scope"] for f in report.failures] == [first.scope_label, third.scope_label]
+    assert report.first_failure == report.failures[0]
+    with pytest.raises(CommandError) as caught:
+        call_command("verify_journal", "--no-progress")
+    message = str(caught.value)
+    assert f"MISMATCH in {first.scope_label} at seq 2" in message
+    assert f"MISMATCH in {third.scope_label} at seq 2" in message
+    assert "2 of 3 journals do not match; the other 1 matched" in message

@@ -684,3 +684,35 @@ def test_the_export_button_is_shown_to_the_admins_the_export_serves(client, acme
     client.force_login(admin)
     assert export in client.get(url).content.decode()
     assert client.get(export).status_code == 200
+
+
+def test_an_entry_whose_stored_body_is_not_json_is_shown_raw_with_a_warning(
+    client, member, journal
+):
+    entry = Entry.objects.get(journal=journal, seq=2)
+    _raw_update(
+        "UPDATE journal_app_entry SET body = %s WHERE id = %s", ["not json {refund", entry.pk]
+    )
+    client.force_login(member)
+    r = client.get(_entry_url(entry))
+    assert r.status_code == 200
+    page = r.content.decode()
+    assert 'id="body-not-json"' in page
+    assert "not json {refund" in page
+
+
+def test_a_secret_in_the_session_title_is_filtered_on_every_page_that_shows_it(
+    client, member, acme
+):
+    secret = "Tr0ub4dor&3Horse"
+    journal = journal_build(tenant=acme, key="leaky", title=f"Deploy; my password is {secret}")
+    client.force_login(member)
+    pages = [
+        reverse("journal:session_list"),
+        _timeline_url(journal),
+    ]
+    for url in pages:
+        page = client.get(url).content.decode()
+        assert secret not in page and "&amp;3Horse" not in page, url
+        assert "[filtered: " in page, url
+    assert journal.session.title.endswith(secret)  # stored verbatim

@@ -15,7 +15,8 @@ from journal_app.charts import FoldPoint, token_chart
 from journal_app.formats.base import message
 from journal_app.hashing import display
 from journal_app.models import Entry, Membership
-from journal_app.selectors import entry_time, usage_cost
+from journal_app.pricing import Price, call_cost
+from journal_app.selectors import entry_time
 from journal_app.views import provider_usage, source_model, span_text
 from ledger_app.services import ledger_fold
 from tests.factories import MembershipFactory, TenantFactory, UserFactory, journal_build
@@ -214,7 +215,7 @@ def test_the_timeline_shows_source_times_gaps_durations_and_provider_figures(
     assert '<time class="entry-time" datetime="2025-01-01T10:07:30+00:00"' in body
     assert "+7 min" in body and "⏸ 7 min gap" in body
     assert "provider: in 1,000 · out 500" in body
-    assert "$0.0060" in body  # (1000 * 2 + 500 * 8) / 1e6
+    assert "$0.0060 computed" in body  # (1000 * 2 + 500 * 8) / 1e6
     assert "ours, tiktoken" in body
 
 
@@ -236,11 +237,8 @@ def test_time_helpers():
         "output_tokens": 3,
     }
     assert source_model({"message": {"model": "claude-x"}}) == "claude-x"
-    prices = {"m": (Decimal("1.25"), Decimal("10"))}
-    assert usage_cost(
-        "m", {"input_tokens": 2_000_000, "output_tokens": 100_000}, prices
-    ) == Decimal("3.5")
-    assert usage_cost("other", {"input_tokens": 1}, prices) is None
+    price = Price(Decimal("1.25"), Decimal("10"))
+    assert call_cost(price, {"input_tokens": 2_000_000, "output_tokens": 100_000}) == Decimal("3.5")
 
 
 # Sessions list, overview --------------------------------------------------------------------------

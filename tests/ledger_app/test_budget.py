@@ -181,3 +181,46 @@ def test_its_defaults_are_those_of_the_design():
         20_000,
     )
     assert budget.START_TOKENS * 4 == budget.WINDOW_TOKENS
+
+
+def test_mandatory_state_is_governing_text_the_latest_requests_and_active_p1():
+    from ledger_app.budget import mandatory_state
+    from ledger_app.pins import open_requests_split, request_line
+
+    def pin(n: int, kind: str, lifecycle: str = "active") -> dict:
+        text = f"request number {n}\n" + "details " * 200
+        return {
+            "id": f"pin:{n}",
+            "category": "objective",
+            "priority": "P0",
+            "lifecycle": lifecycle,
+            "confidence": "verified",
+            "text": text,
+            "support": [{"entry": f"{n:064x}"}],
+            "pin": True,
+            "pin_kind": kind,
+            "seq": n,
+        }
+
+    facts = {f"pin:{n}": pin(n, "request") for n in range(1, 21)}
+    facts["pin:99"] = pin(99, "request", "closed")
+    facts["pin:0"] = pin(0, "governing")
+    facts["p1"] = {"id": "p1", "priority": "P1", "text": "migrated", "support": []}
+    facts["p2"] = {"id": "p2", "priority": "P2", "text": "read a file", "support": []}
+    verbatim, listed, counted = open_requests_split(list(facts.values()))
+    assert [p["seq"] for p in verbatim] == [20, 19, 18]
+    assert [p["seq"] for p in listed] == list(range(17, 7, -1))
+    assert [p["seq"] for p in counted] == list(range(7, 0, -1))
+    assert request_line(listed[0]) == f"seq 17: request number 17 (sha256:{f'{17:064x}'[:12]})"
+    m = mandatory_state({"facts": facts}, count=lambda t: len(t.split()))
+    words = lambda f: len(render_fact(f).split())  # noqa: E731
+    assert m.governing_tokens == words(facts["pin:0"])
+    assert m.p1_tokens == words(facts["p1"])
+    assert m.request_tokens == (
+        sum(words(p) for p in verbatim)
+        + sum(len(request_line(p).split()) for p in listed)
+        + len("+7 older open requests".split())
+    )
+    # twice the open requests: the same figure (the oldest are a count)
+    more = {**facts, **{f"pin:{n}": pin(n, "request") for n in range(-20, 0)}}
+    assert mandatory_state({"facts": more}, count=lambda t: len(t.split())).total == m.total

@@ -12,7 +12,6 @@ hands the model.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -21,23 +20,16 @@ import pytest
 from journal_app.formats import parse_path
 from journal_app.tokens import count_tokens
 from ledger_app.context import build_context, frontend_view
+from ledger_app.evaluation import case_messages, load_case
 from ledger_app.validation import TASK_STATE_MARK, ArtifactInfo, Meter, validate_request
 from tests.ledger_app.test_context import receipts_for, views
 from tests.support.offline_fold import offline_fold
 
 CASES = Path(__file__).resolve().parent.parent / "fixtures" / "cases"
-PLACEHOLDER = re.compile(r"^<[^<>]+>$")
 
 
 def load(name: str) -> dict[str, Any]:
-    return json.loads((CASES / name).read_text())
-
-
-def expand(placeholder: str, tokens: int) -> str:
-    """Text of about ``tokens`` tokens standing for ``placeholder`` (its name leads it)."""
-    line = f"{placeholder.strip('<>')[:30]} line {{i:06d}}: value ok\n"
-    per = count_tokens(line.format(i=1))
-    return "".join(line.format(i=i) for i in range(max(1, tokens // per)))
+    return load_case(CASES / name)
 
 
 class Harness:
@@ -47,20 +39,7 @@ class Harness:
         self.case = case
         s = case["settings"]
         self.fmt = s.get("format", "openai")
-        messages = json.loads(json.dumps(case["messages"]))
-        counts = s.get("token_counts")
-        exact: dict[str, int] = {}
-        for i, m in enumerate(messages):
-            content = m.get("content")
-            if s.get("token_counter") == "explicit" and counts:
-                if isinstance(content, str) and PLACEHOLDER.match(content) and counts[i] > 50:
-                    m["content"] = content = expand(content, counts[i])
-                if isinstance(content, str) and content:
-                    exact[content] = counts[i]
-                for call in m.get("tool_calls") or []:
-                    exact[call["function"]["arguments"]] = counts[i]
-            for key, size in (s.get("declared_payload_chars") or {}).items():
-                self._replace(m, key, "A" * size)
+        messages, exact = case_messages(case)  # the one loader (ledger_app.evaluation)
         self.exact = exact
         path = tmp_path / "case.json"
         path.write_text(json.dumps(messages))
@@ -84,18 +63,6 @@ class Harness:
             )
         else:
             self.meter = Meter()
-
-    @staticmethod
-    def _replace(value: Any, key: str, new: str) -> None:
-        if isinstance(value, dict):
-            for k, v in value.items():
-                if isinstance(v, str) and key in v:
-                    value[k] = v.replace(key, new)
-                else:
-                    Harness._replace(v, key, new)
-        elif isinstance(value, list):
-            for v in value:
-                Harness._replace(v, key, new)
 
     def input_tokens(self) -> int:
         request: Any = self.messages

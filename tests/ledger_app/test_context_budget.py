@@ -236,10 +236,12 @@ def test_the_texts_a_build_measures_grow_linearly_with_the_session():
 
 
 def test_a_generated_session_that_used_to_fail_above_its_floor_succeeds_at_every_budget():
-    # before issue 15 this session succeeded at 575 tokens and failed at 600, 750, 775, 1525
+    # before issue 15 this session succeeded at 575 tokens and failed at 600, 750, 775, 1525;
+    # its file writes are P1 since (consequential, DESIGN.md 5.5), which raises the floor
     entries = generated_entries(90, 2)
     fold = functools.lru_cache(maxsize=None)(lambda upto: offline_fold(entries, upto=upto))
-    oks = [checked(entries, build(entries, b, fold=fold), b) for b in range(200, 1700, 25)]
+    budgets = range(200, 4200, 50)
+    oks = [checked(entries, build(entries, b, fold=fold), b) for b in budgets]
     assert True in oks
     first = oks.index(True)
-    assert all(oks[first:]), [200 + 25 * i for i, ok in enumerate(oks) if not ok and i > first]
+    assert all(oks[first:]), [b for b, ok in list(zip(budgets, oks, strict=True))[first:] if not ok]

@@ -12,6 +12,7 @@ from config.api import api
 from journal_app.auth import api_key_create
 from journal_app.errors import DomainError
 from journal_app.formats.base import message, tool_call, tool_result
+from journal_app.harness import harness_kind
 from journal_app.models import Artifact
 from journal_app.services import journal_append, journal_import, tenant_ensure
 from ledger_app.context_service import (
@@ -20,12 +21,16 @@ from ledger_app.context_service import (
     context_budgets,
     context_build,
     context_preview,
+    end_status,
     fold_invariants,
 )
+from ledger_app.mechanical import pin_fact
 from ledger_app.models import Fold
+from ledger_app.pins import pin_shown_text
+from ledger_app.services import entry_view, ledger_state
 from ledger_app.validation import TASK_STATE_MARK, message_texts, validate_request
 from tests.factories import fold_build, journal_build
-from tests.ledger_app.test_context import BUDGETS, CORPUS_FILES
+from tests.ledger_app.test_context import BUDGETS, CORPUS_FILES, padded_items
 from tests.ledger_app.test_context_frontend import AWS_SECRET, DB_PASSWORD, PIN_SECRET, planted
 
 pytestmark = pytest.mark.django_db
@@ -60,15 +65,15 @@ def test_the_sample_session_ends_on_its_last_complete_round_and_states_the_inter
 
 
 def test_a_tight_budget_folds_once_and_the_second_build_reuses_the_fold(tenant):
-    journal = journal_build(tenant=tenant)
-    first = context_build(journal=journal, working_budget=215, hard_limit=215, tail_tokens=10)
+    journal = journal_build(tenant=tenant, items=padded_items())
+    first = context_build(journal=journal, working_budget=350, hard_limit=350, tail_tokens=10)
     assert first.status == "ok", first.failure
     assert Fold.objects.filter(journal=journal).count() == 1
     fold = Fold.objects.get(journal=journal)
     assert fold.seq_end == 9  # up to the protected tail (the correction at seq 10)
     assert first.debug_trace["rounds"]["folded_out"]
     assert first.model_view["messages"][0]["content"].startswith("Never modify the payments")
-    second = context_build(journal=journal, working_budget=215, hard_limit=215, tail_tokens=10)
+    second = context_build(journal=journal, working_budget=350, hard_limit=350, tail_tokens=10)
     assert Fold.objects.filter(journal=journal).count() == 1
     assert second.model_view == first.model_view
 
@@ -148,7 +153,10 @@ def test_a_receipt_whose_artifact_is_gone_falls_back_to_the_journal_text(tenant)
 
 
 def test_an_impossible_budget_returns_the_failure_state_and_evicts_nothing(tenant):
-    items = [message("user", "x" * 280_000)]
+    # the user's own words (prose, not pasted material a receipt could stand for), 280,000
+    # characters: no context of 20,000 tokens can hold them verbatim (DESIGN.md 5.4)
+    words = ("Follow this rule exactly as it is written here. " * 5_834)[:280_000]
+    items = [message("user", words)]
     for n in range(4):
         items += [
             tool_call(f"c{n}", "exec", {"command": f"make step{n}"}),
@@ -169,7 +177,7 @@ def test_an_impossible_budget_returns_the_failure_state_and_evicts_nothing(tenan
     stored = Fold.objects.get(journal=journal, number=checkpoint["fold"])
     assert len(stored.state_dict["facts"]) == facts_before
     pin = next(f for f in stored.state_dict["facts"].values() if f.get("pin"))
-    assert pin["text"] == "x" * 280_000
+    assert pin["text"] == words
     again = context_build(journal=journal, working_budget=20_000, hard_limit=20_000)
     assert again.status == "failed" and again.failure["checkpoint"]["fold"] == checkpoint["fold"]
 
@@ -266,6 +274,20 @@ def test_the_frontend_view_filters_what_the_model_view_keeps_for_the_model(tenan
         assert PIN_SECRET in model and AWS_SECRET not in model and DB_PASSWORD not in model
 
 
+def test_a_run_the_source_ended_submitted_is_stated_as_ended(transactional_db):
+    path = next(p for p in CORPUS_FILES if p.parent.name == "swe-agent-traj")
+    journal = journal_import(path=path, tenant="corpus").journal
+    assert end_status(journal) == (
+        "exit_status submitted (a submission of "
+        f"{len(journal.session.meta_dict['info']['submission'])} characters)"
+    )
+    result = context_build(journal=journal, working_budget=32_000, hard_limit=32_000)
+    state = result.model_view["messages"][-1]["content"]
+    assert state.startswith(TASK_STATE_MARK)
+    assert "the run has ended: the source recorded exit_status submitted" in state
+    assert "did not complete" not in json.dumps(result.model_view)
+
+
 @pytest.mark.parametrize("path", CORPUS_FILES, ids=[p.name for p in CORPUS_FILES])
 def test_every_corpus_transcript_through_the_service(path):
     journal = journal_import(path=path, tenant="corpus").journal
@@ -284,11 +306,30 @@ def test_every_corpus_transcript_through_the_service(path):
         )
         assert report.ok, [p.message for p in report.problems]
         found = texts(view)
+        pins = {
+            f["support"][0]["entry"]: f
+            for f in ledger_state(journal)["facts"].values()
+            if f.get("pin")
+        }
         for e in journal.entries.filter(
             kind="message", role__in=["system", "developer", "user"], derived=False
         ):
-            if e.text:
-                assert any(e.text in t for t in found), f"pin seq {e.seq} missing at {budget}"
+            harness = harness_kind(kind=e.kind, role=e.role, text=e.text, meta=e.meta_dict)
+            if not e.text or harness:
+                continue
+            pin = pins.get(e.entry_hash)
+            if pin is not None and pin.get("lifecycle") == "closed":
+                # a request that is done: one "done at seq N" line, never shown as current
+                assert not any(e.text == t for t in found), f"done request seq {e.seq} current"
+                continue
+            # the pin as the context shows it (harness blocks out, attachments as receipts)
+            # (a pin not folded yet: as its fold will record it)
+            shown = pin_shown_text(pin if pin is not None else pin_fact(entry_view(e)))
+            # an older open request is one line of the record (its first words), DESIGN.md 5.5
+            head = next((ln.strip() for ln in shown.splitlines() if ln.strip()), "")[:60]
+            assert any(e.text in t or shown in t or head in t for t in found), (
+                f"pin seq {e.seq} missing at {budget}"
+            )
 
 
 # ------------------------------------------------------------------------------------ API

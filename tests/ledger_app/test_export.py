@@ -13,7 +13,6 @@ from journal_app.formats import FormatError, parse_path
 from journal_app.formats.base import message
 from journal_app.models import Entry, Journal
 from journal_app.services import journal_import
-from ledger_app import export as export_module
 from ledger_app.export import session_export
 from ledger_app.models import Fold
 from tests.factories import TenantFactory, fold_build, journal_build
@@ -180,16 +179,6 @@ def test_lanes_come_back_and_several_branches_are_refused(tmp_path):
     data, _ = _export(session, branch="fork")
     path.write_bytes(data)
     assert [e.lane for e in parse_path(path).entries] == ["main"]
-
-
-def test_registered_providers_add_records(monkeypatch):
-    journal = journal_build(tenant=TenantFactory(slug="acme"), key="refunds")
-    monkeypatch.setattr(export_module, "_PROVIDERS", {})
-    export_module.export_provider_register(
-        "receipts", lambda session, journals: [{"type": "receipt", "session": session.key}]
-    )
-    records = _records(_export(journal.session)[0])
-    assert {"type": "receipt", "session": "refunds"} in records
 
 
 def test_recovery_receipts_are_exported_when_recovery_has_them():

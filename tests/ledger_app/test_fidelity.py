@@ -17,12 +17,23 @@ import rfc8785
 
 from bench.loss_report import reduce_one_fold, views_of
 from journal_app.harness import harness_kind
+from ledger_app import reducer
 from ledger_app.mechanical import EntryView, is_pin_source, outcome_fact
 from ledger_app.offline import EvidenceIndex, OfflineWriter, check_item
 from tests.conftest import CORPUS
 
 CC_FRONTEND = "claude-code-jsonl/claude-code-session-frontend-refactor.jsonl"
 CODEX = "codex-rollout-jsonl/codex-vscode-long-monorepo-session.jsonl"
+
+
+def _reduced(entries: list[EntryView], ops: list[dict[str, Any]]) -> dict[str, Any]:
+    """The facts after one delta of ``ops`` over ``entries`` (the lifecycle rules on)."""
+    evidence = {
+        e.entry_hash: {"seq": e.seq, "kind": e.kind, "role": e.role, "is_error": e.is_error}
+        for e in entries
+    }
+    delta = {"fold": 1, "evidence": evidence, "lifecycle_rules": 1, "ops": ops}
+    return reducer.apply_delta(reducer.EMPTY_STATE, delta).state["facts"]
 
 
 def _views(path: str) -> list[EntryView]:
@@ -136,7 +147,33 @@ def test_rg_exit_2_is_still_a_failure():
         _call(1, "c", "shell", {"command": "rg x missing/"}),
         _result(2, "c", "rg: missing/: No such file or directory (os error 2)", True, exit_code=2),
     )
-    assert fact["category"] == "blocker" and fact["text"].startswith("FAILED")
+    # a failure, stated as one (no success claim may cite it), but a lookup that found
+    # nothing is history, never a blocker (DESIGN.md 5.5)
+    assert fact["outcome"] == "failure" and fact["text"].startswith("FAILED")
+    assert (fact["category"], fact["priority"]) == ("history", "P3")
+
+
+def test_a_failed_consequential_command_is_a_p1_blocker_and_a_probe_p2():
+    migrate = outcome_fact(
+        _call(1, "c", "shell", {"command": "python manage.py migrate payments"}),
+        _result(2, "c", "Applying payments.0097... FAILED", True, exit_code=1),
+    )
+    assert (migrate["category"], migrate["priority"], migrate["consequential"]) == (
+        "blocker",
+        "P1",
+        True,
+    )
+    probe = outcome_fact(
+        _call(3, "d", "shell", {"command": "python reproduce.py"}),
+        _result(4, "d", "Traceback ...\nValueError: boom", True, exit_code=1),
+    )
+    assert (probe["category"], probe["priority"]) == ("blocker", "P2")
+    assert "consequential" not in probe
+    noop = outcome_fact(
+        _call(5, "g", "shell", {"command": "git commit -am wip"}),
+        _result(6, "g", "On branch main\nnothing to commit, working tree clean", True, exit_code=1),
+    )
+    assert (noop["category"], noop["priority"]) == ("history", "P3")
 
 
 def test_codex_rg_without_matches_are_not_blockers():
@@ -182,11 +219,16 @@ def test_a_rejected_plan_is_superseded_by_the_approved_one():
         _result(4, "p2", "User has approved your plan. You can now start coding."),
     ]
     ops = OfflineWriter().propose(entries, {})
-    first, second = ops[0], ops[1]
-    assert first["fact"]["category"] == "blocker" and first["fact"]["result"] == "plan_rejected"
-    assert second["op"] == "supersede" and second["id"] == first["fact"]["id"]
-    assert second["fact"]["category"] == "decision"
-    assert "approved the plan: 1. Keep the cache" in second["fact"]["text"]
+    first, second = ops[0]["fact"], ops[1]["fact"]
+    assert first["category"] == "blocker" and first["result"] == "plan_rejected"
+    assert second["category"] == "decision" and second["command_key"] == first["command_key"]
+    assert "approved the plan: 1. Keep the cache" in second["text"]
+    # the reducer ends the rejection: a failure followed by a success of the same key closes
+    facts = _reduced(entries, ops)
+    assert facts[first["id"]]["lifecycle"] == "closed"
+    assert facts[first["id"]]["ended_by"]["by"] == second["id"]
+    assert (facts[first["id"]]["priority"], facts[first["id"]]["was_priority"]) == ("P3", "P1")
+    assert facts[second["id"]]["lifecycle"] == "active"
 
 
 def test_an_ask_user_question_answer_is_a_decision():
@@ -272,7 +314,7 @@ def test_a_carried_out_instruction_gets_a_completion_fact_with_its_evidence():
     done = [
         op["fact"]
         for op in OfflineWriter().propose([user, call, result], {})
-        if op["fact"]["id"].startswith("done:")
+        if "fact" in op and op["fact"]["id"].startswith("done:")
     ]
     assert len(done) == 1
     assert done[0]["completes"] == f"pin:{user.entry_hash[:16]}"
@@ -280,12 +322,12 @@ def test_a_carried_out_instruction_gets_a_completion_fact_with_its_evidence():
     # a read of the same table carries nothing out
     look = _call(2, "c", "bash", {"command": "cat orders_old.sql"})
     ops = OfflineWriter().propose([user, look, _result(3, "c", "orders_old")], {})
-    assert not any(op["fact"]["id"].startswith("done:") for op in ops)
+    assert not any("fact" in op and op["fact"]["id"].startswith("done:") for op in ops)
 
 
 def test_folded_assistant_turns_leave_their_conclusion():
     ops = OfflineWriter().propose(_views(CC_FRONTEND), {})
-    said = [op["fact"] for op in ops if op["fact"]["id"].startswith("said:")]
+    said = [op["fact"] for op in ops if "fact" in op and op["fact"]["id"].startswith("said:")]
     assert len(said) == 3 and said[-1]["priority"] == "P1" and said[-1]["confidence"] == "reported"
     assert "updated the NavUser component" in said[-1]["text"]
     assert all(f["support"][0].get("range") for f in said)
@@ -442,7 +484,13 @@ def test_the_reducer_accepts_the_new_outcomes_of_one_turn():
         if f["lifecycle"] == "active"
     }
     assert active["said"]["awaits_user"] is True
-    assert active["done"]["completes"] == f"pin:{user.entry_hash[:16]}"
+    # the request is carried out: its pin closes, and its done record with it (DESIGN.md 5.5)
+    facts = reduction.state["facts"]
+    pin = facts[f"pin:{user.entry_hash[:16]}"]
+    assert pin["lifecycle"] == "closed" and pin["ended_by"]["seq"] == 9
+    done = facts[f"done:{user.entry_hash[:16]}"]
+    assert done["completes"] == pin["id"] and done["lifecycle"] == "closed"
+    assert done["ended_by"]["by"] == pin["id"] and done["priority"] == "P3"
     results = sorted(f.get("result", "") for f in reduction.state["facts"].values())
     assert results.count("no_match") == 1 and "answered" in results and "plan_approved" in results
 
@@ -480,8 +528,13 @@ def test_an_applied_edit_supersedes_the_rejected_edit_of_the_same_file():
         ops[0]["fact"]["result"] == "rejected"
         and "str_replace on `/w/a.c`" in ops[0]["fact"]["text"]
     )
-    assert ops[1]["op"] == "supersede" and ops[1]["id"] == ops[0]["fact"]["id"]
-    assert ops[2]["op"] == "add"  # another file: nothing to supersede
+    keys = [op["fact"]["command_key"] for op in ops]
+    assert keys == ["edit:/w/a.c", "edit:/w/a.c", "edit:/w/b.c"]
+    facts = _reduced(entries, ops)
+    rejected, applied, other = (facts[op["fact"]["id"]] for op in ops)
+    assert rejected["lifecycle"] == "closed" and rejected["ended_by"]["by"] == applied["id"]
+    assert applied["lifecycle"] == other["lifecycle"] == "active"  # another file: untouched
+    assert applied["priority"] == "P1" and applied["consequential"] is True
 
 
 @pytest.mark.parametrize(
@@ -559,7 +612,7 @@ def _steps_session(text: str, *steps: tuple[str, str]) -> list[EntryView]:
 def _done_ids(entries: list[EntryView]) -> list[str]:
     """The ids of the ``done:`` facts the offline writer proposes over ``entries``."""
     ops = OfflineWriter().propose(entries, {"facts": {}})
-    return [o["fact"]["id"] for o in ops if o["fact"]["id"].startswith("done:")]
+    return [o["fact"]["id"] for o in ops if "fact" in o and o["fact"]["id"].startswith("done:")]
 
 
 def test_a_two_step_instruction_is_done_only_when_both_steps_ran():

@@ -44,8 +44,10 @@ def test_the_progress_bar_counts_megabytes(settings):
         "import_journal", str(source), "--tenant", "acme", stdout=io.StringIO(), stderr=err
     )
 
-    final = err.getvalue().split("\r")[-1]
-    assert "1.12M/1.12M" in final, final  # 1,119,993 bytes (was "1.12k/1.12k")
+    # not a terminal: no bar, one final line (journal_app/progress.py)
+    final = err.getvalue().splitlines()[-1]
+    assert "\r" not in err.getvalue()
+    assert final.startswith("reading, hashing and writing: 1.12 MB in "), final  # 1,119,993 B
 
 
 @pytest.mark.django_db
@@ -102,3 +104,26 @@ def test_an_import_whose_fold_is_still_queued_says_so(settings):
     call_command("import_journal", str(source), "--tenant", "acme", "--no-progress", stdout=out)
     line = next(x for x in out.getvalue().splitlines() if x.startswith("folded"))
     assert "a fold is queued for the worker" in line and "below" not in line, line
+
+
+@pytest.mark.django_db(transaction=True)  # the fold runs when the import commits
+def test_a_fold_that_could_not_be_written_is_an_error_of_the_import(settings, monkeypatch):
+    from django.core.management import CommandError, call_command
+    from django.db import OperationalError
+
+    from journal_app.models import Entry
+    from ledger_app import services
+    from ledger_app.models import Fold
+
+    def locked(**kwargs):
+        raise OperationalError("database is locked")
+
+    monkeypatch.setattr(services, "ledger_compact", locked)
+    settings.LEDGER_FOLD_THRESHOLD_TOKENS = 10
+    source = sorted(CORPUS.glob("*.json*"))[0]
+    with pytest.raises(CommandError) as caught:
+        call_command("import_journal", str(source), "--tenant", "acme", "--no-progress")
+    message = str(caught.value)
+    assert "the import committed its entries" in message
+    assert "database is locked" in message
+    assert Entry.objects.exists() and not Fold.objects.exists()

@@ -65,12 +65,21 @@ def test_it_retries_transient_http_errors_with_backoff(scripted, status):
     assert len(waits) == 2 and all(0 < w <= 0.02 for w in waits)
 
 
-def test_a_timeout_is_retried(scripted):
+def test_a_timeout_is_retried_when_asked(scripted):
     scripted.push_json({"facts": []}, delay=1.5)
     scripted.push_json({"facts": [], "ends": []})
-    reply = _call(ModelClient(scripted.config(timeout_s=0.3)))
+    reply = _call(ModelClient(scripted.config(timeout_s=0.3, retry_on_timeout=True)))
     assert reply.record.attempts == 2
     assert "APITimeoutError" in reply.record.errors[0]
+
+
+def test_a_timeout_is_not_retried_by_default(scripted):
+    scripted.push_json({"facts": []}, delay=1.5)
+    scripted.push_json({"facts": [], "ends": []})
+    with pytest.raises(ModelUnavailable) as caught:
+        _call(ModelClient(scripted.config(timeout_s=0.3, max_attempts=4)))
+    assert caught.value.attempts == 1 and scripted.request_count == 1
+    assert "MODEL_RETRY_ON_TIMEOUT" in caught.value.record.errors[-1]
 
 
 def test_it_gives_up_after_the_last_attempt(scripted):
@@ -119,6 +128,7 @@ def test_a_server_without_schema_mode_gets_json_mode_and_is_remembered():
     assert formats == ["json_schema", "json_object", "json_object"]
     assert first.record.response_format == second.record.response_format == "json_object"
     assert "no JSON-schema mode" in first.record.errors[0]
+    assert first.record.attempts == 2 and second.record.attempts == 1
 
 
 def test_json_mode_can_be_chosen_in_the_settings(scripted):
@@ -172,3 +182,193 @@ def test_a_fenced_or_chatty_reply_still_validates():
     chatty = 'Here is the delta:\n{"facts": [], "ends": []}\nHope this helps.'
     assert parse_reply(fenced, WriterProposal)[0] == WriterProposal()
     assert parse_reply(chatty, WriterProposal)[0] == WriterProposal()
+
+
+# --------------------------------------------------------------- structured-output modes
+
+
+def _system(body: dict) -> str:
+    return next(m["content"] for m in body["messages"] if m["role"] == "system")
+
+
+EXAMPLE = {"facts": [{"key": "f1", "category": "history"}], "ends": []}
+
+
+@pytest.mark.parametrize("mode", ["json_object", "none"])
+def test_a_mode_the_server_does_not_enforce_carries_the_schema_and_example(scripted, mode):
+    scripted.push_json({"facts": []})
+    client = ModelClient(scripted.config(response_format=mode))
+    client.complete(
+        role="writer",
+        messages=MESSAGES,
+        schema_name="ledger_delta",
+        schema=writer_schema(),
+        example=EXAMPLE,
+    )
+    body = scripted.requests[0]
+    system = _system(body)
+    assert system.startswith("rubric\n")
+    assert '"key":"f1"' in system and '"supersedes"' in system  # example, then the schema
+    if mode == "none":
+        assert "response_format" not in body
+    else:
+        assert body["response_format"] == {"type": "json_object"}
+
+
+def test_json_schema_mode_sends_the_messages_unchanged(scripted):
+    scripted.push_json({"facts": []})
+    ModelClient(scripted.config()).complete(
+        role="writer", messages=MESSAGES, schema_name="d", schema=writer_schema(), example=EXAMPLE
+    )
+    assert scripted.requests[0]["messages"] == MESSAGES
+
+
+@pytest.mark.parametrize("status", [400, 422, 500])
+def test_a_refused_schema_is_downgraded_once_not_retried_and_carries_the_schema(status):
+    with ScriptedServer(reject_schema=True, reject_status=status) as server:
+        server.push_json({"facts": []})
+        server.push_json({"facts": []})
+        waits: list[float] = []
+        client = ModelClient(server.config(max_attempts=4), sleep=waits.append)
+        first = _call(client)
+        again = _call(ModelClient(server.config()))  # a new client, same process and URL
+        formats = [r["response_format"]["type"] for r in server.requests]
+    assert formats == ["json_schema", "json_object", "json_object"]
+    assert waits == []  # no backoff: a refusal is not a transient error
+    assert f"HTTP {status}" in first.record.errors[0] and "remembered" in first.record.errors[0]
+    assert again.record.response_format == "json_object" and again.record.errors == []
+    assert '"supersedes"' in _system(server.requests[1])
+
+
+def test_a_server_refusing_json_mode_too_gets_plain_text():
+    with ScriptedServer(
+        reject_schema=True, reject_status=500, reject_formats=("json_schema", "json_object")
+    ) as server:
+        server.push_json({"facts": []})
+        reply = _call(ModelClient(server.config()))
+        bodies = list(server.requests)
+    assert [(b.get("response_format") or {}).get("type") for b in bodies] == [
+        "json_schema",
+        "json_object",
+        None,
+    ]
+    assert reply.record.response_format == "none" and reply.record.status == "ok"
+
+
+def test_a_500_that_is_not_about_the_format_is_still_transient(scripted):
+    scripted.push_error(500, message="out of memory")
+    scripted.push_json({"facts": []})
+    reply = _call(ModelClient(scripted.config()))
+    assert reply.record.attempts == 2 and reply.record.response_format == "json_schema"
+
+
+def test_an_unknown_response_format_is_a_clear_error():
+    with pytest.raises(ValueError, match="MODEL_RESPONSE_FORMAT must be one of"):
+        ModelConfig(base_url="http://x/v1", writer_model="m", response_format="json")
+
+
+# --------------------------------------------------------------- finish_reason, bad bodies
+
+
+def test_an_answer_cut_at_max_tokens_is_recorded_as_such(scripted):
+    scripted.push_content('{"facts": [{"key": "f1", "text": "unterminated', finish_reason="length")
+    reply = _call(ModelClient(scripted.config(max_output_tokens=64)))
+    assert reply.record.finish_reason == "length" and reply.record.truncated
+    assert reply.record.errors == ["cut at max_tokens (64): finish_reason length"]
+    assert scripted.requests[0]["max_tokens"] == 64
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "cause"),
+    [
+        (b"<html><body>502 Bad Gateway</body></html>", "text/html", "not a chat completion"),
+        (b"", "application/json", "empty body"),
+        (
+            b'{"id": "x", "object": "chat.completion", "choices": []}',
+            "application/json",
+            "no choices",
+        ),
+    ],
+)
+def test_a_bad_body_is_labelled_with_its_cause(scripted, body, content_type, cause):
+    scripted.push_raw(body, content_type=content_type)
+    reply = _call(ModelClient(scripted.config()))
+    assert reply.text == "" and reply.record.status == "malformed"
+    assert cause in reply.record.errors[-1]
+
+
+# --------------------------------------------------------------- streaming
+
+
+def test_a_streamed_answer_is_joined_with_its_usage_and_finish_reason(scripted):
+    scripted.push_json({"facts": [], "ends": []}, usage=(321, 45))
+    reply = _call(ModelClient(scripted.config(stream=True)))
+    assert scripted.requests[0]["stream"] is True
+    assert parse_reply(reply.text, WriterProposal)[0] == WriterProposal()
+    r = reply.record
+    assert (r.input_tokens, r.output_tokens, r.finish_reason, r.status) == (321, 45, "stop", "ok")
+
+
+def test_a_stalled_stream_is_cut_and_not_retried(scripted):
+    scripted.push_json({"facts": [], "ends": []}, stall=2.0)
+    scripted.push_json({"facts": [], "ends": []})
+    with pytest.raises(ModelUnavailable) as caught:
+        _call(ModelClient(scripted.config(stream=True, stall_s=0.3, timeout_s=30)))
+    assert "stalled" in caught.value.last_error and scripted.request_count == 1
+
+
+def test_reading_the_prompt_before_the_first_chunk_is_not_a_stall(scripted):
+    """A server sends nothing while it reads the prompt (minutes on a CPU): the wait for the
+    first chunk is bounded by the call's timeout, not by the stall limit."""
+    scripted.push_json({"facts": [], "ends": []}, delay=1.0)
+    reply = _call(ModelClient(scripted.config(stream=True, stall_s=0.3, timeout_s=30)))
+    assert parse_reply(reply.text, WriterProposal)[0] == WriterProposal()
+    assert (reply.record.status, scripted.request_count) == ("ok", 1)
+
+
+def test_no_first_chunk_within_the_timeout_is_a_timeout_naming_it(scripted):
+    scripted.push_json({"facts": [], "ends": []}, delay=2.0)
+    with pytest.raises(ModelUnavailable) as caught:
+        _call(ModelClient(scripted.config(stream=True, stall_s=5, timeout_s=0.5)))
+    assert "MODEL_TIMEOUT_SECONDS" in caught.value.last_error and scripted.request_count == 1
+
+
+def test_a_stream_cut_at_max_tokens_says_so(scripted):
+    scripted.push_content('{"facts": [', finish_reason="length")
+    reply = _call(ModelClient(scripted.config(stream=True)))
+    assert reply.record.truncated and reply.text == '{"facts": ['
+
+
+def test_a_stream_that_is_html_is_labelled(scripted):
+    scripted.push_raw(b"<html>oops</html>", content_type="text/html")
+    reply = _call(ModelClient(scripted.config(stream=True)))
+    assert reply.record.status == "malformed" and reply.text == ""
+
+
+def test_settings_read_the_local_server_options():
+    settings = SimpleNamespace(
+        OPENAI_BASE_URL="http://127.0.0.1:8080/v1",
+        WRITER_MODEL="qwen",
+        MODEL_RETRY_ON_TIMEOUT=True,
+        MODEL_STREAM=False,
+        MODEL_STALL_SECONDS=12.0,
+        MODEL_WINDOWS={"qwen": 32768},
+        WRITER_WINDOW_TOKENS=0,
+        MODEL_RESPONSE_FORMAT="none",
+    )
+    config = ModelConfig.from_settings(settings)
+    assert (config.retry_on_timeout, config.stream, config.stall_s) == (True, False, 12.0)
+    assert config.window_for("writer") == 32768 and config.window_for("verifier") == 32768
+    assert config.response_format == "none"
+    settings.WRITER_WINDOW_TOKENS = 8000
+    assert ModelConfig.from_settings(settings).writer_window == 8000
+
+
+def test_a_server_without_stream_options_still_streams_the_answer():
+    with ScriptedServer(reject_stream_options=True) as server:
+        server.push_json({"facts": [], "ends": []})
+        reply = _call(ModelClient(server.config(stream=True)))
+        sent = list(server.requests)
+    assert "stream_options" in sent[0] and "stream_options" not in sent[1]
+    assert parse_reply(reply.text, WriterProposal)[0] == WriterProposal()
+    assert "no stream_options" in reply.record.errors[0]

@@ -17,7 +17,14 @@ from journal_app.formats.base import message, tool_call, tool_result
 from journal_app.models import Entry
 from journal_app.services import journal_append, journal_ensure, session_ensure, tenant_ensure
 from ledger_app import reducer
-from ledger_app.model_writer import FALLBACK_NOTE, PROMPTS, ModelWriter, load_prompt
+from ledger_app.model_writer import (
+    FALLBACK_NOTE,
+    PROMPTS,
+    VERIFIER_PROMPT,
+    WRITER_PROMPT,
+    ModelWriter,
+    load_prompt,
+)
 from ledger_app.models import Fold, FoldAttempt, Proposal, Verdict
 from ledger_app.services import FoldFailed, ledger_fold, ledger_verify
 from tests.support import ScriptedServer
@@ -82,9 +89,14 @@ def _fact(key, text, support, *, category="verified_state", confidence="verified
     }
 
 
-def _verdict(key, entailed=True, temporal=True, reason="the cited result shows it"):
+def _verdict(
+    key, entailed=True, temporal=True, reason="the cited result shows it", seq=5, quote="passed"
+):
+    """A verdict resting on ``seq`` and ``quote`` (the verifier must name both)."""
     return {
         "key": key,
+        "seq": seq,
+        "quote": quote,
         "entailment": "entailed" if entailed else "not_entailed",
         "entailment_reason": reason,
         "temporal": "valid" if temporal else "invalid",
@@ -135,7 +147,7 @@ def test_all_tests_pass_on_one_file_is_rejected_and_the_scoped_repair_accepted(s
     assert repaired.kind == "repair" and all(v.item_accepted for v in repaired.verdicts.all())
     # manifest: models, prompt hashes, usage per call
     m = fold.manifest
-    prompt = (load_prompt("writer-v1"), load_prompt("verifier-v1"))
+    prompt = (load_prompt(WRITER_PROMPT), load_prompt(VERIFIER_PROMPT))
     assert m["writer"]["prompt_sha256"] == prompt[0].sha256
     assert m["verifier"]["prompt_sha256"] == prompt[1].sha256
     assert (
@@ -215,7 +227,7 @@ def test_timeouts_and_500s_are_retried_then_the_fold_fails_with_nothing_written(
     scripted.push_error(500)
     scripted.push_json({"facts": []}, delay=1.0)  # longer than the client's timeout
     scripted.push_error(503)
-    writer = ModelWriter(scripted.config(timeout_s=0.3, max_attempts=3))
+    writer = ModelWriter(scripted.config(timeout_s=0.3, max_attempts=3, retry_on_timeout=True))
 
     with pytest.raises(FoldFailed) as caught:
         ledger_fold(journal=journal, writer=writer)
@@ -288,7 +300,7 @@ def test_a_garbled_http_body_is_a_rejection_too(scripted):
     fold = ledger_fold(journal=journal, writer=ModelWriter(scripted.config())).fold
     assert fold.outcome == Fold.Outcome.REPAIRED
     assert fold.manifest["model_calls"][0]["status"] == "malformed"
-    assert "empty reply" in Proposal.objects.get(attempt__fold=fold, round=0).error
+    assert "not a chat completion" in Proposal.objects.get(attempt__fold=fold, round=0).error
 
 
 def test_malformed_json_twice_falls_back(scripted):
@@ -340,7 +352,8 @@ def test_failures_are_recorded_by_code_when_the_writer_is_accepted(scripted):
             ]
         }
     )
-    scripted.push_json({"verdicts": [_verdict("f1"), _verdict("o1")]})
+    verdicts = [_verdict("f1", quote="replicas: 3"), _verdict("o1", seq=2, quote="Deploy the")]
+    scripted.push_json({"verdicts": verdicts})
     fold = ledger_fold(journal=journal, writer=ModelWriter(scripted.config())).fold
     assert fold.outcome == Fold.Outcome.ACCEPTED
     texts = {f["text"] for f in _writer_facts(fold)}
@@ -364,7 +377,7 @@ def test_an_obligation_closes_on_later_evidence_and_not_on_earlier(scripted):
             ]
         }
     )
-    scripted.push_json({"verdicts": [_verdict("o1")]})
+    scripted.push_json({"verdicts": [_verdict("o1", seq=2, quote="Run the refund tests")]})
     writer = ModelWriter(scripted.config())
     first = ledger_fold(journal=journal, writer=writer).fold
     [obligation] = _writer_facts(first)
@@ -375,7 +388,7 @@ def test_an_obligation_closes_on_later_evidence_and_not_on_earlier(scripted):
     scripted.push_json(
         {"ends": [{"key": "c1", "op": "close", "fact_id": obligation["id"], "evidence": [2]}]}
     )
-    scripted.push_json({"verdicts": [_verdict("c1")]})
+    scripted.push_json({"verdicts": [_verdict("c1", seq=2, quote="Run the refund tests")]})
     scripted.push_json(
         {"ends": [{"key": "c1", "op": "close", "fact_id": obligation["id"], "evidence": [5]}]}
     )
@@ -383,6 +396,8 @@ def test_an_obligation_closes_on_later_evidence_and_not_on_earlier(scripted):
     second = ledger_fold(journal=journal, writer=writer).fold
     assert second.outcome == Fold.Outcome.REPAIRED
     assert second.state_dict["facts"][obligation["id"]]["lifecycle"] == "closed"
+    [close] = [o for o in json.loads(second.delta)["ops"] if o["op"] == "close"]
+    assert close["seq"] == 5  # recorded at the seq of its last evidence
     refused = Verdict.objects.filter(proposal__attempt__fold=second, proposal__round=0)
     assert {v.judge for v in refused if not v.accepted} == {"rules", "reducer"}
 
@@ -444,3 +459,78 @@ def test_a_repaired_fold_replays_byte_for_byte(scripted):
     delta = json.loads(fold.delta)
     delta.pop("verdicts")
     assert reducer.state_bytes(reducer.reduce(None, [delta])).decode() == fold.state
+
+
+def _approval_items():
+    return [
+        message("system", RULE),
+        message("user", "Propose how to apply migration 0042 to staging before you run it."),
+        message(
+            "assistant",
+            'Proposal: "apply migration 0042 to staging with --plan first". Shall I run it?',
+        ),
+        message("user", "Yes, approved."),
+        tool_call("m1", "exec", {"command": "python manage.py migrate billing 0042 --plan"}),
+        tool_result("m1", "Applying billing.0042_split_ledger... OK"),
+    ]
+
+
+def _decision(key, text, support=(3, 4)):
+    return {
+        **_fact(key, "The user approved the proposal at seq 3", list(support)),
+        "category": "decision",
+        "confidence": "reported",
+        "decision_text": text,
+    }
+
+
+def test_the_writer_schema_names_decision_text_and_consequential():
+    from ledger_app.proposals import writer_schema
+
+    fact = writer_schema()["$defs"]["ProposedFact"]["properties"]
+    assert "character for character" in fact["decision_text"]["description"]
+    assert "outside the conversation" in fact["consequential"]["description"]
+    assert "Decisions with their content" in load_prompt(WRITER_PROMPT).text
+    assert "Judge every closure" in load_prompt(VERIFIER_PROMPT).text
+
+
+def test_a_quoted_decision_and_a_consequential_action_are_kept_with_their_fields(scripted):
+    journal = _journal(_approval_items())
+    migration = {
+        **_fact("a1", "Migration billing 0042 was applied (--plan)", [5, 6]),
+        "consequential": True,
+    }
+    exact = "apply migration 0042 to staging with --plan first"
+    scripted.push_json({"facts": [_decision("d1", exact), migration]})
+    scripted.push_json(
+        {
+            "verdicts": [
+                _verdict("d1", seq=3, quote="Proposal"),
+                _verdict("a1", seq=6, quote="split_ledger"),
+            ]
+        }
+    )
+    fold = ledger_fold(journal=journal, writer=ModelWriter(scripted.config())).fold
+    assert fold.outcome == Fold.Outcome.ACCEPTED
+    facts = {f["text"]: f for f in _writer_facts(fold)}
+    decision = facts["The user approved the proposal at seq 3"]
+    assert decision["decision_text"] == exact and "consequential" not in decision
+    assert facts["Migration billing 0042 was applied (--plan)"]["consequential"] is True
+    # the verifier was shown the decision's text to judge
+    assert exact in scripted.requests[1]["messages"][-1]["content"]
+
+
+def test_a_paraphrased_decision_is_rejected_and_the_exact_quote_accepted(scripted):
+    journal = _journal(_approval_items())
+    scripted.push_json({"facts": [_decision("d1", "run the 0042 migration on staging")]})
+    approved = _verdict("d1", seq=4, quote="Yes, approved.")
+    scripted.push_json({"verdicts": [approved]})  # the verifier model missed it
+    exact = "apply migration 0042 to staging with --plan first"
+    scripted.push_json({"facts": [_decision("d1", exact)]})
+    scripted.push_json({"verdicts": [approved]})
+    fold = ledger_fold(journal=journal, writer=ModelWriter(scripted.config())).fold
+    assert fold.outcome == Fold.Outcome.REPAIRED
+    [decision] = _writer_facts(fold)
+    assert decision["decision_text"] == exact
+    rules = Verdict.objects.get(proposal__attempt__fold=fold, proposal__round=0, judge="rules")
+    assert "not quoted exactly" in rules.entailment_reason

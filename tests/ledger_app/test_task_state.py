@@ -23,8 +23,7 @@ from ledger_app.offline import OfflineWriter
 from ledger_app.validation import TASK_STATE_MARK, message_texts
 from ledger_app.writers import MechanicalWriter
 from tests.conftest import CORPUS
-from tests.factories import sample_items
-from tests.ledger_app.test_context import build, views
+from tests.ledger_app.test_context import build, padded_items, views
 
 FRONTEND_SESSION = CORPUS / "claude-code-jsonl" / "claude-code-session-frontend-refactor.jsonl"
 SUMMARY_SESSION = CORPUS / "claude-code-jsonl" / "claude-code-session-with-summary-records.jsonl"
@@ -235,9 +234,10 @@ def test_a_checkpoint_of_rounds_with_no_facts_says_so_never_a_bare_header():
 
 
 def test_a_checkpoint_with_facts_left_out_names_them_even_with_no_room():
-    entries = views(sample_items())
+    # the padded sample: folding its rounds saves more than the continuation record costs
+    entries = views(padded_items())
     folded = omitted = 0
-    for budget in range(200, 300, 5):
+    for budget in range(260, 400, 5):
         result = build(entries, budget, tail_tokens=10)
         if result.status != "ok" or not result.debug_trace["rounds"]["folded_out"]:
             continue
@@ -427,3 +427,20 @@ def test_the_current_goal_is_never_a_harness_record():
     )
     goal = current_goal(entries)
     assert goal is not None and goal.text == "Rename the column amount to amount_cents."
+
+
+def test_one_done_item_of_a_list_is_not_the_instruction_done():
+    from ledger_app.context.task_state import instructions_done
+
+    pin_hash, result = "aa" * 32, "bb" * 32
+    pins = {pin_hash: {"id": "pin:aa", "pin": True, "support": [{"entry": pin_hash}]}}
+    part = {
+        "id": "part:aaaaaaaaaaaaaaaa.1",
+        "category": "open_obligation",
+        "lifecycle": "closed",
+        "support": [{"entry": pin_hash}],
+        "ended_by": {"fold": 1, "evidence": [result]},
+    }
+    assert instructions_done([part], pins) == {}
+    whole = {**part, "id": "todo:x"}
+    assert instructions_done([whole], pins) == {pin_hash: (whole, [result])}

@@ -13,8 +13,8 @@ from journal_app.models import Entry
 from journal_app.services import journal_append, journal_ensure, session_ensure, tenant_ensure
 from ledger_app import services
 from ledger_app.models import Fold, TaskRun
-from ledger_app.services import FoldResult, ledger_fold
-from ledger_app.tasks import consolidate_journal, fold_journal
+from ledger_app.services import ledger_fold
+from ledger_app.tasks import fold_journal
 
 pytestmark = pytest.mark.django_db
 
@@ -179,28 +179,3 @@ def test_it_does_not_retry_other_errors(monkeypatch):
     assert broken.call_count == 1
     (run,) = _runs()
     assert run.status == TaskRun.Status.FAILED and run.error == "ValueError: bad range"
-
-
-def test_it_records_a_consolidation_that_is_not_needed():
-    j = _journal()
-    journal_append(journal=j, items=_items())
-    fold_journal.delay(j.pk)
-
-    consolidate_journal.delay(j.pk)
-
-    run = _runs()[-1]
-    assert run.status == TaskRun.Status.SUCCEEDED
-    assert run.result["fold"] is None and "not needed" in run.result["reason"]
-
-
-def test_it_consolidates_through_the_service(monkeypatch):
-    j = _journal()
-    consolidate = mock.Mock(return_value=FoldResult(None, False, "under the threshold"))
-    monkeypatch.setattr(services, "ledger_consolidate", consolidate, raising=False)
-
-    consolidate_journal.delay(j.pk)
-
-    consolidate.assert_called_once_with(journal=j)
-    (run,) = _runs()
-    assert run.status == TaskRun.Status.SUCCEEDED
-    assert run.result == {"fold": None, "created": False, "reason": "under the threshold"}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -18,7 +17,10 @@ from django.urls import reverse
 from journal_app.formats.base import message, tool_call, tool_result
 from journal_app.models import Entry, Journal, Membership
 from journal_app.views import scope_kwargs
-from ledger_app.services import ledger_fold
+from ledger_app import receivers
+from ledger_app.models import StoredCheck
+from ledger_app.services import integrity, ledger_fold
+from ledger_app.services.checks import check_claim
 from ledger_app.services.integrity import ledger_check, ledger_integrity, ledger_warnings
 from tests.factories import TenantFactory, journal_build
 
@@ -53,7 +55,6 @@ def _items(rounds: int) -> list:
 
 @pytest.fixture
 def build(settings):
-    cache.clear()  # stored checks of earlier tests' journals (primary keys are reused)
     settings.LEDGER_FOLD_THRESHOLD_TOKENS = 10**9
     tenant = TenantFactory(slug="acme")
     user = get_user_model().objects.create_user("rita", password="pw-rita")
@@ -94,21 +95,38 @@ def test_a_tampered_token_figure_or_source_ref_warns_on_the_facts_page(build, cl
 
 
 def test_a_page_reads_the_stored_check_and_queues_a_missing_one(
-    build, client, django_capture_on_commit_callbacks
+    build, client, django_capture_on_commit_callbacks, monkeypatch
 ):
     journal = build("s1", 2)
     _tamper(journal, 3, "token_count", 1)
+    background: list = []
+    monkeypatch.setattr(receivers, "run_in_background", background.append)
+    ran: list = []
+    real_check = integrity.ledger_check
+    monkeypatch.setattr(integrity, "ledger_check", lambda **kw: ran.append(1) or real_check(**kw))
 
-    with django_capture_on_commit_callbacks() as queued:
+    with django_capture_on_commit_callbacks(execute=True) as queued:
         first = _facts(client, journal)
     assert WARNING not in first.content  # nothing stored yet: the page did not check
-    assert len(queued) == 1  # the check_ledger task, after commit
+    assert b"Checking the ledger" in first.content
+    assert len(queued) == 1 and len(background) == 1  # handed to the background thread
+    assert ran == [] and not StoredCheck.objects.filter(checked_at__isnull=False).exists()
     with django_capture_on_commit_callbacks() as again:
         _facts(client, journal)
     assert again == []  # queued once per ledger state
 
-    queued[0]()  # the task runs (eager here) and stores the check
+    background[0]()  # the background thread runs it and stores the check in the database
+    assert ran == [1]
+    assert StoredCheck.objects.get(journal=journal).problems[0].startswith("figures")
     assert WARNING in _facts(client, journal).content
+
+
+def test_a_check_claim_is_a_compare_and_set(build):
+    journal = build("s1", 1)
+    assert check_claim(journal_id=journal.pk, key="a", ttl_seconds=600)
+    assert not check_claim(journal_id=journal.pk, key="a", ttl_seconds=600)
+    assert check_claim(journal_id=journal.pk, key="b", ttl_seconds=600)  # a new state
+    assert check_claim(journal_id=journal.pk, key="b", ttl_seconds=0)  # the old claim lapsed
 
 
 def test_a_new_fold_queues_a_new_check_and_shows_the_last_one_meanwhile(
@@ -150,15 +168,16 @@ def test_the_warning_reads_one_query_whatever_the_size(build):
     ledger_check(journal=journal)
     with CaptureQueriesContext(connection) as ctx:
         assert ledger_warnings(journal=journal).problems == []
-    assert len(ctx.captured_queries) == 1
+    assert len(ctx.captured_queries) == 1  # the stored check with the ledger's state
 
 
 def test_an_edit_in_place_shows_once_the_stored_check_is_older_than_its_max_age(
-    build, client, settings, django_capture_on_commit_callbacks
+    build, client, settings, django_capture_on_commit_callbacks, monkeypatch
 ):
     """Fresh-eyes finding (issue 16): the stored check is keyed by the journal head and the
     last fold, so an edit made in the database in place (no new entry or fold) was never
     seen by the pages. A check older than LEDGER_CHECK_MAX_AGE_SECONDS is queued again."""
+    monkeypatch.setattr(receivers, "run_in_background", lambda fn: fn())  # no thread here
     journal = build("s1", 2)
     ledger_check(journal=journal)  # clean, stored
     _tamper(journal, 3, "source_ref", "line 999")

@@ -111,7 +111,7 @@ def test_budgets_too_small_show_the_explicit_failure_and_the_broken_invariant(
 
     body = response.content.decode()
     assert response.status_code == 200
-    assert "Explicit failure" in body and "the request cannot be made valid" in body
+    assert "Why no request was built" in body and "the request cannot be made valid" in body
     assert '<code>within_working_budget</code>: <span class="reason">the request is' in body
     assert "over the working budget of 100" in body
     start = body.index('id="model-h"')
@@ -206,3 +206,36 @@ def test_another_tenants_user_gets_404_and_anonymous_is_sent_to_login(client, ou
     client.force_login(outsider)
     for url in [*urls, reverse("ledger:context", args=["globex", *SCOPE[1:]])]:
         assert client.get(url).status_code == 404, url
+
+
+def test_a_failure_names_its_cause_the_fold_and_a_budget_that_would_work(client, member, journal):
+    fold_build(journal)
+    client.force_login(member)
+    url = reverse("ledger:context", args=SCOPE)
+    body = client.get(url, {"working_budget": "100", "hard_limit": "150"}).content.decode()
+    failure = body[
+        body.index('id="context-failure"') : body.index(
+            "</section>", body.index('id="context-failure"')
+        )
+    ]
+    assert "<strong>Cause:</strong> the mandatory part" in failure
+    assert "is over the working budget of 100 tokens" in failure
+    fold_url = reverse("ledger:fold", args=[*SCOPE, 1])
+    assert f'href="{fold_url}">Fold 1</a>' in failure
+    budget = int(failure.split("working_budget=")[1].split("&")[0].split('"')[0])
+    assert budget > 100 and budget % 1000 == 0
+    retry = client.get(url, {"working_budget": str(budget)}).content.decode()
+    assert "Status <strong>ok</strong>" in retry  # the suggested budget does build
+    # the preview's "no checkpoint" is a note, not a second error
+    assert 'id="context-checkpoint"' in body and "writes nothing" in body
+    assert "no checkpoint: the ledger has moved past" not in body
+
+
+def test_the_continuation_record_comes_before_the_validation_and_all_ok_is_folded(
+    client, member, journal
+):
+    fold_build(journal)
+    client.force_login(member)
+    body, _ = _view(client, "model")
+    assert body.index('id="continuation-record"') < body.index('id="validation-h"')
+    assert "Every check passed" in body

@@ -169,9 +169,11 @@ def scripted():
         yield server
 
 
-def _verdict(key, entailed=True):
+def _verdict(key, seq, entailed=True):
     return {
         "key": key,
+        "seq": seq,
+        "quote": "port: 5432",
         "entailment": "entailed" if entailed else "not_entailed",
         "entailment_reason": "seq 11 shows it"
         if entailed
@@ -200,9 +202,9 @@ def test_no_secret_or_hidden_reasoning_reaches_the_writer_or_the_verifier(script
     scripted.push_json(
         {"facts": [_fact("f1", f"show-config.sh printed db password: {PASSWORD}", [show])]}
     )
-    scripted.push_json({"verdicts": [_verdict("f1", entailed=False)]})
+    scripted.push_json({"verdicts": [_verdict("f1", show, entailed=False)]})
     scripted.push_json({"facts": [_fact("f1", "show-config.sh printed the db settings", [show])]})
-    scripted.push_json({"verdicts": [_verdict("f1")]})
+    scripted.push_json({"verdicts": [_verdict("f1", show)]})
     writer = ModelWriter(scripted.config())
 
     first = ledger_fold(journal=journal, writer=writer, recover=False).fold

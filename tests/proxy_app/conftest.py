@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
 import pytest
+import uvicorn
+from django.test.utils import modify_settings
 
 from journal_app.auth import api_key_create
 from journal_app.models import Entry, Journal
@@ -45,3 +52,42 @@ def entries(session: str, branch: str = "main", lane: str = "main") -> list[Entr
 def shape(rows: list[Entry]) -> list[tuple[str, str, str]]:
     """``(kind, role, text or call id)`` of each entry: what a reader checks."""
     return [(e.kind, e.role, e.tool_call_id or e.text) for e in rows]
+
+
+class AsgiServer:
+    """``config.asgi`` served by uvicorn in a thread of the test process (the production
+    server's event loop: async views, streamed answers, clients that leave)."""
+
+    def __init__(self) -> None:
+        from config.asgi import application
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(
+            application, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off"
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        # what pytest-django's autouse live-server helper enables for the test's duration
+        self._live_server_modified_settings = modify_settings(ALLOWED_HOSTS={"append": "127.0.0.1"})
+
+    def __enter__(self) -> AsgiServer:
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self._server.started:
+            assert self._thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+
+
+@pytest.fixture
+def live_server(transactional_db) -> Iterator[AsgiServer]:
+    """The proxy tests' server: the ASGI application under uvicorn, not Django's WSGI one."""
+    with AsgiServer() as server:
+        yield server

@@ -33,7 +33,9 @@ def mcp_commands(key: str) -> dict[str, list[str]]:
     line = next(b for b in blocks("sh") if "claude mcp add" in b).strip()
     claude = shlex.split(line)
     claude = claude[claude.index("--") + 1 :]
-    config = tomllib.loads(blocks("toml")[0])["mcp_servers"]["ledgerkeep"]
+    config = tomllib.loads(next(b for b in blocks("toml") if "mcp_servers" in b))["mcp_servers"][
+        "ledgerkeep"
+    ]
     codex = [config["command"], *config["args"]]
 
     def fill(argv: list[str]) -> list[str]:
@@ -50,5 +52,7 @@ def mcp_database_urls() -> dict[str, str | None]:
     claude = next(
         (v.split("=", 1)[1] for k, v in zip(argv, argv[1:], strict=False) if k == "-e"), None
     )
-    config = tomllib.loads(blocks("toml")[0])["mcp_servers"]["ledgerkeep"]
+    config = tomllib.loads(next(b for b in blocks("toml") if "mcp_servers" in b))["mcp_servers"][
+        "ledgerkeep"
+    ]
     return {"claude": claude, "codex": config.get("env", {}).get("DATABASE_URL")}

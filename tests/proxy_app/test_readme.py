@@ -53,6 +53,6 @@ def test_the_section_documents_what_a_new_user_asked_about():
         "X-Ledgerkeep-Fold",
     ):
         assert header in text, header
-    assert "400 `malformed_json`" in text
+    assert "| 400 | `malformed_json` |" in text
     assert "pip install langchain-openai" not in text
     assert "unreadable_record" in text and "interrupted" in text

@@ -30,6 +30,7 @@ class ScriptedUpstream:
         self.replies: deque[dict[str, Any]] = deque()
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.paths: list[tuple[str, str]] = []
         self._lock = threading.Lock()
         server = self
 
@@ -39,9 +40,23 @@ class ScriptedUpstream:
             def log_message(self, *args: Any) -> None:
                 pass
 
+            def do_GET(self) -> None:  # noqa: N802
+                server.paths.append(("GET", self.path))
+                server.headers.append({k.lower(): v for k, v in self.headers.items()})
+                if self.path.rstrip("/").endswith("/models"):
+                    models = {"object": "list", "data": [{"id": "scripted", "object": "model"}]}
+                    server._json(self, 200, models, {"x-request-id": "req_models"})
+                else:
+                    server._json(self, 404, {"error": {"message": "no such path"}})
+
             def do_POST(self) -> None:  # noqa: N802
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
+                server.paths.append(("POST", self.path))
+                if self.path.endswith("/count_tokens") or self.path.endswith("/embeddings"):
+                    server.requests.append(body)
+                    server._json(self, 200, {"input_tokens": 42, "path": self.path})
+                    return
                 with server._lock:
                     server.requests.append(body)
                     server.headers.append({k.lower(): v for k, v in self.headers.items()})
@@ -76,9 +91,17 @@ class ScriptedUpstream:
         delay: float = 0.0,
         chunk_delay: float = 0.0,
         usage: tuple[int, int] = (120, 30),
+        echo: bool = False,
+        headers: dict[str, str] | None = None,
+        reasoning: str = "",
     ) -> None:
+        """Script the next answer (``echo``: the text is ``re: `` and the request's last user
+        message; ``headers``: sent with the answer)."""
         self.replies.append(
             {
+                "echo": echo,
+                "headers": headers or {},
+                "reasoning": reasoning,
                 "text": text,
                 "calls": calls or [],
                 "status": status,
@@ -103,16 +126,31 @@ class ScriptedUpstream:
 
     def _answer(self, h: BaseHTTPRequestHandler, body: dict[str, Any], r: dict[str, Any]) -> None:
         anthropic = h.path.rstrip("/").endswith("/v1/messages")
+        responses = h.path.rstrip("/").endswith("/responses")
         if r.get("delay"):
             time.sleep(r["delay"])
+        if r.get("echo"):
+            r = {**r, "text": "re: " + _last_user_text(body)}
         if r["status"] != 200:
-            self._json(h, r["status"], {"error": {"message": "scripted failure", "type": "server"}})
+            self._json(
+                h,
+                r["status"],
+                {"error": {"message": "scripted failure", "type": "server"}},
+                r.get("headers"),
+            )
             return
         if body.get("stream"):
-            events = self._anthropic_events(body, r) if anthropic else self._openai_chunks(body, r)
+            if responses:
+                events = self._responses_events(body, r)
+            elif anthropic:
+                events = self._anthropic_events(body, r)
+            else:
+                events = self._openai_chunks(body, r)
             h.send_response(200)
             h.send_header("Content-Type", "text/event-stream")
             h.send_header("Connection", "close")
+            for name, value in (r.get("headers") or {}).items():
+                h.send_header(name, value)
             h.end_headers()
             for event in events:
                 h.wfile.write(event.encode())
@@ -121,17 +159,90 @@ class ScriptedUpstream:
                     time.sleep(r["chunk_delay"])
             h.close_connection = True
             return
-        payload = self._anthropic(body, r) if anthropic else self._openai(body, r)
-        self._json(h, 200, payload)
+        if responses:
+            payload = self._responses(body, r)
+        else:
+            payload = self._anthropic(body, r) if anthropic else self._openai(body, r)
+        self._json(h, 200, payload, r.get("headers"))
 
     @staticmethod
-    def _json(h: BaseHTTPRequestHandler, status: int, payload: Any) -> None:
+    def _json(
+        h: BaseHTTPRequestHandler,
+        status: int,
+        payload: Any,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         data = json.dumps(payload).encode()
         h.send_response(status)
         h.send_header("Content-Type", "application/json")
         h.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            h.send_header(name, value)
         h.end_headers()
         h.wfile.write(data)
+
+    def _responses(self, body: dict[str, Any], r: dict[str, Any]) -> dict[str, Any]:
+        """A Responses API response: reasoning (encrypted), message, function calls."""
+        output: list[dict[str, Any]] = []
+        if r.get("reasoning"):
+            output.append(
+                {
+                    "type": "reasoning",
+                    "id": "rs_1",
+                    "summary": [],
+                    "encrypted_content": r["reasoning"],
+                }
+            )
+        if r["text"]:
+            output.append(
+                {
+                    "type": "message",
+                    "id": "msg_1",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": r["text"], "annotations": []}],
+                }
+            )
+        for i, name, args in r["calls"]:
+            output.append(
+                {
+                    "type": "function_call",
+                    "id": f"fc_{i}",
+                    "call_id": i,
+                    "name": name,
+                    "arguments": json.dumps(args),
+                    "status": "completed",
+                }
+            )
+        p, c = r["usage"]
+        return {
+            "id": f"resp_{len(self.requests)}",
+            "object": "response",
+            "model": body.get("model", "scripted"),
+            "status": "completed",
+            "output": output,
+            "usage": {"input_tokens": p, "output_tokens": c, "total_tokens": p + c},
+        }
+
+    def _responses_events(self, body: dict[str, Any], r: dict[str, Any]) -> list[str]:
+        final = self._responses(body, r)
+        start = {**final, "status": "in_progress", "output": []}
+
+        def event(data: dict[str, Any]) -> str:
+            return f"event: {data['type']}\ndata: {json.dumps(data)}\n\n"
+
+        out = [event({"type": "response.created", "response": start})]
+        for n, item in enumerate(final["output"]):
+            out.append(event({"type": "response.output_item.added", "output_index": n}))
+            if item["type"] == "message":
+                for word in r["text"].split(" "):
+                    delta = {"type": "response.output_text.delta", "output_index": n}
+                    out.append(event({**delta, "delta": word}))
+            out.append(
+                event({"type": "response.output_item.done", "output_index": n, "item": item})
+            )
+        out.append(event({"type": "response.completed", "response": final}))
+        return out
 
     def _openai(self, body: dict[str, Any], r: dict[str, Any]) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": r["text"] or None}
@@ -263,3 +374,14 @@ class ScriptedUpstream:
         )
         out.append(ev("message_stop", {}))
         return out
+
+
+def _last_user_text(body: dict[str, Any]) -> str:
+    """The text of the request's last user message (string or text blocks)."""
+    for message in reversed(body.get("messages") or []):
+        if message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, str):
+                return content
+            return "".join(b.get("text", "") for b in content or [] if isinstance(b, dict))
+    return ""

@@ -64,3 +64,17 @@ def test_a_snippet_shows_the_match():
     text = "x " * 200 + "Applying billing.0042_add_refund_index... FAKED" + " y" * 200
     s = snippet(parse_query("0042_add_refund_index"), text)
     assert "0042_add_refund_index" in s and s.startswith("…") and s.endswith("…")
+
+
+def test_ascii_and_non_ascii_text_tokenize_by_the_same_rule():
+    # ASCII is lower-cased whole; other text is split first, then each token case-folded
+    assert tokenize("Fix_BUG-42 in src/App.PY " + "x" * 101) == [
+        "fix",
+        "bug",
+        "42",
+        "in",
+        "src",
+        "app",
+        "py",
+    ]
+    assert tokenize("İstanbul STRASSE Straße") == ["i̇stanbul", "strasse", "strasse"]

@@ -84,3 +84,51 @@ def test_a_triggered_attempt_asks_the_model_once_and_checks_what_it_says(scripte
     ]
     assert "does not occur byte for byte" in r.rejected_claims[0]["reason"]
     assert r.outcome == Receipt.Outcome.RECOVERED
+
+
+def test_the_analyst_call_is_bounded_by_the_recovery_time_left(scripted, settings):
+    case = build_migration_case()
+    settings.RECOVERY_MAX_SECONDS = 1.0
+    settings.MODEL_TIMEOUT_SECONDS = 60.0
+    scripted.push_json({"claims": []}, delay=4.0)  # a slow local model
+    r = recovery_run(journal=case.journal)
+    assert r.model_requests == 1 and len(scripted.requests) == 1
+    # the call was cut inside the budget, not after MODEL_TIMEOUT_SECONDS, and is counted
+    assert r.usage["model"]["calls"] == 1
+    assert r.claims == []
+
+
+def test_the_analyst_usage_is_in_the_receipt(scripted):
+    case = build_migration_case()
+    scripted.push_json({"claims": []}, usage=(321, 12))
+    r = recovery_run(journal=case.journal)
+    assert r.usage["model"] == {"calls": 1, "input_tokens": 321, "output_tokens": 12} | {
+        "total_s": r.usage["model"]["total_s"]
+    }
+
+
+def test_a_quote_of_the_shown_text_maps_back_to_the_entry_bytes():
+    import rfc8785
+
+    from recovery_app.analyst import ReadView, check_citation, map_quote, shown_text
+
+    content = {"name": "exec", "arguments": {"command": "./migrate 0042", "cwd": "/srv/billing"}}
+    body = rfc8785.dumps(content).decode()
+    read = ReadView(
+        seq=4,
+        entry_hash="ab" * 32,
+        kind="tool_call",
+        role="assistant",
+        content=content,
+        body=body,
+        chunks=[(0, 0, len(body.encode()))],
+        tool_name="exec",
+    )
+    shown = shown_text(read)
+    lines = shown.split("\n")
+    assert len(lines) >= 2
+    quote = lines[0] + "\n" + lines[1]  # what the model saw, spanning two values
+    cites = map_quote(read, quote)
+    assert cites is not None and [c["quote"] for c in cites] == [lines[0], lines[1]]
+    assert all(check_citation(c, {read.entry_hash: read}) == "" for c in cites)
+    assert map_quote(read, "rm -rf /") is None

@@ -10,7 +10,6 @@ from ledger_app.models import Fold
 from ledger_app.services import ledger_fold, ledger_state, ledger_verify
 from recovery_app.analyst import json_fragment
 from recovery_app.budget import Budget
-from recovery_app.fold import recovery_fold
 from recovery_app.models import Receipt
 from recovery_app.services import recovery_run
 from tests.recovery_app.conftest import (
@@ -37,7 +36,7 @@ def test_the_migration_flag_returns_to_the_ledger_with_a_pointer_to_its_entry(no
     j = case.journal
     assert not any("--fake" in t for t in _active_texts(j)), "the ledger left the flag out"
 
-    out = recovery_fold(journal=j, model=None)
+    out = ledger_fold(journal=j, recovery_options={"model": None})
     r = out.receipt
 
     # the trigger fired on the user's message naming the migration and doubting it
@@ -77,8 +76,8 @@ def test_the_migration_flag_returns_to_the_ledger_with_a_pointer_to_its_entry(no
     )
 
     # the rules accepted it and the flag is back, citing the raw entry
-    fold = out.fold.fold
-    assert out.fold.created and fold.number == 3
+    fold = out.fold
+    assert out.created and fold.number == 3
     assert r.entered_fold_id == fold.pk
     fact = ledger_state(j)["facts"][f"recovered:{case.call.entry_hash[:16]}"]
     assert "--fake" in fact["text"] and fact["author"] == "recovery"
@@ -107,9 +106,9 @@ def test_a_recovered_fact_the_rules_reject_stays_out_of_the_ledger():
     bad["fact"] = {**bad["fact"], "id": "recovered:forged", "confidence": "verified"}
     bad["fact"]["support"] = [{"entry": entry(case.journal, 3).entry_hash, "quote": "Applying"}]
     Receipt.objects.filter(pk=r.pk).update(recovered=[bad])
-    out = recovery_fold(journal=case.journal, model=None)
+    out = ledger_fold(journal=case.journal, recovery_options={"model": None})
     r.refresh_from_db()
-    assert r.entered_fold_id == out.fold.fold.pk
+    assert r.entered_fold_id == out.fold.pk
     assert r.verdicts[0]["status"] == "rejected"
     assert "recovered:forged" not in ledger_state(case.journal)["facts"]
 
@@ -289,10 +288,10 @@ def test_a_failed_attempt_is_recorded_and_the_fold_carries_on(monkeypatch):
         raise RuntimeError("search backend down")
 
     monkeypatch.setattr("recovery_app.services.attempt.backend", broken)
-    out = recovery_fold(journal=case.journal, model=None)
+    out = ledger_fold(journal=case.journal, recovery_options={"model": None})
     assert out.receipt.outcome == Receipt.Outcome.FAILED
     assert "RuntimeError: search backend down" in out.receipt.reason
-    assert out.fold.created and out.fold.fold.number == 3
+    assert out.created and out.fold.number == 3
     assert out.receipt.entered_fold is None
 
 
@@ -303,8 +302,8 @@ def test_the_fold_carries_on_even_when_no_receipt_can_be_written(monkeypatch):
         raise RuntimeError("database full")
 
     monkeypatch.setattr("recovery_app.services.recovery_run", broken)
-    out = recovery_fold(journal=case.journal)
-    assert out.receipt is None and out.fold.created and out.fold.fold.number == 3
+    out = ledger_fold(journal=case.journal)
+    assert out.receipt is None and out.created and out.fold.number == 3
 
 
 def test_a_request_beyond_the_head_is_denied():
@@ -315,25 +314,25 @@ def test_a_request_beyond_the_head_is_denied():
 
 def test_a_trigger_fires_once_per_message_across_folds():
     case = build_migration_case()
-    first = recovery_fold(journal=case.journal, model=None).receipt
+    first = ledger_fold(journal=case.journal, recovery_options={"model": None}).receipt
     assert first.outcome == Receipt.Outcome.RECOVERED
     journal_append(journal=case.journal, items=filler(1, 100))
-    again = recovery_fold(journal=case.journal, model=None)
+    again = ledger_fold(journal=case.journal, recovery_options={"model": None})
     assert again.receipt.outcome == Receipt.Outcome.NOT_TRIGGERED
     assert "already scanned" in again.receipt.reason
-    assert again.fold.created
+    assert again.created
 
 
 def test_recovered_facts_wait_for_the_next_fold_when_nothing_is_new_to_fold():
     case = build_migration_case()
     ledger_fold(journal=case.journal, recover=False)  # the new round, folded without recovery
-    out = recovery_fold(journal=case.journal, model=None)
-    assert out.fold.fold is None and "nothing to fold" in out.fold.reason
+    out = ledger_fold(journal=case.journal, recovery_options={"model": None})
+    assert out.fold is None and "nothing to fold" in out.reason
     assert out.receipt.outcome == Receipt.Outcome.RECOVERED and out.receipt.entered_fold is None
     journal_append(journal=case.journal, items=filler(1, 200))
-    later = recovery_fold(journal=case.journal, model=None)
+    later = ledger_fold(journal=case.journal, recovery_options={"model": None})
     out.receipt.refresh_from_db()
-    assert out.receipt.entered_fold_id == later.fold.fold.pk
+    assert out.receipt.entered_fold_id == later.fold.pk
     assert f"recovered:{case.call.entry_hash[:16]}" in ledger_state(case.journal)["facts"]
 
 

@@ -92,3 +92,28 @@ def test_terms_come_from_the_firing_messages_first():
     # a phrase alone fires; the doubt is about what the window's messages name
     items[2] = ScanItem(3, "message", "user", "Actually, that was wrong.")
     assert scan(items, skip_upto=2).terms == ["ABC-123", "src/app.py"]
+
+
+def test_identifiers_only_in_the_agents_messages_are_named_in_the_reason_not_denied():
+    items = [
+        ScanItem(1, "message", "user", "Please continue."),
+        ScanItem(2, "message", "assistant", "I edited billing/refunds.py and ran 0042_add_index."),
+    ]
+    result = scan(items)
+    assert not result.fired
+    assert "no identifier" not in result.reason
+    assert result.reason.startswith("2 identifier(s) in the last 2 entries, all in the agent's")
+
+
+def test_nothing_found_says_what_was_read():
+    from recovery_app.services.attempt import nothing_found_reason
+
+    read_no_claim = nothing_found_reason(queries=2, verified=2, discarded=[], rejected=[])
+    assert read_no_claim.startswith("2 verified read(s) gave no accepted claim")
+    assert "no raw entry matched" not in read_no_claim
+    rejected = nothing_found_reason(
+        queries=1, verified=1, discarded=[], rejected=[{"reason": "quote not found"}]
+    )
+    assert "claim rejected: quote not found" in rejected
+    nothing = nothing_found_reason(queries=3, verified=0, discarded=[], rejected=[])
+    assert nothing == "no raw entry matched 3 queries"

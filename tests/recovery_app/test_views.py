@@ -137,3 +137,37 @@ def test_anonymous_users_are_redirected_to_login(client, tampered):
     ]:
         response = client.get(url)
         assert response.status_code == 302 and response["Location"].startswith(reverse("login"))
+
+
+def test_the_list_defaults_to_triggered_attempts_and_gives_the_reason_once(client, member, case):
+    from recovery_app.models import Receipt
+
+    quiet = Receipt.objects.create(
+        journal=case.journal,
+        outcome="not_triggered",
+        reason="no identifier or uncertainty/correction phrase in the last 24 entries",
+        trigger={
+            "fired": False,
+            "reason": "no identifier or uncertainty/correction phrase in the last 24 entries",
+        },
+    )
+    fired = Receipt.objects.create(
+        journal=case.journal,
+        outcome="nothing_found",
+        reason="no raw entry matched 2 queries",
+        trigger={
+            "fired": True,
+            "reason": "seq 7: phrase 'may have been'",
+            "phrases": [{"seq": 7, "phrase": "may have been"}],
+        },
+    )
+    client.force_login(member)
+    url = reverse("recovery:receipts", args=SCOPE)
+    body = client.get(url).content.decode()
+    assert f">#{fired.pk}</a>" in body and f">#{quiet.pk}</a>" not in body
+    assert '<option value="triggered" selected>' in body
+    every = client.get(url, {"outcome": "all"}).content.decode()
+    assert f">#{quiet.pk}</a>" in every
+    assert every.count("no identifier or uncertainty/correction phrase in the last 24") == 1
+    detail = client.get(reverse("recovery:receipt", args=[*SCOPE, fired.pk])).content.decode()
+    assert "<q>may have been</q>" in detail and "{&#x27;seq&#x27;" not in detail

@@ -54,6 +54,7 @@ def offline_fold(
         "revision": head,
         "evidence": evidence,
         "required_pins": required_pins(covered),
+        "lifecycle_rules": reducer.LIFECYCLE_RULES,
         "ops": ops,
     }
     return reducer.apply_delta(copy.deepcopy(reducer.EMPTY_STATE), delta).state, end

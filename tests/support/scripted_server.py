@@ -15,7 +15,17 @@ It answers ``POST /v1/chat/completions`` from a queue of scripted replies, so th
 Each reply is used once, in order; when the queue is empty the server answers 500 with
 "script exhausted" (a test that makes one call too many fails loudly). ``answer_all``
 sets a reply used for every request instead (benchmarks). ``reject_schema=True`` answers
-400 to requests that ask for ``json_schema`` output, as servers without that mode do.
+400 to requests that ask for ``json_schema`` output, as servers without that mode do
+(``reject_status=500`` as llama-cpp-python's server does; ``reject_formats`` names the
+refused types, e.g. ``("json_schema", "json_object")``). ``window_tokens=N`` answers 400
+``context_length_exceeded`` to a request whose messages count more than N tokens
+(o200k_base) plus its ``max_tokens``, as a server with an N-token window does.
+
+A request with ``"stream": true`` is answered as server-sent events (chunks of the content,
+then the finish reason, then the usage, then ``[DONE]``); ``stall=`` seconds pause the
+stream after its first chunk; ``reject_stream_options=True`` answers 400 to a request
+carrying ``stream_options``, as servers without usage in streams do. ``finish_reason=``
+sets the reply's (``"length"``: cut).
 """
 
 from __future__ import annotations
@@ -27,16 +37,35 @@ from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from ledger_app.model_client import ModelConfig
+from journal_app.tokens import count_tokens
+from ledger_app.model_client import FORMAT_MEMORY, ModelConfig
+
+
+def prompt_tokens(body: dict[str, Any]) -> int:
+    """Tokens of a request's messages (o200k_base, 4 per message for the framing)."""
+    messages = body.get("messages") or []
+    return sum(count_tokens(str(m.get("content") or "")) + 4 for m in messages)
 
 
 class ScriptedServer:
     """See the module docstring. Binds 127.0.0.1 on a free port; stop it with :meth:`stop`."""
 
-    def __init__(self, *, reject_schema: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        reject_schema: bool = False,
+        reject_status: int = 400,
+        reject_formats: tuple[str, ...] = ("json_schema",),
+        window_tokens: int = 0,
+        reject_stream_options: bool = False,
+    ) -> None:
         self.replies: deque[dict[str, Any]] = deque()
         self.requests: list[dict[str, Any]] = []
         self.reject_schema = reject_schema
+        self.reject_status = reject_status
+        self.reject_formats = reject_formats
+        self.window_tokens = window_tokens
+        self.reject_stream_options = reject_stream_options
         self.always: dict[str, Any] | None = None
         self._lock = threading.Lock()
         server = self
@@ -55,19 +84,62 @@ class ScriptedServer:
                 status, payload, delay = server._next(self.path, parsed)
                 if delay:
                     time.sleep(delay)
+                if status == 200 and isinstance(payload, dict) and parsed.get("stream"):
+                    self._stream(payload)
+                    return
+                ctype = "application/json"
+                if isinstance(payload, tuple):
+                    payload, ctype = payload
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 try:
                     self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Type", ctype)
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client timed out and went away
 
+            def _stream(self, payload: dict[str, Any]) -> None:
+                choice = payload["choices"][0]
+                content = choice["message"]["content"] or ""
+                third = max(1, len(content) // 3)
+                pieces = [content[i : i + third] for i in range(0, len(content), third)]
+                base = {k: payload[k] for k in ("id", "created", "model")}
+                base["object"] = "chat.completion.chunk"
+                events = [
+                    {**base, "choices": [{"index": 0, "delta": {"content": p}}]}
+                    for p in pieces or [""]
+                ]
+                events.append(
+                    {
+                        **base,
+                        "choices": [
+                            {"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}
+                        ],
+                    }
+                )
+                events.append({**base, "choices": [], "usage": payload["usage"]})
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    for n, event in enumerate(events):
+                        self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
+                        self.wfile.flush()
+                        if n == 0 and payload.get("_stall"):
+                            time.sleep(payload["_stall"])
+                    self.wfile.write(b"data: [DONE]\n\n")
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                self.close_connection = True
+
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self.port = self._httpd.server_address[1]
+        FORMAT_MEMORY.pop(self.base_url, None)  # a port reused by an earlier test's server
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
         )
@@ -95,28 +167,58 @@ class ScriptedServer:
         return ModelConfig(**values)
 
     def push_content(
-        self, content: str | None, *, delay: float = 0.0, usage: tuple[int, int] = (100, 20)
+        self,
+        content: str | None,
+        *,
+        delay: float = 0.0,
+        usage: tuple[int, int] = (100, 20),
+        finish_reason: str = "stop",
+        stall: float = 0.0,
     ) -> None:
         """A 200 chat completion whose message content is ``content`` verbatim."""
-        self.replies.append({"content": content, "delay": delay, "usage": usage})
+        self.replies.append(
+            {
+                "content": content,
+                "delay": delay,
+                "usage": usage,
+                "finish_reason": finish_reason,
+                "stall": stall,
+            }
+        )
 
     def push_json(
-        self, obj: Any, *, delay: float = 0.0, usage: tuple[int, int] = (100, 20)
+        self,
+        obj: Any,
+        *,
+        delay: float = 0.0,
+        usage: tuple[int, int] = (100, 20),
+        finish_reason: str = "stop",
+        stall: float = 0.0,
     ) -> None:
         """A 200 chat completion whose content is ``json.dumps(obj)``."""
-        self.push_content(json.dumps(obj), delay=delay, usage=usage)
+        self.push_content(
+            json.dumps(obj), delay=delay, usage=usage, finish_reason=finish_reason, stall=stall
+        )
 
     def push_error(self, status: int, *, delay: float = 0.0, message: str = "scripted") -> None:
         """An HTTP error reply (500, 503, 429, 400, ...)."""
         self.replies.append({"status": status, "delay": delay, "message": message})
 
-    def push_raw(self, body: bytes, *, status: int = 200) -> None:
-        """A reply whose HTTP body is ``body`` (e.g. not JSON at all)."""
-        self.replies.append({"raw": body, "status": status})
+    def push_raw(
+        self, body: bytes, *, status: int = 200, content_type: str = "application/json"
+    ) -> None:
+        """A reply whose HTTP body is ``body`` (e.g. not JSON at all, or HTML)."""
+        self.replies.append({"raw": body, "status": status, "content_type": content_type})
 
-    def answer_all(self, content: str) -> None:
+    def answer_all(self, content: str, *, finish_reason: str = "stop") -> None:
         """Answer every request with ``content`` at once (the queue is ignored)."""
-        self.always = {"content": content, "delay": 0.0, "usage": (100, 20)}
+        self.always = {
+            "content": content,
+            "delay": 0.0,
+            "usage": (100, 20),
+            "stall": 0.0,
+            "finish_reason": finish_reason,
+        }
 
     @property
     def request_count(self) -> int:
@@ -143,17 +245,28 @@ class ScriptedServer:
             if not path.rstrip("/").endswith("/chat/completions"):
                 return 404, {"error": {"message": f"no route {path}"}}, 0.0
             fmt = (body.get("response_format") or {}).get("type")
-            if self.reject_schema and fmt == "json_schema":
+            if self.reject_schema and fmt in self.reject_formats:
                 return (
-                    400,
-                    {"error": {"message": "response_format json_schema is not supported"}},
+                    self.reject_status,
+                    {"error": {"message": f"response_format {fmt} is not supported"}},
                     0.0,
                 )
+            if self.reject_stream_options and body.get("stream_options"):
+                return 400, {"error": {"message": "unknown field stream_options"}}, 0.0
+            if self.window_tokens:
+                asked = prompt_tokens(body) + int(body.get("max_tokens") or 0)
+                if asked > self.window_tokens:
+                    message = (
+                        f"This model's maximum context length is {self.window_tokens} "
+                        f"tokens. However, you requested {asked} tokens."
+                    )
+                    error = {"message": message, "code": "context_length_exceeded"}
+                    return 400, {"error": error}, 0.0
             reply = self.always or (self.replies.popleft() if self.replies else None)
         if reply is None:
             return 500, {"error": {"message": "script exhausted"}}, 0.0
         if "raw" in reply:
-            return reply["status"], reply["raw"], 0.0
+            return reply["status"], (reply["raw"], reply["content_type"]), 0.0
         if "status" in reply:
             return reply["status"], {"error": {"message": reply["message"]}}, reply["delay"]
         prompt, completion = reply["usage"]
@@ -166,7 +279,7 @@ class ScriptedServer:
                 {
                     "index": 0,
                     "message": {"role": "assistant", "content": reply["content"]},
-                    "finish_reason": "stop",
+                    "finish_reason": reply.get("finish_reason", "stop"),
                 }
             ],
             "usage": {
@@ -175,4 +288,6 @@ class ScriptedServer:
                 "total_tokens": prompt + completion,
             },
         }
+        if reply.get("stall"):
+            payload["_stall"] = reply["stall"]
         return 200, payload, reply["delay"]

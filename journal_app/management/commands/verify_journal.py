@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from tqdm import tqdm
 
+from journal_app.progress import Progress
 from journal_app.services import JournalError, journal_verify, journals_for_scope
 
 
@@ -14,7 +14,8 @@ class Command(BaseCommand):
     help = (
         "Recompute every entry, body and chunk hash, the parent chain and artifact hashes. "
         "SCOPE is tenant[/session[/lane[/branch]]]; omitted, every journal is checked. "
-        "Exits non-zero naming the first entry that does not match."
+        "Every journal is checked; exits non-zero naming the first entry that does not match "
+        "in each journal that has one."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -29,28 +30,24 @@ class Command(BaseCommand):
         except JournalError as exc:
             raise CommandError(str(exc)) from None
         total = sum(j.head_seq for j in journals)
-        quiet = opts["no_progress"] or opts["verbosity"] == 0 or total < 2000
-        bar = (
-            None
-            if quiet
-            else tqdm(total=total, unit="entry", desc="verifying", file=self.stderr._out)
-        )
-
-        def progress(done: int, _total: int) -> None:
-            if bar is not None:
-                bar.n = done
-                bar.refresh()
-
-        try:
-            report = journal_verify(journals=journals, progress=progress)
-        finally:
-            if bar is not None:
-                bar.close()
+        with Progress(
+            total=total,
+            desc="verifying",
+            unit="entries",
+            file=self.stderr._out,
+            enabled=not (opts["no_progress"] or opts["verbosity"] == 0),
+        ) as bar:
+            report = journal_verify(journals=journals, progress=bar)
         if not report.ok:
-            f = report.first_failure or {}
+            lines = [
+                f"MISMATCH in {f.get('scope')} at seq {f.get('seq')} (sha256:{f.get('entry_hash')}):"
+                "\n  " + "\n  ".join(f.get("problems", []))
+                for f in report.failures
+            ]
             raise CommandError(
-                f"MISMATCH in {f.get('scope')} at seq {f.get('seq')} (sha256:{f.get('entry_hash')}):\n  "
-                + "\n  ".join(f.get("problems", []))
+                "\n".join(lines)
+                + f"\n{len(report.failures)} of {report.journals} journals do not match; "
+                f"the other {report.journals - len(report.failures)} matched"
             )
         self.stdout.write(
             f"OK: {report.journals} journals, {report.entries} entries, {report.chunks} chunks, "

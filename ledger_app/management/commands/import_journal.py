@@ -7,13 +7,15 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import InterfaceError, OperationalError
 from django.db.models import Sum
 from django.utils import timezone
-from tqdm import tqdm
 
 from journal_app.formats import FORMATS, FormatError, ParsedSession
 from journal_app.hashing import display
-from journal_app.services import ConflictError, JournalError
+from journal_app.progress import Progress
+from journal_app.services import CommitUnconfirmed, ConflictError, JournalError
+from journal_app.services.imports import default_session_key, import_committed_lost
 from ledger_app.models import Fold, TaskRun
 from ledger_app.services.common import LedgerError
 from ledger_app.services.reimport import ReimportResult, transcript_import
@@ -52,7 +54,7 @@ class Command(BaseCommand):
         parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        bar: tqdm | None = None
+        bar: Progress | None = None
         started = timezone.now()
         quiet = opts["no_progress"] or opts["verbosity"] == 0
 
@@ -60,11 +62,10 @@ class Command(BaseCommand):
             nonlocal bar
             if not quiet:
                 self.stderr.write(f"reading {opts['path']} as {parsed.format}")
-                bar = tqdm(
+                bar = Progress(
                     total=_source_bytes(opts["path"]),
                     unit="B",
-                    unit_scale=True,
-                    unit_divisor=1000,  # SI: 1.12MB, 56.3MB/s
+                    bytes_=True,  # SI: 1.12MB, 56.3MB/s
                     desc="reading, hashing and writing",
                     file=self.stderr._out,
                 )
@@ -72,8 +73,7 @@ class Command(BaseCommand):
         def progress(done: int, total: int) -> None:
             # bytes of the source read so far (the bar shows MB and MB/s)
             if bar is not None:
-                bar.n = done
-                bar.refresh()
+                bar.update_to(done)
 
         try:
             done = transcript_import(
@@ -97,11 +97,29 @@ class Command(BaseCommand):
             raise CommandError(
                 f"import of {opts['path']} refused, nothing written: {exc}"
             ) from None
+        except CommitUnconfirmed as exc:  # lost at the commit: written or not, unknown
+            raise CommandError(f"import of {opts['path']}: {exc}") from None
         except JournalError as exc:
             raise CommandError(f"import failed, nothing written: {exc}") from None
-        finally:
+        except BaseException:
             if bar is not None:
-                bar.close()
+                bar.close(ok=False)
+            raise
+        if bar is not None:
+            bar.update_to(bar.total)  # a folder source reports no bytes on the way
+            bar.close()
+        try:  # committed: a connection lost from here on must say what was committed
+            self._summary(result, reimported, started)
+        except (OperationalError, InterfaceError) as exc:
+            session = opts["session"] or default_session_key(opts["path"])
+            scope = f"{opts['tenant']}/{session}/{opts['lane']}/{opts['branch']}"
+            lost = import_committed_lost(
+                result=result, name=Path(opts["path"]).name, scope=scope, exc=exc
+            )
+            raise CommandError(str(lost)) from None
+
+    def _summary(self, result: Any, reimported: dict[int, Any], started: Any) -> None:
+        """Print what the import did and the folds after it; a failed fold run is an error."""
         c = result.counts
         lines = [
             f"scope      {j.scope_label}  (head seq {j.head_seq}, {display(j.head_hash)})"
@@ -130,6 +148,19 @@ class Command(BaseCommand):
             f"next       {self.prog} verify_journal {scope}   |   {self.prog} compact {scope}"
         )
         self.stdout.write("\n".join(lines))
+        failed = [
+            f"{j.scope_label}: {run.error or run.status}"
+            for j in result.journals
+            for run in TaskRun.objects.filter(journal=j, created_at__gte=started, status="failed")
+        ]
+        if failed:
+            # the entries are committed; a fold that could not be written is an error, never a
+            # silently partial ledger (`compact` folds what is left)
+            raise CommandError(
+                f"the import committed its entries, but {len(failed)} automatic fold run(s) "
+                "failed:\n  " + "\n  ".join(failed[:20]) + f"\nfold the rest with `{self.prog} "
+                f"compact {scope}`"
+            )
 
 
 def _source_bytes(path: str) -> int:

@@ -8,9 +8,10 @@ resumes where it stopped, a rewritten file becomes a new branch (reported). See
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from journal_app.formats import FORMATS
 from proxy_app.follow import follow_paths
@@ -30,6 +31,9 @@ class Command(BaseCommand):
         parser.add_argument("--once", action="store_true", help="one pass, then exit")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        missing = [p for p in options["paths"] if not Path(p).exists()]
+        if missing:
+            raise CommandError(f"no such file or folder: {', '.join(missing)}; nothing followed")
         self.stdout.write(f"following {', '.join(options['paths'])} (Ctrl-C to stop)")
         try:
             follow_paths(

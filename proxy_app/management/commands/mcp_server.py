@@ -27,10 +27,15 @@ class Command(BaseCommand):
         parser.add_argument(
             "--session",
             default=os.environ.get("LEDGERKEEP_SESSION", ""),
-            help="the session the tools act in (default: $LEDGERKEEP_SESSION)",
+            help="the session the tools act in: a key, a pattern (px-*) or 'latest' "
+            "(default: $LEDGERKEEP_SESSION)",
         )
         parser.add_argument("--lane", default="main")
-        parser.add_argument("--branch", default="main")
+        parser.add_argument(
+            "--branch",
+            default="latest",
+            help="a branch, or 'latest': the one written to most recently (default)",
+        )
         parser.add_argument("--http", action="store_true", help="Streamable HTTP, not stdio")
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8765)

@@ -127,6 +127,35 @@ def test_a_lone_surrogate_or_a_big_integer_keeps_its_exact_value(tmp_path, strea
     assert entry.content["text"] == "a\U0001f600b" and entry.metadata["n"] == big
 
 
+def test_surrogate_pairs_stream_at_c_speed_with_the_same_values(tmp_path, streamed):
+    # an emoji as json.dumps writes it (a surrogate pair) decodes alike in yajl2_c: no fallback
+    path = _chat(tmp_path, [{"role": "user", "content": "a\U0001f600b \U00010400"}])
+    assert b"\\ud83d\\ude00" in path.read_bytes()
+    src = source.read_source(path)
+    assert not src.exact
+    (entry,) = parse_path(path).entries
+    assert entry.content["text"] == "a\U0001f600b \U00010400"
+
+
+@pytest.mark.parametrize(
+    ("text", "exact"),
+    [
+        (rb'"a\ud83d\ude00b"', False),  # a pair
+        (rb'"\u00e9 plain"', False),
+        (rb'"\ud83d"', True),  # a lone high surrogate
+        (rb'"x\ude00"', True),  # a lone low surrogate
+        (rb'"\ud83d\ude00\ude00"', True),  # a pair, then a lone low one
+        (rb'"\\ud83d\ude00"', True),  # text "\ud83d" after an escaped backslash, a lone low
+        (rb'"\\ud83d\\ude00 text"', False),  # the letters of an escape, escaped: text
+        (rb'"\\\ud83d"', True),  # an escaped backslash, then a real lone high surrogate
+        (rb'"\ud83d\\ude00"', True),  # a real high surrogate, then text
+        (rb"[1234567890123456789]", True),  # a 19-digit integer
+    ],
+)
+def test_needs_exact_keeps_every_doubtful_case_on_the_exact_backend(text, exact):
+    assert source.needs_exact(text) is exact
+
+
 def test_a_bad_line_of_a_streamed_jsonl_file_is_named(tmp_path, streamed):
     path = tmp_path / "s.jsonl"
     good = (CORPUS / "claude-code-jsonl/claude-code-session-frontend-refactor.jsonl").read_text()

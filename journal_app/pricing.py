@@ -1,0 +1,161 @@
+"""Computed cost of model calls from a price table (pure: no Django).
+
+The table is the ``LEDGER_MODEL_PRICES`` setting (README, "Settings"): a JSON object of model
+names to ``[input, output]`` or ``[input, output, cached_input]`` prices in US dollars per
+million tokens, e.g. ``{"gpt-5-codex": [1.25, 10.0, 0.125]}``. Integers and floats are both
+accepted; a price must be a finite number >= 0.
+
+A call's cost is computed from the token figures the provider reported for it (the entry's
+``usage`` metadata), never from our own counts, and is labelled "computed" wherever shown:
+it is what the table says the call cost, not an invoice.
+
+Cached input: OpenAI-style usage (``input_tokens``/``prompt_tokens`` with
+``cached_input_tokens`` or ``*_tokens_details.cached_tokens``) counts cached tokens *inside*
+the input figure, so they are taken out of it and charged at the cached price; Anthropic-style
+usage (``cache_read_input_tokens``) counts them *beside* it, so they are added. Without a
+cached price, cached tokens are charged at the input price. Anthropic's
+``cache_creation_input_tokens`` are charged at the input price.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any, NamedTuple
+
+MILLION = Decimal(1_000_000)
+
+
+class PriceTableError(ValueError):
+    """The price table is not of the documented shape; the message names the bad entry."""
+
+
+class Price(NamedTuple):
+    """USD per million tokens: input, output and (``None``: the input price) cached input."""
+
+    input: Decimal
+    output: Decimal
+    cached_input: Decimal | None = None
+
+
+def _number(value: Any) -> Decimal | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
+        return None
+    if isinstance(value, (float, Decimal)) and not math.isfinite(value):
+        return None
+    if value < 0:
+        return None
+    return value if isinstance(value, Decimal) else Decimal(str(value))
+
+
+def parse_price_table(table: Any) -> dict[str, Price]:
+    """Parse the price table (already decoded from JSON).
+
+    Args:
+        table: ``{"model": [input, output]}`` or ``{"model": [input, output, cached]}``,
+            USD per million tokens (int or float, >= 0).
+
+    Returns:
+        model name -> :class:`Price`.
+
+    Raises:
+        PriceTableError: not an object, or an entry that is not a list of two or three
+            non-negative numbers (the message names the entry and its value).
+    """
+    if not isinstance(table, dict):
+        raise PriceTableError(
+            "must be a JSON object of model names to [input, output(, cached input)] USD per "
+            'million tokens, e.g. {"gpt-5-codex": [1.25, 10.0]}'
+        )
+    out: dict[str, Price] = {}
+    for name, value in table.items():
+        if isinstance(value, Price):  # already parsed (settings hold parsed tables)
+            value = [v for v in value if v is not None]
+        numbers = (
+            [_number(v) for v in value] if isinstance(value, list) and len(value) in (2, 3) else []
+        )
+        if not numbers or any(n is None for n in numbers):
+            raise PriceTableError(
+                f"entry {name!r}: {value!r} is not [input, output] or [input, output, cached "
+                "input], non-negative USD per million tokens"
+            )
+        out[str(name)] = Price(*numbers)  # type: ignore[arg-type]
+    return out
+
+
+def _int(usage: Mapping[str, Any], *keys: str) -> int | None:
+    for key in keys:
+        v = usage.get(key)
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+    return None
+
+
+def _cached_inside(usage: Mapping[str, Any]) -> int:
+    direct = _int(usage, "cached_input_tokens", "cached_tokens")
+    if direct is not None:
+        return direct
+    for key in ("input_tokens_details", "prompt_tokens_details"):
+        details = usage.get(key)
+        if isinstance(details, dict):
+            n = _int(details, "cached_tokens")
+            if n is not None:
+                return n
+    return 0
+
+
+def call_cost(price: Price, usage: Mapping[str, Any]) -> Decimal | None:
+    """The computed cost in USD of one call from its provider-reported ``usage``.
+
+    Args:
+        price: the model's :class:`Price`.
+        usage: the provider's usage object as stored (OpenAI, Anthropic or Codex names).
+
+    Returns:
+        USD as a :class:`~decimal.Decimal`; ``None`` when the usage has neither an input nor
+        an output figure. The rule for cached input is in the module docstring.
+    """
+    tokens_in = _int(usage, "input_tokens", "prompt_tokens")
+    tokens_out = _int(usage, "output_tokens", "completion_tokens")
+    if tokens_in is None and tokens_out is None:
+        return None
+    cached_price = price.cached_input if price.cached_input is not None else price.input
+    uncached = tokens_in or 0
+    read = _int(usage, "cache_read_input_tokens")
+    if read is not None:  # Anthropic: cache reads and writes are beside input_tokens
+        cached = read
+        uncached += _int(usage, "cache_creation_input_tokens") or 0
+    else:
+        cached = min(_cached_inside(usage), uncached)
+        uncached -= cached
+    total = price.input * uncached + cached_price * cached + price.output * (tokens_out or 0)
+    return total / MILLION
+
+
+def entry_cost(prices: Mapping[str, Price], meta: Mapping[str, Any]) -> Decimal | None:
+    """The computed cost of the call an entry's metadata reports (``usage`` and the model
+    named by :func:`source_model`); ``None`` without usage or without a price for the model."""
+    usage = meta.get("usage")
+    if not isinstance(usage, dict) or not prices:
+        return None
+    price = prices.get(source_model(meta))
+    return call_cost(price, usage) if price is not None else None
+
+
+def source_model(meta: Mapping[str, Any]) -> str:
+    """The model the source names for an entry (``model``, ``message.model`` or
+    ``turn_context.model`` in its metadata), or ``""``."""
+    for holder in (meta, meta.get("message"), meta.get("turn_context")):
+        if isinstance(holder, dict) and isinstance(holder.get("model"), str):
+            return holder["model"]
+    return ""
+
+
+def money(amount: Decimal | None) -> str:
+    """USD for people: ``"$0.0123"`` under a dollar (4 places), ``"$12.35"`` above, ``""``
+    for ``None``."""
+    if amount is None:
+        return ""
+    places = Decimal("0.0001") if abs(amount) < 1 else Decimal("0.01")
+    return f"${amount.quantize(places):,}"

@@ -1,0 +1,41 @@
+"""Work a web process runs after the response, off the request (the embedded default: eager
+Celery, no worker). One daemon thread, so background checks queue behind each other and
+never take more than one core from the pages (README, "Settings":
+``LEDGER_CHECK_MAX_AGE_SECONDS``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from django.db import close_old_connections, connections
+
+log = logging.getLogger(__name__)
+
+_EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledgerkeep-background")
+
+
+def _run(fn: Callable[[], object]) -> None:
+    try:
+        fn()
+    except Exception:  # logged: a failed background check is queued again by the next page
+        log.exception("background work failed")
+    finally:
+        close_old_connections()
+        connections.close_all()
+
+
+def run_in_background(fn: Callable[[], object]) -> Future[None]:
+    """Run ``fn()`` on the background thread; returns its future (exceptions are logged,
+    not raised)."""
+    return _EXECUTOR.submit(_run, fn)
+
+
+def wait_for_background(timeout: float = 300.0) -> None:
+    """Block until every piece of work queued before this call has finished (the one worker
+    takes the queue in order, so a no-op queued now ends after them all). ``timeout`` in
+    seconds; raises :class:`concurrent.futures.TimeoutError` when it passes. Used before
+    a process or a test run drops the database under the thread."""
+    _EXECUTOR.submit(lambda: None).result(timeout=timeout)

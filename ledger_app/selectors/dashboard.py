@@ -1,0 +1,116 @@
+"""The dashboard's reads: per session of one tenant, tokens, computed cost, folds, fallbacks,
+failed fold attempts and blockers (README "The UI", Dashboard).
+
+One query for the sessions (:func:`journal_app.selectors.sessions_for_user`, annotated), one
+per count grouped by session, and the cost (cached per journal head,
+:func:`journal_app.selectors.session_costs`): a fixed number of queries whatever the number
+of sessions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Count
+
+from journal_app import selectors as journal_selectors
+from journal_app.models import Session
+from ledger_app.models import Fold, FoldAttempt, LedgerFact
+
+#: the dashboard's sort keys -> the row attribute (largest first)
+DASHBOARD_SORTS = {
+    "tokens": "tokens",
+    "cost": "cost",
+    "folds": "folds",
+    "fallbacks": "fallbacks",
+    "failed": "failed",
+    "blockers": "blockers",
+}
+
+
+@dataclass
+class SessionRow:
+    """One session's figures on the dashboard."""
+
+    session: Session
+    tokens: int = 0
+    entries: int = 0
+    cost: Decimal | None = None
+    folds: int = 0
+    fallbacks: int = 0
+    failed: int = 0
+    blockers: int = 0
+
+
+@dataclass
+class Dashboard:
+    """Rows (sorted), their totals, and whether costs are computed (a price table is set)."""
+
+    rows: list[SessionRow] = field(default_factory=list)
+    totals: dict[str, Any] = field(default_factory=dict)
+    priced: bool = False
+
+
+def _by_session(qs: Any) -> dict[int, int]:
+    return dict(
+        qs.order_by()
+        .values("journal__session_id")
+        .annotate(n=Count("pk"))
+        .values_list("journal__session_id", "n")
+    )
+
+
+def tenant_dashboard(
+    *, user: Any, tenant: str = "", activity: str = "", sort: str = "tokens"
+) -> Dashboard:
+    """The figures of every session ``user`` may read (of tenant ``tenant`` when given;
+    ``activity`` as on the sessions list), sorted by ``sort`` (a key of
+    :data:`DASHBOARD_SORTS`, largest first; unknown: tokens).
+
+    Fallbacks are folds whose writer fell back to mechanical facts (outcome ``fallback``);
+    failed are fold attempts that stored nothing (model unreachable); blockers are the active
+    ``blocker`` facts of the current ledgers. Costs are computed from the provider-reported
+    usage and ``LEDGER_MODEL_PRICES``.
+    """
+    sessions = journal_selectors.sessions_for_user(user, tenant=tenant, activity=activity)
+    listed = list(sessions)
+    ids = [s.pk for s in listed]
+    fallbacks = _by_session(
+        Fold.objects.filter(journal__session__in=ids, outcome=Fold.Outcome.FALLBACK)
+    )
+    failed = _by_session(
+        FoldAttempt.objects.filter(journal__session__in=ids, outcome=FoldAttempt.Outcome.FAILED)
+    )
+    blockers = _by_session(
+        LedgerFact.objects.filter(
+            journal__session__in=ids, until__isnull=True, lifecycle="active", category="blocker"
+        )
+    )
+    priced = bool(journal_selectors.model_prices())
+    costs = journal_selectors.session_costs(listed) if priced else {}
+    rows = [
+        SessionRow(
+            session=s,
+            tokens=s.token_total,
+            entries=s.entry_count,
+            cost=costs.get(s.pk),
+            folds=s.fold_count,
+            fallbacks=fallbacks.get(s.pk, 0),
+            failed=failed.get(s.pk, 0),
+            blockers=blockers.get(s.pk, 0),
+        )
+        for s in listed
+    ]
+    key = DASHBOARD_SORTS.get(sort, "tokens")
+    rows.sort(key=lambda r: (-(getattr(r, key) or 0), r.session.key))
+    totals: dict[str, Any] = {
+        name: sum(getattr(r, name) for r in rows)
+        for name in ("tokens", "entries", "folds", "fallbacks", "failed", "blockers")
+    }
+    totals["sessions"] = len(rows)
+    totals["cost"] = (
+        sum((r.cost for r in rows if r.cost is not None), Decimal(0)) if priced else None
+    )
+    return Dashboard(rows=rows, totals=totals, priced=priced)
