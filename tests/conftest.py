@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,30 @@ CORPUS = Path(__file__).parent / "fixtures" / "corpus"
 @pytest.fixture
 def corpus() -> Path:
     return CORPUS
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, tmp_path_factory):
+    """On SQLite the test database is a file, as the embedded default is (WAL, a busy
+    timeout), not Django's shared in-memory database: there a page that reads while the
+    live server's thread writes fails at once with "database table is locked" (shared-cache
+    table locks ignore the busy timeout), which the product never meets. One file per test
+    process (each pytest-xdist worker has its own temporary root), on tmpfs where there is
+    one. ``TEST_DATABASE_NAME`` still wins."""
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    if db["ENGINE"].endswith("sqlite3") and not db.get("TEST", {}).get("NAME"):
+        shm = Path("/dev/shm")
+        if shm.is_dir() and os.access(shm, os.W_OK):
+            folder = Path(tempfile.mkdtemp(prefix="ledgerkeep-test-", dir=shm))
+        else:
+            folder = tmp_path_factory.mktemp("db")
+        db.setdefault("TEST", {})["NAME"] = str(folder / "test.sqlite3")
+        yield
+        shutil.rmtree(folder, ignore_errors=True)  # the file and its -wal and -shm
+        return
+    yield
 
 
 @pytest.fixture(scope="session")
