@@ -64,6 +64,8 @@ def rows(ours: dict[str, Any], stored: dict[str, Any], outside: dict[str, Any]) 
                 "ratio": ratio,
                 "target": "within 10%",
                 "met": agrees,
+                "what": f"{label} as bench/outside.py counts it (manage.py import_journal and "
+                "compact as subprocesses, plain SQL) | baseline: the bench's own figure, same run",
             }
         )
     out[0]["what"] = (

@@ -1,4 +1,4 @@
-"""Context build time at 2k, 20k (and 100k) generated entries, and its scaling exponent (issue 13).
+"""Context build time at 1k, 10k, 20k (and 100k) generated entries against ``trim_messages``, and its scaling exponent.
 
 Each size is a session from :func:`bench.generator.session` (corpus-shaped), prepared with
 the journal's own hashing (:func:`journal_app.chain.prepare_entries`), with the mechanical
@@ -15,10 +15,13 @@ CPU time: the build is one thread and reads nothing, so on a machine shared with
 its CPU time is what it takes alone; the goal is judged on it), the response size in bytes,
 and the number of distinct token counts the build asked for (a shape figure: it grows
 linearly when each part is counted once). The exponent is the least-squares slope of
-log(time) over log(entries). Goals (issue 13): exponent <= 1.1, 20k entries <= 2 s.
+log(time) over log(entries). Baseline per size, same run (:func:`trim_time`): the same entry
+views as Chat Completions messages trimmed by LangChain's ``trim_messages`` to the same
+working budget. Goals: the build within 2x of that baseline at every size, exponent <= 1.1,
+20k entries <= 2 s.
 
-Run: ``python -m bench.context_build [--small]`` (``--small``: 2k and 20k only, which is also
-the default; ``BENCH_CONTEXT_100K=1`` adds 100k).
+Run: ``python -m bench context_build [--small | --full]`` (default 1k, 10k, 20k; ``--small``
+1k and 2k; ``--full`` or ``BENCH_CONTEXT_100K=1`` adds 100k).
 """
 
 from __future__ import annotations
@@ -30,7 +33,10 @@ import statistics
 import time
 from typing import Any
 
-SIZES = (2_000, 20_000)
+#: Sizes of the default run (entries): the 1k and 10k comparisons with ``trim_messages`` and
+#: the 20k goal; :data:`LARGE` joins them with ``--full`` (or ``BENCH_CONTEXT_100K=1``).
+SIZES = (1_000, 10_000, 20_000)
+SMALL_SIZES = (1_000, 2_000)
 LARGE = 100_000
 REPEAT = 3
 #: Working budget of the timed builds (tokens). 200,000, not the API example's 32,000: the
@@ -131,6 +137,7 @@ def measure(n_entries: int) -> dict[str, Any]:
         return build, len(body.encode("utf-8")), counter.calls
 
     once()  # warm-up: the fold happens here, once
+    trim_cpu = trim_time(views)
     times: list[float] = []
     cpu: list[float] = []
     size = calls = 0
@@ -149,7 +156,29 @@ def measure(n_entries: int) -> dict[str, Any]:
         "token_counts": calls,
         "status": build.status,
         "request_tokens": build.report.tokens,
+        "trim_cpu_seconds": trim_cpu,
     }
+
+
+def trim_time(views: list[Any]) -> float | None:
+    """The baseline of one size: CPU seconds (median of ``REPEAT``) of what a runtime without
+    our builder does with the same entry views in memory: turn them into Chat Completions
+    messages (:func:`bench.context_vs_trim.journal_messages`), then LangChain's
+    ``trim_messages`` to the same working budget with its recipe for a valid history
+    (:func:`bench.context_vs_trim._baseline`, tiktoken counts). ``None`` without
+    ``langchain-core`` (a bench-only requirement)."""
+    from bench.context_vs_trim import _baseline, journal_messages
+
+    try:
+        from langchain_core.messages import convert_to_messages
+    except ImportError:  # pragma: no cover - bench-only requirement
+        return None
+    cpu: list[float] = []
+    for _ in range(REPEAT):
+        start = time.process_time()
+        _baseline(convert_to_messages(journal_messages(views)), WORKING)
+        cpu.append(time.process_time() - start)
+    return round(statistics.median(cpu), 4)
 
 
 def exponent(rows: list[dict[str, Any]]) -> float | None:
@@ -166,6 +195,8 @@ def exponent(rows: list[dict[str, Any]]) -> float | None:
 #: Goals (issue 13): seconds at 20,000 entries, and the scaling exponent.
 GOAL_SECONDS_20K = 2.0
 GOAL_EXPONENT = 1.1
+#: Goal: the build at most this many times ``trim_messages``' CPU time at every size.
+GOAL_TRIM_RATIO = 2.0
 
 
 def summary_rows(rows: list[dict[str, Any]], exp: float | None) -> list[dict[str, Any]]:
@@ -197,10 +228,31 @@ def summary_rows(rows: list[dict[str, Any]], exp: float | None) -> list[dict[str
                 "met": (cpu <= GOAL_SECONDS_20K and r["status"] == "ok") if is20k else None,
             }
         )
+    for r in rows:
+        trim = r.get("trim_cpu_seconds")
+        cpu = r.get("cpu_seconds", r["seconds"])
+        out.append(
+            {
+                "metric": f"context build vs trim_messages, {r['entries']:,} messages, CPU s",
+                "what": "build_context + the API's JSON (token counts stored at import), CPU "
+                "s, median of 3 | baseline: the same entry views as Chat Completions messages "
+                f"+ trim_messages to the same {WORKING:,}-token budget, counting tiktoken "
+                "itself (each distinct text once), CPU s",
+                "value": cpu,
+                "unit": "s",
+                "baseline": trim,
+                "ratio": round(cpu / trim, 2) if trim else None,
+                "target": f"<= {GOAL_TRIM_RATIO:g}x trim_messages",
+                "met": (cpu <= GOAL_TRIM_RATIO * trim and r["status"] == "ok") if trim else None,
+            }
+        )
     out.append(
         {
-            "metric": "context build scaling exponent (2k -> 20k"
-            + (" -> 100k)" if any(r["entries"] >= 50_000 for r in rows) else ")"),
+            "metric": "context build scaling exponent ("
+            + " -> ".join(f"{r['entries'] // 1000}k" for r in rows)
+            + ")",
+            "what": "least-squares slope of log(wall s) over log(entries) of the rows above "
+            "| baseline: 1.0, linear",
             "value": exp,
             "unit": "",
             "baseline": 1.0,
@@ -214,17 +266,20 @@ def summary_rows(rows: list[dict[str, Any]], exp: float | None) -> list[dict[str
     return out
 
 
-def run(small: bool = False) -> dict[str, Any]:
-    """Measure every size, print them, return ``{"rows", "exponent", "summary"}``."""
-    sizes = list(SIZES)
-    if not small and os.environ.get("BENCH_CONTEXT_100K") == "1":
+def run(small: bool = False, full: bool = False) -> dict[str, Any]:
+    """Measure every size (:data:`SIZES`; :data:`SMALL_SIZES` with ``small``; :data:`LARGE`
+    added with ``full`` or ``BENCH_CONTEXT_100K=1``), print them, return ``{"rows",
+    "exponent", "summary"}``."""
+    sizes = list(SMALL_SIZES if small else SIZES)
+    if not small and (full or os.environ.get("BENCH_CONTEXT_100K") == "1"):
         sizes.append(LARGE)
     rows = [measure(n) for n in sizes]
     exp = exponent(rows)
     for r in rows:
         print(
             f"context build {r['entries']:>7,} entries: {r['seconds']:.3f} s, "
-            f"{r['response_bytes']:,} bytes, {r['token_counts']:,} token counts, {r['status']}"
+            f"{r['response_bytes']:,} bytes, {r['token_counts']:,} token counts, {r['status']}; "
+            f"trim_messages {r['trim_cpu_seconds']} CPU s"
         )
     print(f"scaling exponent: {exp}")
     summary = summary_rows(rows, exp)

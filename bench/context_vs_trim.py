@@ -355,6 +355,9 @@ def summary_rows(budgets: dict[str, Any]) -> list[dict[str, Any]]:
                 "metric": f"context build vs trim_messages, budget {int(budget):,} "
                 f"({s['ours_orphans']} orphans, {s['ours_pins_lost']} instructions lost, "
                 f"{s['ours_failed']} failed)",
+                "what": "build_context over each corpus transcript, median s summed | "
+                "baseline: trim_messages (its valid-history recipe) over the same journal as "
+                "Chat Completions messages, same budget, same tiktoken counts",
                 "value": s["ours_seconds"],
                 "unit": "s",
                 "baseline": s["trim_seconds"],

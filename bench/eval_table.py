@@ -27,6 +27,8 @@ def run() -> dict[str, Any]:
         summary.append(
             {
                 "metric": f"{rule}{' (hard)' if hard else ''}: items holding it",
+                "what": "eval_ledger --writer offline over every case and scenario: items "
+                "whose folded ledger holds the rule | no baseline",
                 "value": f"{t['held']}/{t['items']}",
                 "target": "all" if hard else None,
                 **({"met": t["held"] == t["items"]} if hard else {}),

@@ -146,6 +146,7 @@ def run(small: bool = False) -> dict[str, Any]:
     results["summary"] = [
         {
             "metric": "model fold overhead, median (excl. model time)",
+            "what": "wall ms of ledger_fold of a 24-entry range with the model writer against the scripted server answering at once, minus the two model calls' client-measured time | baseline: the mechanical fold's median (no writer work) on the same entries",
             "value": model["median_ms"],
             "unit": "ms",
             "baseline": base,
@@ -153,6 +154,7 @@ def run(small: bool = False) -> dict[str, Any]:
         },
         {
             "metric": "model fold overhead, p95 (excl. model time)",
+            "what": "the same folds' 95th percentile | baseline: the mechanical fold's p95",
             "value": model["p95_ms"],
             "unit": "ms",
             "baseline": results["mechanical"]["p95_ms"],
@@ -160,6 +162,8 @@ def run(small: bool = False) -> dict[str, Any]:
         },
         {
             "metric": "offline fold, median",
+            "what": "wall ms of ledger_fold of the same 24 entries with the offline writer "
+            "(no model) | baseline: the mechanical fold's median",
             "value": results["offline"]["median_ms"],
             "unit": "ms",
             "baseline": base,

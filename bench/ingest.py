@@ -587,6 +587,8 @@ def run(
         },
         {
             "metric": "append throughput",
+            "what": "the append step's bytes (bodies and metadata) per wall s | baseline: "
+            "the COPY of the same rows",
             "value": mb / ours,
             "unit": "MB/s",
             "baseline": mb / copy_s if copy_s else None,
@@ -594,16 +596,21 @@ def run(
         },
         {
             "metric": "append, one round per call",
+            "what": "journal_append called once per API round (as the API and the proxy "
+            "append) | no baseline",
             "value": len(rounds_items) / ours_rounds,
             "unit": "entries/s",
         },
         {
             "metric": "derived rows (identifiers, search index), queued task",
+            "what": "the derived-rows task alone over entries appended without it | no baseline",
             "value": derived_n / derived_s,
             "unit": "entries/s",
         },
         {
             "metric": "append + derived rows in one call (eager, embedded)",
+            "what": "journal_append with the derived rows run in the same call, as on the "
+            "embedded default | baseline: COPY of the entry and chunk rows",
             "value": derived_n / inline_s,
             "unit": "entries/s",
             "baseline": n / copy_s if copy_s else None,

@@ -213,6 +213,9 @@ def summary_rows(rows: list[dict[str, Any]], exp: float | None) -> list[dict[str
                 f"{r['p1_tokens']:,})" + (": governing alone is over the target" if exempt else ""),
                 "value": r["mandatory_tokens"],
                 "unit": "tokens",
+                "what": "budget.mandatory_state of the ledger ledger_compact (offline writer) "
+                "left: governing + open request pins + active P1, tokens | target: "
+                "LEDGER_CHECKPOINT_TARGET_TOKENS",
                 "target": f"<= {target:,} unless governing > it",
                 "met": r["under_target"],
             }
@@ -223,6 +226,8 @@ def summary_rows(rows: list[dict[str, Any]], exp: float | None) -> list[dict[str
                     "metric": f"context at {r['entries']:,} entries, window {window:,}",
                     "value": c["status"],
                     "unit": f"{c['tokens']:,} tokens" if c["tokens"] else "",
+                    "what": "context_build of the folded journal with this window as working "
+                    "budget and hard limit: ok or the failure state | no baseline",
                     "target": "ok",
                     "met": c["status"] == "ok",
                 }
@@ -256,6 +261,8 @@ def summary_rows(rows: list[dict[str, Any]], exp: float | None) -> list[dict[str
     out.append(
         {
             "metric": f"mandatory state exponent over entries ({span})",
+            "what": "slope of log(mandatory tokens) over log(entries) of the rows above | "
+            "bounded is 0, linear growth 1",
             "value": exp,
             "target": f"<= {GOAL_EXPONENT:g}",
             "met": exp is not None and exp <= GOAL_EXPONENT,

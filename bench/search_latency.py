@@ -306,6 +306,8 @@ def _summary(result: dict[str, Any]) -> list[dict[str, Any]]:
             rows.append(
                 {
                     "metric": f"search p95, {kind} term, {where} ({size:,} entries)",
+                    "what": "ms of the search backend (recovery_app.search) for one term, "
+                    "p95 | baseline: a body ILIKE scan of the session, p50 (rare terms only)",
                     "value": fig["p95_ms"],
                     "unit": "ms",
                     "baseline": ilike if kind == "rare" else None,
@@ -318,6 +320,8 @@ def _summary(result: dict[str, Any]) -> list[dict[str, Any]]:
     rows.append(
         {
             "metric": "recovery attempt p95 (no model calls)",
+            "what": "ms of one fold-time recovery attempt (trigger scan, searches, hash "
+            "checks; no model) p95 | target: the attempt's time budget",
             "value": attempt["p95_ms"],
             "unit": "ms",
             "target": "<= 30,000 (the budget)",

@@ -191,6 +191,9 @@ def run(
         rows.append(
             {
                 "metric": f"{name} p95 at {journal.head_seq:,} entries",
+                "what": "server ms of the page through Django's test client (middleware, "
+                "queries, template), p95 | baseline: the reads no version of the page can "
+                "avoid (or the path it replaced), p50; ratio = p50 / baseline",
                 "value": round(stats["p95"] * 1000, 1),
                 "unit": "ms",
                 "baseline": round(baseline * 1000, 1),

@@ -52,6 +52,37 @@ def test_a_failed_context_build_is_never_met():
         {"entries": 20_000, "seconds": 1.0, "response_bytes": 10, "status": "failed"},
     ]
     out = summary_rows(rows, 1.0)
-    assert [r["met"] for r in out] == [None, False, False]
+    # per size, then against trim_messages per size (no baseline measured: not judged), then
+    # the exponent
+    assert [r["met"] for r in out] == [None, False, None, None, False]
     rows[1]["status"] = "ok"
-    assert [r["met"] for r in summary_rows(rows, 1.0)] == [None, True, True]
+    assert [r["met"] for r in summary_rows(rows, 1.0)] == [None, True, None, None, True]
+
+
+def test_the_build_is_judged_against_trim_messages_at_every_size():
+    from bench.context_build import summary_rows
+
+    rows = [
+        {
+            "entries": 1_000,
+            "seconds": 0.3,
+            "cpu_seconds": 0.3,
+            "trim_cpu_seconds": 0.1,
+            "response_bytes": 10,
+            "status": "ok",
+        },
+        {
+            "entries": 10_000,
+            "seconds": 1.5,
+            "cpu_seconds": 1.5,
+            "trim_cpu_seconds": 1.0,
+            "response_bytes": 10,
+            "status": "ok",
+        },
+    ]
+    trim = [r for r in summary_rows(rows, 1.0) if "trim_messages" in r["metric"]]
+    assert [(r["baseline"], r["ratio"], r["met"]) for r in trim] == [
+        (0.1, 3.0, False),
+        (1.0, 1.5, True),
+    ]
+    assert all(r["what"] for r in summary_rows(rows, 1.0))
