@@ -39,6 +39,9 @@ class Price(NamedTuple):
     cached_input: Decimal | None = None
 
 
+_FIELDS = ("input", "output", "cached input")
+
+
 def _number(value: Any) -> Decimal | None:
     if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
         return None
@@ -47,6 +50,35 @@ def _number(value: Any) -> Decimal | None:
     if value < 0:
         return None
     return value if isinstance(value, Decimal) else Decimal(str(value))
+
+
+def _entry(name: Any, value: Any) -> Price:
+    if isinstance(value, Price):  # already parsed (settings hold parsed tables)
+        value = [v for v in value if v is not None]
+    if not isinstance(value, list):
+        raise PriceTableError(
+            f"model {name!r}: {value!r} is not a list [input, output] or [input, output, "
+            "cached input] of USD per million tokens"
+        )
+    if len(value) < 2:
+        raise PriceTableError(
+            f"model {name!r}: the {_FIELDS[len(value)]} price is missing (give [input, "
+            "output] or [input, output, cached input], USD per million tokens)"
+        )
+    if len(value) > 3:
+        raise PriceTableError(
+            f"model {name!r}: {len(value)} prices given, at most 3 (input, output, cached input)"
+        )
+    numbers = []
+    for field, raw in zip(_FIELDS, value, strict=False):
+        number = _number(raw)
+        if number is None:
+            raise PriceTableError(
+                f"model {name!r}: the {field} price {raw!r} is not a non-negative number "
+                "(USD per million tokens)"
+            )
+        numbers.append(number)
+    return Price(*numbers)
 
 
 def parse_price_table(table: Any) -> dict[str, Price]:
@@ -61,27 +93,16 @@ def parse_price_table(table: Any) -> dict[str, Price]:
 
     Raises:
         PriceTableError: not an object, or an entry that is not a list of two or three
-            non-negative numbers (the message names the entry and its value).
+            non-negative numbers. The message is one line naming the model and the field
+            (``input``, ``output``, ``cached input``) at fault, e.g. ``model 'gpt-5-codex':
+            the output price 'ten' is not a non-negative number (USD per million tokens)``.
     """
     if not isinstance(table, dict):
         raise PriceTableError(
             "must be a JSON object of model names to [input, output(, cached input)] USD per "
             'million tokens, e.g. {"gpt-5-codex": [1.25, 10.0]}'
         )
-    out: dict[str, Price] = {}
-    for name, value in table.items():
-        if isinstance(value, Price):  # already parsed (settings hold parsed tables)
-            value = [v for v in value if v is not None]
-        numbers = (
-            [_number(v) for v in value] if isinstance(value, list) and len(value) in (2, 3) else []
-        )
-        if not numbers or any(n is None for n in numbers):
-            raise PriceTableError(
-                f"entry {name!r}: {value!r} is not [input, output] or [input, output, cached "
-                "input], non-negative USD per million tokens"
-            )
-        out[str(name)] = Price(*numbers)  # type: ignore[arg-type]
-    return out
+    return {str(name): _entry(name, value) for name, value in table.items()}
 
 
 def _int(usage: Mapping[str, Any], *keys: str) -> int | None:
