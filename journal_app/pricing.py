@@ -20,7 +20,7 @@ cached price, cached tokens are charged at the input price. Anthropic's
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any, NamedTuple
 
@@ -162,6 +162,56 @@ def entry_cost(prices: Mapping[str, Price], meta: Mapping[str, Any]) -> Decimal 
         return None
     price = prices.get(source_model(meta))
     return call_cost(price, usage) if price is not None else None
+
+
+class CostTotal(NamedTuple):
+    """A sum of computed costs over calls (entries whose metadata carries provider ``usage``
+    with an input or output figure).
+
+    ``usd`` sums the ``priced`` calls; ``unpriced`` counts the calls whose model has no price
+    in the table or is not named: a total with unpriced calls is partial and says so
+    (:func:`cost_text`).
+    """
+
+    usd: Decimal = Decimal(0)
+    priced: int = 0
+    unpriced: int = 0
+
+
+def cost_add(total: CostTotal, prices: Mapping[str, Price], meta: Mapping[str, Any]) -> CostTotal:
+    """``total`` plus the call an entry's metadata reports (:func:`entry_cost`); an entry that
+    is not a call (no usage, or usage without an input or output figure) adds nothing."""
+    usage = meta.get("usage")
+    if not isinstance(usage, dict) or (
+        _int(usage, "input_tokens", "prompt_tokens") is None
+        and _int(usage, "output_tokens", "completion_tokens") is None
+    ):
+        return total
+    cost = entry_cost(prices, meta)
+    if cost is None:
+        return total._replace(unpriced=total.unpriced + 1)
+    return total._replace(usd=total.usd + cost, priced=total.priced + 1)
+
+
+def cost_sum(totals: Iterable[CostTotal]) -> CostTotal:
+    """The sum of several totals (a session's journals, a tenant's sessions)."""
+    out = CostTotal()
+    for t in totals:
+        out = CostTotal(out.usd + t.usd, out.priced + t.priced, out.unpriced + t.unpriced)
+    return out
+
+
+def cost_text(total: CostTotal | None, places: int = 2) -> str:
+    """A total for people: ``"$1.23"``, ``"$1.23 + 4 unpriced calls"`` (partial),
+    ``"4 unpriced calls"`` (nothing priced), ``""`` for ``None`` or no call; ``places``
+    decimals (2 on lists, 4 on the timeline)."""
+    if total is None or (total.priced == 0 and total.unpriced == 0):
+        return ""
+    unpriced = f"{total.unpriced} unpriced call{'' if total.unpriced == 1 else 's'}"
+    if total.priced == 0:
+        return unpriced
+    usd = f"${total.usd.quantize(Decimal(1).scaleb(-places)):,}"
+    return f"{usd} + {unpriced}" if total.unpriced else usd
 
 
 def source_model(meta: Mapping[str, Any]) -> str:
