@@ -1,16 +1,9 @@
 #!/usr/bin/env python
-"""Django's command-line utility."""
+"""Django's command-line utility (``config.cli.main``: a bad setting is one line, no traceback)."""
 
-import os
 import sys
 
-
-def main() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    from django.core.management import execute_from_command_line
-
-    execute_from_command_line(sys.argv)
-
+from config.cli import main
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv, prog="manage.py")

@@ -16,8 +16,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
 
-from audit_app.services import audit_record
-from journal_app.auth import ApiKeyError, api_key_create, api_key_revoke
+from audit_app.services import api_key_end, api_key_issue, audit_record
+from journal_app.auth import ApiKeyError
 from journal_app.models import ApiKey, Membership, Tenant
 
 
@@ -116,8 +116,8 @@ class ApiKeyAdmin(admin.ModelAdmin):
             super().save_model(request, obj, form, change)
             return
         try:
-            key, raw = api_key_create(
-                tenant=obj.tenant, name=obj.name, role=obj.role, user=obj.user
+            key, raw = api_key_issue(
+                tenant=obj.tenant, name=obj.name, role=obj.role, user=obj.user, via="admin"
             )
         except ApiKeyError as exc:  # nothing written; the reason is shown
             messages.error(request, f"No key created: {exc}")
@@ -126,14 +126,6 @@ class ApiKeyAdmin(admin.ModelAdmin):
         obj.prefix = key.prefix
         obj.key_hash = key.key_hash
         obj.created_at = key.created_at
-        audit_record(
-            actor=request.user,
-            tenant=key.tenant,
-            action="api_key.create",
-            object_type="api_key",
-            object_id=key.prefix,
-            details={"via": "admin", "role": key.role, "name": key.name},
-        )
         messages.warning(
             request,
             f"The key {key.prefix} is {raw} : copy it now, it is never shown again.",
@@ -147,13 +139,5 @@ class ApiKeyAdmin(admin.ModelAdmin):
     @admin.action(description="Revoke the selected keys")
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         for key in queryset:
-            api_key_revoke(prefix=key.prefix)
-            audit_record(
-                actor=request.user,
-                tenant=key.tenant,
-                action="api_key.revoke",
-                object_type="api_key",
-                object_id=key.prefix,
-                details={"via": "admin"},
-            )
+            api_key_end(prefix=key.prefix, via="admin")
         messages.success(request, f"Revoked {queryset.count()} key(s).")

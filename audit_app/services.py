@@ -16,12 +16,15 @@ from typing import Any
 import rfc8785
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, models, transaction
+from django.utils import timezone
 
 from audit_app.models import Annotation, AuditEvent, Comment, LogRecord
+from audit_app.origin import origin_current
 from audit_app.roles import roles_ensure, user_roles_sync
+from journal_app.auth import api_key_create, api_key_revoke
 from journal_app.chain import record_hash, record_value
 from journal_app.errors import DomainError
-from journal_app.models import Entry, Journal, Membership, Session, Tenant
+from journal_app.models import ApiKey, Entry, Journal, Membership, Session, Tenant
 
 COMMENT_MAX_CHARS = 10_000
 
@@ -249,15 +252,78 @@ def account_ensure(
         for tenant, role in memberships or []:
             Membership.objects.update_or_create(user=user, tenant=tenant, defaults={"role": role})
         user_roles_sync(user)
-        audit_record(
-            actor=None,
-            tenant=None,
-            action="account.create" if created else "account.update",
-            object_type="user",
-            object_id=username,
-            details={"memberships": [[t.slug, r] for t, r in memberships or []]},
-        )
+        origin = origin_current()
+        # one event per tenant given, so each tenant's audit log shows its new member; an
+        # account without a tenant (a superuser) is logged without one
+        for tenant in [t for t, _ in memberships or []] or [None]:
+            audit_record(
+                actor=origin.actor,
+                tenant=tenant,
+                action="account.create" if created else "account.update",
+                object_type="user",
+                object_id=username,
+                details={
+                    "surface": origin.surface,
+                    "memberships": [[t.slug, r] for t, r in memberships or []],
+                    "superuser": user.is_superuser,
+                },
+            )
     return user, created, generated
+
+
+# API keys (the create_api_key / revoke_api_key commands, the admin) --------------------------
+
+
+def api_key_issue(
+    *, tenant: Tenant, name: str, role: str = ApiKey.Role.CLIENT, user: Any = None, via: str = ""
+) -> tuple[ApiKey, str]:
+    """Create an API key (:func:`journal_app.auth.api_key_create`) and log ``api_key.create``
+    in the same transaction, with the surface and person of
+    :func:`audit_app.origin.origin_current` (README "Audit log").
+
+    Args:
+        via: where it was asked, when the surface does not say it (``"admin"``).
+
+    Returns:
+        ``(api_key, raw_key)``, as :func:`~journal_app.auth.api_key_create`.
+
+    Raises:
+        ApiKeyError: as :func:`~journal_app.auth.api_key_create` (nothing written).
+    """
+    with transaction.atomic():
+        key, raw = api_key_create(tenant=tenant, name=name, role=role, user=user)
+        _key_event(key, "api_key.create", via, {"role": key.role, "name": key.name})
+    return key, raw
+
+
+def api_key_end(*, prefix: str, via: str = "") -> ApiKey:
+    """Revoke the key with ``prefix`` (:func:`journal_app.auth.api_key_revoke`, idempotent)
+    and log ``api_key.revoke`` in the same transaction; a repeated revocation is logged too,
+    with ``already_revoked``.
+
+    Raises:
+        ApiKeyError: no key has this prefix (nothing written).
+    """
+    with transaction.atomic():
+        asked = timezone.now()
+        key = api_key_revoke(prefix=prefix)
+        already = key.revoked_at is not None and key.revoked_at < asked
+        _key_event(key, "api_key.revoke", via, {"already_revoked": already})
+    return key
+
+
+def _key_event(key: ApiKey, action: str, via: str, details: dict[str, Any]) -> None:
+    origin = origin_current()
+    details = {"surface": origin.surface, **({"via": via} if via else {}), **details}
+    audit_record(
+        actor=origin.actor,
+        tenant=key.tenant,
+        action=action,
+        object_type="api_key",
+        object_id=key.prefix,
+        object_label=key.name,
+        details=details,
+    )
 
 
 def export_records(session: Session, journals: list[Journal]) -> list[dict[str, Any]]:

@@ -12,11 +12,13 @@ import os
 import sys
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, *, prog: str = "ledgerkeep") -> None:
     """Run one management command: ``argv`` (default ``sys.argv``) as ``manage.py`` takes it.
 
     A setting that cannot be used (config/env.py ``SettingError``, e.g. DEBUG off without
-    ``DJANGO_SECRET_KEY``) ends the process with status 2 and the message, no traceback.
+    ``DJANGO_SECRET_KEY``, a bad ``LEDGER_MODEL_PRICES``) ends the process with status 2 and
+    the one-line message, no traceback. ``prog`` names the program in help and errors
+    (``manage.py`` calls this too).
     """
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     from django.core.management import execute_from_command_line
@@ -25,9 +27,9 @@ def main(argv: list[str] | None = None) -> None:
 
     args = list(sys.argv if argv is None else argv)
     try:
-        execute_from_command_line(["ledgerkeep", *args[1:]])
+        execute_from_command_line([prog, *args[1:]])
     except SettingError as exc:  # a start-up error: the message names the variable
-        sys.stderr.write(f"ledgerkeep: configuration error: {exc}\n")
+        sys.stderr.write(f"{prog}: configuration error: {exc}\n")
         sys.exit(2)
 
 

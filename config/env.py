@@ -87,8 +87,10 @@ def env_object(name: str) -> dict[str, object]:
         return {}
     try:
         value = json.loads(raw)
-    except ValueError:
-        raise SettingError(f"{name}={raw!r} is not JSON") from None
+    except json.JSONDecodeError as exc:
+        raise SettingError(
+            f"{name}={raw!r} is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        ) from None
     if not isinstance(value, dict):
         raise SettingError(f"{name} must be a JSON object")
     return value

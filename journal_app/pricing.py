@@ -20,7 +20,7 @@ cached price, cached tokens are charged at the input price. Anthropic's
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any, NamedTuple
 
@@ -39,6 +39,9 @@ class Price(NamedTuple):
     cached_input: Decimal | None = None
 
 
+_FIELDS = ("input", "output", "cached input")
+
+
 def _number(value: Any) -> Decimal | None:
     if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
         return None
@@ -47,6 +50,35 @@ def _number(value: Any) -> Decimal | None:
     if value < 0:
         return None
     return value if isinstance(value, Decimal) else Decimal(str(value))
+
+
+def _entry(name: Any, value: Any) -> Price:
+    if isinstance(value, Price):  # already parsed (settings hold parsed tables)
+        value = [v for v in value if v is not None]
+    if not isinstance(value, list):
+        raise PriceTableError(
+            f"model {name!r}: {value!r} is not a list [input, output] or [input, output, "
+            "cached input] of USD per million tokens"
+        )
+    if len(value) < 2:
+        raise PriceTableError(
+            f"model {name!r}: the {_FIELDS[len(value)]} price is missing (give [input, "
+            "output] or [input, output, cached input], USD per million tokens)"
+        )
+    if len(value) > 3:
+        raise PriceTableError(
+            f"model {name!r}: {len(value)} prices given, at most 3 (input, output, cached input)"
+        )
+    numbers = []
+    for field, raw in zip(_FIELDS, value, strict=False):
+        number = _number(raw)
+        if number is None:
+            raise PriceTableError(
+                f"model {name!r}: the {field} price {raw!r} is not a non-negative number "
+                "(USD per million tokens)"
+            )
+        numbers.append(number)
+    return Price(*numbers)
 
 
 def parse_price_table(table: Any) -> dict[str, Price]:
@@ -61,27 +93,16 @@ def parse_price_table(table: Any) -> dict[str, Price]:
 
     Raises:
         PriceTableError: not an object, or an entry that is not a list of two or three
-            non-negative numbers (the message names the entry and its value).
+            non-negative numbers. The message is one line naming the model and the field
+            (``input``, ``output``, ``cached input``) at fault, e.g. ``model 'gpt-5-codex':
+            the output price 'ten' is not a non-negative number (USD per million tokens)``.
     """
     if not isinstance(table, dict):
         raise PriceTableError(
             "must be a JSON object of model names to [input, output(, cached input)] USD per "
             'million tokens, e.g. {"gpt-5-codex": [1.25, 10.0]}'
         )
-    out: dict[str, Price] = {}
-    for name, value in table.items():
-        if isinstance(value, Price):  # already parsed (settings hold parsed tables)
-            value = [v for v in value if v is not None]
-        numbers = (
-            [_number(v) for v in value] if isinstance(value, list) and len(value) in (2, 3) else []
-        )
-        if not numbers or any(n is None for n in numbers):
-            raise PriceTableError(
-                f"entry {name!r}: {value!r} is not [input, output] or [input, output, cached "
-                "input], non-negative USD per million tokens"
-            )
-        out[str(name)] = Price(*numbers)  # type: ignore[arg-type]
-    return out
+    return {str(name): _entry(name, value) for name, value in table.items()}
 
 
 def _int(usage: Mapping[str, Any], *keys: str) -> int | None:
@@ -141,6 +162,56 @@ def entry_cost(prices: Mapping[str, Price], meta: Mapping[str, Any]) -> Decimal 
         return None
     price = prices.get(source_model(meta))
     return call_cost(price, usage) if price is not None else None
+
+
+class CostTotal(NamedTuple):
+    """A sum of computed costs over calls (entries whose metadata carries provider ``usage``
+    with an input or output figure).
+
+    ``usd`` sums the ``priced`` calls; ``unpriced`` counts the calls whose model has no price
+    in the table or is not named: a total with unpriced calls is partial and says so
+    (:func:`cost_text`).
+    """
+
+    usd: Decimal = Decimal(0)
+    priced: int = 0
+    unpriced: int = 0
+
+
+def cost_add(total: CostTotal, prices: Mapping[str, Price], meta: Mapping[str, Any]) -> CostTotal:
+    """``total`` plus the call an entry's metadata reports (:func:`entry_cost`); an entry that
+    is not a call (no usage, or usage without an input or output figure) adds nothing."""
+    usage = meta.get("usage")
+    if not isinstance(usage, dict) or (
+        _int(usage, "input_tokens", "prompt_tokens") is None
+        and _int(usage, "output_tokens", "completion_tokens") is None
+    ):
+        return total
+    cost = entry_cost(prices, meta)
+    if cost is None:
+        return total._replace(unpriced=total.unpriced + 1)
+    return total._replace(usd=total.usd + cost, priced=total.priced + 1)
+
+
+def cost_sum(totals: Iterable[CostTotal]) -> CostTotal:
+    """The sum of several totals (a session's journals, a tenant's sessions)."""
+    out = CostTotal()
+    for t in totals:
+        out = CostTotal(out.usd + t.usd, out.priced + t.priced, out.unpriced + t.unpriced)
+    return out
+
+
+def cost_text(total: CostTotal | None, places: int = 2) -> str:
+    """A total for people: ``"$1.23"``, ``"$1.23 + 4 unpriced calls"`` (partial),
+    ``"4 unpriced calls"`` (nothing priced), ``""`` for ``None`` or no call; ``places``
+    decimals (2 on lists, 4 on the timeline)."""
+    if total is None or (total.priced == 0 and total.unpriced == 0):
+        return ""
+    unpriced = f"{total.unpriced} unpriced call{'' if total.unpriced == 1 else 's'}"
+    if total.priced == 0:
+        return unpriced
+    usd = f"${total.usd.quantize(Decimal(1).scaleb(-places)):,}"
+    return f"{usd} + {unpriced}" if total.unpriced else usd
 
 
 def source_model(meta: Mapping[str, Any]) -> str:

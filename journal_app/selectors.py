@@ -13,7 +13,6 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -38,7 +37,15 @@ from django.utils import timezone
 
 from journal_app.hashing import strip_prefix
 from journal_app.models import Artifact, Entry, Journal, Membership, Session, Tenant
-from journal_app.pricing import Price, entry_cost, parse_price_table, source_model
+from journal_app.pricing import (
+    CostTotal,
+    Price,
+    cost_add,
+    cost_sum,
+    entry_cost,
+    parse_price_table,
+    source_model,
+)
 from journal_app.rounds import Round, group_rounds
 from journal_app.times import entry_time as entry_time  # re-exported: views, ledger
 from journal_app.waterfall import Step, Waterfall, waterfall
@@ -666,71 +673,77 @@ def model_prices() -> dict[str, Price]:
     return parse_price_table(getattr(settings, "LEDGER_MODEL_PRICES", None) or {})
 
 
-def journal_costs(journal_ids: Sequence[int], prices: Mapping[str, Price]) -> dict[int, Decimal]:
-    """The computed cost (USD) of each journal's calls: the sum of
-    :func:`journal_app.pricing.entry_cost` over its entries with provider usage.
+def journal_costs(journal_ids: Sequence[int], prices: Mapping[str, Price]) -> dict[int, CostTotal]:
+    """The computed cost of each journal's calls: :func:`journal_app.pricing.cost_add` over
+    its entries with provider usage, a :class:`~journal_app.pricing.CostTotal` (USD over the
+    priced calls, and the count of calls whose model has no price or no name).
 
     Journals are append-only, so a journal's cost is cached under its head seq (the default
-    cache): a later call reads only the journals that grew. Journals without a priced call
-    are absent from the answer. One query over the entries whose metadata names ``usage``.
+    cache): a later call reads only the journals that grew. Journals without a call are absent
+    from the answer. One query over the entries whose metadata names ``usage``.
     """
     if not prices or not journal_ids:
         return {}
     heads = dict(Journal.objects.filter(pk__in=journal_ids).values_list("pk", "head_seq"))
     table_key = repr(sorted(prices.items()))
-    keys = {jid: f"journal-cost:{jid}:{head}:{hash(table_key)}" for jid, head in heads.items()}
+    keys = {
+        jid: f"journal-cost-total:{jid}:{head}:{hash(table_key)}" for jid, head in heads.items()
+    }
     cached = cache.get_many(list(keys.values()))
-    out: dict[int, Decimal] = {}
+    out: dict[int, CostTotal] = {}
     missing = []
     for jid, key in keys.items():
         if key in cached:
             if cached[key] is not None:
-                out[jid] = cached[key]
+                out[jid] = CostTotal(*cached[key])
         else:
             missing.append(jid)
     if missing:
-        fresh: dict[int, Decimal] = {}
+        fresh: dict[int, CostTotal] = {}
         rows = Entry.objects.filter(journal_id__in=missing, meta__contains='"usage"').values_list(
             "journal_id", "meta"
         )
         for jid, meta in rows.iterator(chunk_size=2000):
             try:
-                cost = entry_cost(prices, json.loads(meta))
+                total = cost_add(fresh.get(jid, CostTotal()), prices, json.loads(meta))
             except ValueError:
                 continue
-            if cost is not None:
-                fresh[jid] = fresh.get(jid, Decimal(0)) + cost
-        cache.set_many({keys[jid]: fresh.get(jid) for jid in missing}, timeout=None)
+            if total.priced or total.unpriced:
+                fresh[jid] = total
+        cache.set_many(
+            {keys[jid]: tuple(fresh[jid]) if jid in fresh else None for jid in missing},
+            timeout=None,
+        )
         out.update(fresh)
     return out
 
 
-def session_costs(sessions: Sequence[Session]) -> dict[int, Decimal]:
-    """The computed cost (USD) of each session: the sum of its journals'
-    (:func:`journal_costs`); sessions without a priced call are absent."""
+def session_costs(sessions: Sequence[Session]) -> dict[int, CostTotal]:
+    """The computed cost of each session: the sum of its journals' (:func:`journal_costs`,
+    :func:`journal_app.pricing.cost_sum`); sessions without a call are absent."""
     prices = model_prices()
     if not prices or not sessions:
         return {}
     owner = dict(
         Journal.objects.filter(session__in=[s.pk for s in sessions]).values_list("pk", "session_id")
     )
-    out: dict[int, Decimal] = {}
-    for jid, cost in journal_costs(list(owner), prices).items():
-        out[owner[jid]] = out.get(owner[jid], Decimal(0)) + cost
-    return out
+    by_session: dict[int, list[CostTotal]] = {}
+    for jid, total in journal_costs(list(owner), prices).items():
+        by_session.setdefault(owner[jid], []).append(total)
+    return {sid: cost_sum(totals) for sid, totals in by_session.items()}
 
 
-def tenant_costs(sessions: QuerySet[Session]) -> list[tuple[str, Decimal]]:
-    """The computed cost (USD) per tenant over the (filtered) sessions of
-    :func:`sessions_for_user`: ``[(tenant slug, cost)]``, costliest first; tenants without a
-    priced call are left out."""
+def tenant_costs(sessions: QuerySet[Session]) -> list[tuple[str, CostTotal]]:
+    """The computed cost per tenant over the (filtered) sessions of :func:`sessions_for_user`:
+    ``[(tenant slug, CostTotal)]``, costliest first; tenants without a call are left out."""
     listed = list(sessions.order_by().select_related("tenant"))
-    by_tenant: dict[str, Decimal] = {}
+    by_tenant: dict[str, list[CostTotal]] = {}
     costs = session_costs(listed)
     for s in listed:
         if s.pk in costs:
-            by_tenant[s.tenant.slug] = by_tenant.get(s.tenant.slug, Decimal(0)) + costs[s.pk]
-    return sorted(by_tenant.items(), key=lambda kv: -kv[1])
+            by_tenant.setdefault(s.tenant.slug, []).append(costs[s.pk])
+    totals = [(slug, cost_sum(t)) for slug, t in by_tenant.items()]
+    return sorted(totals, key=lambda kv: -kv[1].usd)
 
 
 def journal_summaries(tenant: str = "") -> list[dict[str, Any]]:

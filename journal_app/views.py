@@ -31,7 +31,7 @@ from journal_app.charts import FoldPoint, token_chart
 from journal_app.filters import ENTRY_FIELDS, FilterError, describe, error_parts, parse_entries
 from journal_app.hashing import display
 from journal_app.models import Entry, Journal
-from journal_app.pricing import entry_cost, source_model
+from journal_app.pricing import CostTotal, cost_add, cost_sum, cost_text, source_model
 from journal_app.rounds import Round, round_duration
 from journal_app.services import artifact_read, entry_check
 from journal_app.toolcall import call_parts, with_text
@@ -166,11 +166,11 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
     )
     priced = bool(selectors.model_prices())
     listed: Any = sessions
-    all_costs: dict[int, Decimal] = {}
-    if sort == "cost" and priced:  # computed in Python: costest first, unpriced last
+    all_costs: dict[int, CostTotal] = {}
+    if sort == "cost" and priced:  # computed in Python: costest first, without a call last
         listed = list(sessions)
         all_costs = selectors.session_costs(listed)
-        listed.sort(key=lambda s: -all_costs.get(s.pk, Decimal(-1)))
+        listed.sort(key=lambda s: -(all_costs[s.pk].usd if s.pk in all_costs else Decimal(-1)))
     page = Paginator(listed, SESSIONS_PER_PAGE).get_page(_page_number(request))
     rows = list(page.object_list)
     open_obligations = selectors.open_obligations_by_session(rows)
@@ -179,6 +179,7 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
         s.open_obligations = open_obligations.get(s.pk, 0)
         s.source_time = s.source_at
         s.cost = costs.get(s.pk)
+        s.cost_text = cost_text(s.cost)
     filtered = bool(q or tenant or lane or activity)
     tenant_costs = selectors.tenant_costs(sessions) if priced else []
     context = {
@@ -197,8 +198,8 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
             **({"cost": "highest cost (computed)"} if priced else {}),
         },
         "priced": priced,
-        "tenant_costs": tenant_costs,
-        "totals_cost": sum((c for _, c in tenant_costs), Decimal(0)),
+        "tenant_costs": [(slug, cost_text(c)) for slug, c in tenant_costs],
+        "totals_cost": cost_text(cost_sum(c for _, c in tenant_costs)),
         "filtered": filtered,
         "tenants": list(selectors.tenants_for_user(request.user).values_list("slug", flat=True)),
         "activities": selectors.ACTIVITY_LABELS,
@@ -294,6 +295,7 @@ class EntryRow:
     usage: dict[str, int] = field(default_factory=dict)  # provider-reported token figures
     model: str = ""  # the model named by the source
     cost: Any = None  # Decimal, from settings.LEDGER_MODEL_PRICES when the model has a price
+    call: CostTotal = CostTotal()  # this entry's call: priced, unpriced, or no call
 
 
 @dataclass
@@ -314,7 +316,7 @@ class RoundBlock:
     rows: list[EntryRow] = field(default_factory=list)
     continued: bool = False  # some of the round's entries are on another page
     duration: str = ""  # from the round's start (rounds.round_duration) to its last timed entry
-    cost: Any = None  # Decimal: the computed cost of the round's calls on this page
+    cost: str = ""  # the computed cost of the round's calls on this page (pricing.cost_text)
     preface: list[EntryRow] = field(default_factory=list)  # parallel rounds: the non-call rows
     columns: list[CallColumn] = field(default_factory=list)  # parallel rounds: side by side
 
@@ -370,7 +372,8 @@ def _timed(rows: list[EntryRow], start: datetime | None, prices: dict[str, Any])
         row.started = selectors.entry_started(meta)
         row.usage = provider_usage(meta)
         row.model = source_model(meta)
-        row.cost = entry_cost(prices, meta)
+        row.call = cost_add(CostTotal(), prices, meta) if prices else CostTotal()
+        row.cost = row.call.usd if row.call.priced else None
         if row.at is not None:
             if start is not None and row.at > start:
                 row.since_start = "+" + span_text(row.at - start)
@@ -495,8 +498,7 @@ def timeline(
             took = round_duration(started, times)
             if took is not None:
                 block.duration = span_text(took)
-            costs = [row.cost for row in block.rows if row.cost is not None]
-            block.cost = sum(costs, Decimal(0)) if costs else None
+            block.cost = cost_text(cost_sum(row.call for row in block.rows), places=4)
             if block.round.parallel:
                 _side_by_side(block)
     context = {
@@ -517,8 +519,10 @@ def timeline(
         "permalink": _permalink(request, request.get_full_path()),
     }
     if prices and not is_fragment_request(request):
-        context["journal_cost"] = selectors.journal_costs([journal.pk], prices).get(journal.pk)
-        context["session_cost"] = selectors.session_costs([journal.session]).get(journal.session_id)
+        journal_cost = selectors.journal_costs([journal.pk], prices).get(journal.pk)
+        session_cost = selectors.session_costs([journal.session]).get(journal.session_id)
+        context["journal_cost"] = cost_text(journal_cost, places=4)
+        context["session_cost"] = cost_text(session_cost, places=4)
     return render(request, _partial(request, "journal_app/timeline.html", "entry-list"), context)
 
 

@@ -17,6 +17,7 @@ from django.db.models import Count
 
 from journal_app import selectors as journal_selectors
 from journal_app.models import Session
+from journal_app.pricing import cost_sum, cost_text
 from ledger_app.models import Fold, FoldAttempt, LedgerFact
 
 #: the dashboard's sort keys -> the row attribute (largest first)
@@ -37,7 +38,9 @@ class SessionRow:
     session: Session
     tokens: int = 0
     entries: int = 0
-    cost: Decimal | None = None
+    cost: Decimal | None = None  # USD of the priced calls; None: no priced call
+    unpriced: int = 0  # calls whose model has no price (journal_app.pricing.CostTotal)
+    cost_text: str = ""  # "$1.2300 + 4 unpriced calls" (journal_app.pricing.cost_text)
     folds: int = 0
     fallbacks: int = 0
     failed: int = 0
@@ -95,7 +98,9 @@ def tenant_dashboard(
             session=s,
             tokens=s.token_total,
             entries=s.entry_count,
-            cost=costs.get(s.pk),
+            cost=costs[s.pk].usd if s.pk in costs and costs[s.pk].priced else None,
+            unpriced=costs[s.pk].unpriced if s.pk in costs else 0,
+            cost_text=cost_text(costs.get(s.pk), places=4),
             folds=s.fold_count,
             fallbacks=fallbacks.get(s.pk, 0),
             failed=failed.get(s.pk, 0),
@@ -110,7 +115,8 @@ def tenant_dashboard(
         for name in ("tokens", "entries", "folds", "fallbacks", "failed", "blockers")
     }
     totals["sessions"] = len(rows)
-    totals["cost"] = (
-        sum((r.cost for r in rows if r.cost is not None), Decimal(0)) if priced else None
-    )
+    total = cost_sum(costs.values())
+    totals["cost"] = total.usd if priced else None
+    totals["unpriced"] = total.unpriced
+    totals["cost_text"] = cost_text(total) if priced else ""
     return Dashboard(rows=rows, totals=totals, priced=priced)

@@ -1,4 +1,9 @@
-"""``manage.py import_journal PATH [--format F] [--tenant T --session S --lane L --branch B]``."""
+"""``manage.py import_journal PATH [--format F] [--tenant T --session S --lane L --branch B]``.
+
+Two progress bars (journal_app/progress.py, as the other long commands): the source's bytes
+read, hashed and written, then the automatic fold after the commit (entries folded of the
+head, from each stored fold), each a final line when not on a terminal.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +14,12 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import InterfaceError, OperationalError
 from django.db.models import Sum
+from django.db.models.signals import post_save
 from django.utils import timezone
 
 from journal_app.formats import FORMATS, FormatError, ParsedSession
 from journal_app.hashing import display
+from journal_app.models import Journal
 from journal_app.progress import Progress
 from journal_app.services import CommitUnconfirmed, ConflictError, JournalError
 from journal_app.services.imports import default_session_key, import_committed_lost
@@ -75,6 +82,31 @@ class Command(BaseCommand):
             if bar is not None:
                 bar.update_to(done)
 
+        folding: Progress | None = None
+        heads: dict[int, int] = {}
+        folded: dict[int, int] = {}
+
+        def on_fold(sender: type[Fold], *, instance: Fold, created: bool, **kw: Any) -> None:
+            # the automatic fold runs in-process once the import commits: each stored fold
+            # moves the bar to its seq_end (of the heads of the journals being folded)
+            nonlocal bar, folding
+            if quiet or not created or instance.kind != Fold.Kind.FOLD:
+                return
+            jid = instance.journal_id
+            if jid not in heads:
+                heads[jid] = Journal.objects.values_list("head_seq", flat=True).get(pk=jid)
+            if folding is None:
+                if bar is not None:  # the import is committed: its bar is done
+                    bar.update_to(bar.total)
+                    bar.close()
+                    bar = None
+                folding = Progress(
+                    total=sum(heads.values()), desc="folding", unit="entries", file=self.stderr._out
+                )
+            folded[jid] = instance.seq_end or 0
+            folding.update_to(sum(folded.values()), sum(heads.values()))
+
+        post_save.connect(on_fold, sender=Fold, weak=False, dispatch_uid=id(on_fold))
         try:
             done = transcript_import(
                 path=opts["path"],
@@ -102,12 +134,17 @@ class Command(BaseCommand):
         except JournalError as exc:
             raise CommandError(f"import failed, nothing written: {exc}") from None
         except BaseException:
-            if bar is not None:
-                bar.close(ok=False)
+            for unfinished in (bar, folding):
+                if unfinished is not None:
+                    unfinished.close(ok=False)
             raise
+        finally:
+            post_save.disconnect(sender=Fold, dispatch_uid=id(on_fold))
         if bar is not None:
             bar.update_to(bar.total)  # a folder source reports no bytes on the way
             bar.close()
+        if folding is not None:
+            folding.close()
         try:  # committed: a connection lost from here on must say what was committed
             self._summary(result, reimported, started)
         except (OperationalError, InterfaceError) as exc:

@@ -1,4 +1,8 @@
-"""``manage.py revoke_api_key PREFIX``: a revoked key never authenticates again."""
+"""``manage.py revoke_api_key PREFIX``: a revoked key never authenticates again.
+
+Revoked and ``api_key.revoke`` logged (surface ``command``) by
+:func:`audit_app.services.api_key_end`, as the admin does.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from journal_app.auth import ApiKeyError, api_key_revoke
+from audit_app.services import api_key_end
+from journal_app.auth import ApiKeyError
 
 
 class Command(BaseCommand):
@@ -20,7 +25,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **opts: Any) -> None:
         try:
-            key = api_key_revoke(prefix=opts["prefix"])
+            key = api_key_end(prefix=opts["prefix"])
         except ApiKeyError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(

@@ -1,4 +1,8 @@
-"""``manage.py create_api_key TENANT --name NAME [--role client|reviewer --user USERNAME]``."""
+"""``manage.py create_api_key TENANT --name NAME [--role client|reviewer --user USERNAME]``.
+
+The key is created and ``api_key.create`` logged (surface ``command``) by
+:func:`audit_app.services.api_key_issue`, as the admin does.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,8 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from journal_app.auth import ApiKeyError, api_key_create
+from audit_app.services import api_key_issue
+from journal_app.auth import ApiKeyError
 from journal_app.models import ApiKey
 from journal_app.services import JournalError, tenant_ensure
 
@@ -37,9 +42,7 @@ class Command(BaseCommand):
                 raise CommandError(f"no user {opts['user']!r}")
         try:
             tenant = tenant_ensure(slug=opts["tenant"])
-            key, raw = api_key_create(
-                tenant=tenant, name=opts["name"], role=opts["role"], user=user
-            )
+            key, raw = api_key_issue(tenant=tenant, name=opts["name"], role=opts["role"], user=user)
         except (ApiKeyError, JournalError) as exc:
             raise CommandError(str(exc)) from None
         if opts["quiet"]:
