@@ -37,7 +37,12 @@ the request is still over the working budget:
    deterministic head/errors/tail excerpt that says how much was cut and names the entry;
 4. fold the oldest complete API rounds into the ledger: a round leaves the verbatim part only
    when a fold covers it; when none does yet, the ``fold`` callback is asked (once) to fold up
-   to the tail. A whole round leaves or stays, never part of it (parallel calls together);
+   to the tail. A whole round leaves or stays, never part of it (parallel calls together).
+   Before shrinking (3), every round the last fold covers leaves, except the fold's own
+   recent window (:func:`.compaction.fold_cut`), and the fold is asked when that is not
+   enough: what precedes the tail (pins, then the checkpoint with its continuation record)
+   is then a function of the fold, the same from call to call until the next one lands,
+   which keeps provider prompt caches warm (DESIGN.md 6);
 5. rebuild and validate (:func:`ledger_app.validation.validate_request`);
 6. when validation fails on a budget or an artifact: one controlled recovery compaction
    (the tail shrinks to the last complete round, every tool result may be shrunk, a broken

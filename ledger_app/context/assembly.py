@@ -191,7 +191,7 @@ def assemble(parts: Sequence[Part], fmt: str, ids: Mapping[str, str] | None = No
 
     for p in parts:
         if p.kind == "text" and p.role in ("system", "developer"):
-            out.system.append({"type": "text", "text": p.text})
+            out.system += [{"type": "text", "text": t} for t in system_texts(p)]
             continue
         if p.kind == "thinking" and p.blocks:
             add("assistant", dict(p.blocks[0]), p)  # verbatim, signature included
@@ -225,6 +225,26 @@ def assemble(parts: Sequence[Part], fmt: str, ids: Mapping[str, str] | None = No
             for block in _image_blocks(p.blocks, "anthropic"):
                 add(role, block, p)
     return out
+
+
+def system_texts(p: Part) -> list[str]:
+    """The Anthropic ``system`` blocks of a system or developer part: one per text block the
+    client sent (the journal keeps them in ``content["blocks"]``, its text their join with
+    ``"\n"``), so each keeps its place and its ``cache_control`` marker can go back on it
+    (:mod:`proxy_app.caching`); one block when the part's text is not that join (a pin
+    shown otherwise) or a block is empty."""
+    blocks = p.entry.content.get("blocks") if p.entry is not None else None
+    if not isinstance(blocks, list) or len(blocks) < 2:
+        return [p.text]
+    texts: list[str] = []
+    for b in blocks:
+        if not isinstance(b, dict) or b.get("type") != "text":
+            return [p.text]
+        text = b.get("text")
+        if not isinstance(text, str) or not text:
+            return [p.text]
+        texts.append(text)
+    return texts if "\n".join(texts) == p.text else [p.text]
 
 
 def starts_with_assistant(parts: Sequence[Part]) -> bool:

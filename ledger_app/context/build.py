@@ -22,7 +22,7 @@ from ledger_app.context.common import (
     FoldCallback,
     short,
 )
-from ledger_app.context.compaction import drop, project, recover, shrink
+from ledger_app.context.compaction import cut, drop, project, recover, shrink
 from ledger_app.mechanical import EntryView, is_pin_source
 from ledger_app.validation import (
     ARTIFACT_CHECKS,
@@ -224,9 +224,11 @@ def build_context(
             project(b, outside, 2, limit)
             project(b, tail_plans, 2, limit)
         if b.total() > limit:
+            cut(b, 4, limit - b.fill_share(), tail_start - 1)
+        if b.total() > limit:
             shrink(b, outside, 3, limit, consumed_only=True)
         if b.total() > limit:
-            drop(b, 4, limit, tail_start - 1)
+            drop(b, 4, limit, tail_start - 1, may_ask=not b.fold_attempts)
         before = b.total()
         if b.settle() and b.total() > limit and i < PASSES - 1:
             b.decide(

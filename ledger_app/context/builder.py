@@ -52,6 +52,9 @@ from ledger_app.validation import (
 
 #: Tokens kept back when filling the checkpoint with P2/P3 facts.
 FILL_MARGIN = 8
+#: P2/P3 facts fill at most 1/FILL_SHARE of the budget: a fixed share, not the room the
+#: tail leaves, keeps the checkpoint the same from call to call between folds.
+FILL_SHARE = 8
 #: The last deliverable is shown whole in the continuation record when it takes at most
 #: 1/DELIVERABLE_SHARE of the budget; over that, as a receipt that ``read`` restores.
 DELIVERABLE_SHARE = 8
@@ -711,5 +714,14 @@ class Builder:
         return None, Assembled([], [], [], {}, {}), [], report
 
     def fill_room(self) -> int:
-        """Tokens left for P2/P3 facts (a few kept back: the omission note changes length)."""
-        return max(0, self.limit - self.total() - FILL_MARGIN)
+        """Tokens for P2/P3 facts: the room left (a few kept back: the omission note changes
+        length), at most 1/:data:`FILL_SHARE` of the budget, so that the checkpoint does not
+        change with the tail while that much room is left (DESIGN.md 6)."""
+        room = max(0, self.limit - self.total() - FILL_MARGIN)
+        return min(room, self.fill_share())
+
+    def fill_share(self) -> int:
+        """The most tokens P2/P3 facts fill (:meth:`fill_room`): 1/:data:`FILL_SHARE` of the
+        budget. Step 4 (:func:`ledger_app.context.compaction.cut`) keeps that much free, so
+        the facts shown change with the fold, not with the tail."""
+        return self.budget_limit // FILL_SHARE

@@ -6,6 +6,10 @@ action, reason, tokens before and after):
 
 * :func:`project`: oversized tool results become their artifact receipts (step 2);
 * :func:`shrink`: old, already-consumed results become deterministic excerpts (step 3);
+* :func:`cut`: every round the last fold covers leaves the verbatim part except the fold's
+  own recent window (:func:`fold_cut`), asking the ``fold`` callback once when that is not
+  enough; run after :func:`project` and before :func:`shrink`, so that what precedes the
+  tail is a function of the fold (step 4);
 * :func:`drop`: the oldest complete API rounds covered by the ledger leave the verbatim part,
   asking the ``fold`` callback once when none is covered yet (:func:`ask_fold`, step 4);
 * :func:`recover`: the one controlled recovery compaction after a failed validation on a
@@ -132,6 +136,63 @@ def ask_fold(b: Builder, upto: int, step: int) -> bool:
     return grew
 
 
+def _leave_out(b: Builder, p: Plan, step: int, why: str) -> None:
+    before = b.total()
+    b.set_dropped(p, True)
+    b.decide(
+        step,
+        "fold",
+        f"API round seq {p.round.first_seq}-{p.round.last_seq} {why}: left out of the verbatim "
+        "part, its facts go in the checkpoint",
+        before,
+        b.total(),
+        seqs=[p.round.first_seq, p.round.last_seq],
+    )
+
+
+def fold_cut(b: Builder) -> int:
+    """The first seq the last fold keeps verbatim: the rounds it covers, newest first, within
+    ``b.tail_tokens`` (at least one), counted at their original cost. A function of the fold
+    (its ``covered_upto``) and the budget only, never of where the current tail starts, so
+    the request's part before it stays the same until the next fold (DESIGN.md 6, README
+    "Prompt caching through the proxy"). ``b.covered_upto + 1`` when the fold covers nothing."""
+    first = b.covered_upto + 1
+    total = 0
+    for p, cost in zip(reversed(b.plans), reversed(b.original_costs), strict=True):
+        if p.round.last_seq > b.covered_upto:
+            continue
+        if total > 0 and total + cost > b.tail_tokens:
+            break
+        total += cost
+        first = p.round.first_seq
+    return first
+
+
+def cut(b: Builder, step: int, target: int, fold_upto: int) -> None:
+    """Step 4 before shrinking: while the request is over ``target``, leave out every
+    droppable round before :func:`fold_cut` (all of them, even when fewer would do: the
+    checkpoint then names the fold's range, not one that moves with the tail); when that is
+    not enough, ask the ``fold`` callback once (up to ``fold_upto``) and cut again. The
+    build passes the limit less :meth:`~ledger_app.context.builder.Builder.fill_share` as
+    ``target``, so a fold leaves room for the P2/P3 facts and for the calls after it. What
+    is still over goes to the steps after (:func:`shrink`, :func:`drop`)."""
+    while b.total() > target:
+        first = fold_cut(b)
+        for p in b.droppable[b.n_dropped :]:
+            if p.round.last_seq >= first or p.round.last_seq > b.covered_upto:
+                break
+            _leave_out(
+                b,
+                p,
+                step,
+                f"is covered by the last fold and before its kept window (seq {first} on)",
+            )
+        if b.total() <= target or b.fold_attempts:
+            return
+        if not ask_fold(b, fold_upto, step):
+            return
+
+
 def register(b: Builder, plans: Sequence[Plan]) -> None:
     """Make tail rounds droppable (recovery): they take the next positions, in order."""
     for p in plans:
@@ -184,17 +245,7 @@ def drop(b: Builder, step: int, target: int, fold_upto: int, may_ask: bool = Tru
             b.total(),
         )
     for p in rest[:best_j]:
-        before = b.total()
-        b.set_dropped(p, True)
-        b.decide(
-            step,
-            "fold",
-            f"API round seq {p.round.first_seq}-{p.round.last_seq} is covered by the ledger: "
-            "left out of the verbatim part, its facts go in the checkpoint",
-            before,
-            b.total(),
-            seqs=[p.round.first_seq, p.round.last_seq],
-        )
+        _leave_out(b, p, step, "is covered by the ledger")
 
 
 def restore(b: Builder, step: int, target: int) -> None:

@@ -111,7 +111,11 @@ def _system_texts(system: Any) -> list[str]:
     if isinstance(system, str):
         return [system]
     if isinstance(system, list):
-        return [b["text"] for b in system if isinstance(b, dict) and isinstance(b.get("text"), str)]
+        texts = [
+            b["text"] for b in system if isinstance(b, dict) and isinstance(b.get("text"), str)
+        ]
+        # a system message the client sent as several blocks is one pin: their join
+        return texts + ["\n".join(texts)] if len(texts) > 1 else texts
     return []
 
 
