@@ -1,8 +1,12 @@
-"""``/proxy/``: the compacting proxy's endpoints (mounted by ``config/urls.py``)."""
+"""``/proxy/``: the compacting proxy's endpoints (mounted by ``config/urls.py``).
+
+Any other path under ``/proxy/`` is a JSON 404 naming the served endpoints
+(:func:`proxy_app.views.proxy_not_found`), never Django's HTML page.
+"""
 
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import path, re_path
 
 from proxy_app import views
 
@@ -21,3 +25,10 @@ urlpatterns = [
     ),
     path("anthropic/v1/models", views.anthropic_models, name="anthropic_models"),
 ]
+
+#: the served endpoints' paths, relative to the mount point, as the 404 lists them
+SERVED = tuple(str(pattern.pattern) for pattern in urlpatterns)
+
+urlpatterns.append(
+    re_path(r"^(?P<rest>.*)$", views.proxy_not_found, {"served": SERVED}, name="not_found")
+)

@@ -437,6 +437,27 @@ async def _passthrough(request: HttpRequest, surface: str, path: str, method: st
 
 
 @csrf_exempt
+def proxy_not_found(
+    request: HttpRequest, rest: str = "", served: tuple[str, ...] = ()
+) -> JsonResponse:
+    """Any path under ``/proxy/`` that no endpoint serves: 404 ``not_found`` in the error shape.
+
+    Args:
+        rest: the path after the proxy's mount point (``openai/v1/nonexistent``).
+        served: the served endpoints' paths relative to the mount point (``proxy_app/urls.py``).
+
+    Returns:
+        HTTP 404 whose message names the path and lists the served endpoints under the
+        proxy's mount point (README "Proxy errors"); nothing checked, journaled or forwarded.
+    """
+    mount = request.path[: len(request.path) - len(rest)]
+    endpoints = ", ".join(mount + path for path in served)
+    return error_answer(
+        404, "not_found", f"no proxy endpoint at {request.path}; the proxy serves {endpoints}"
+    )
+
+
+@csrf_exempt
 async def openai_models(request: HttpRequest) -> HttpResponse:
     """``GET /proxy/openai/v1/models``: the upstream's model list, passed through."""
     return await _passthrough(request, "openai", "/models", "GET")
