@@ -31,6 +31,25 @@ def env_int(name: str, default: int) -> int:
         raise SettingError(f"{name}={raw!r} is not an integer") from None
 
 
+def env_count(name: str, default: int, minimum: int = 1) -> int:
+    """A whole count of at least ``minimum`` (``_`` separators allowed): worker processes.
+
+    Raises:
+        SettingError: not an integer, or below ``minimum``; one line naming the variable and
+            the accepted range.
+    """
+    raw = os.environ.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw.replace("_", ""))
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        raise SettingError(f"{name}={raw!r} is not accepted: use an integer of {minimum} or more")
+    return value
+
+
 def env_float(name: str, default: float) -> float:
     """A floating-point variable."""
     raw = os.environ.get(name)

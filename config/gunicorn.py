@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 
-from config.env import SettingError, env_float, env_int, env_str
+from config.env import SettingError, env_count, env_float, env_int, env_str
 from config.production import MAX_URL_BYTES, UPSTREAM_TIMEOUT_SECONDS, request_line_limit
 
 try:
@@ -39,7 +39,9 @@ limit_request_fields = 100
 limit_request_field_size = 8190
 
 bind = env_str("GUNICORN_BIND", "0.0.0.0:8000")
-workers = env_int("WEB_CONCURRENCY", 3)
+#: worker processes: ``WEB_CONCURRENCY`` (default 3), 1 or more; 0, a negative or a
+#: non-numeric value stops gunicorn at start with one line naming the variable
+workers = env_count("WEB_CONCURRENCY", 3, minimum=1)
 #: event-loop workers: many concurrent streams each (``GUNICORN_WORKER_CLASS`` overrides)
 worker_class = env_str("GUNICORN_WORKER_CLASS", "uvicorn_worker.UvicornWorker")
 #: seconds of slack beyond the upstream timeout before gunicorn restarts a silent worker
