@@ -20,23 +20,29 @@ from pathlib import Path
 
 import pytest
 
-# pip builds in the repository's build/ folder: one worker builds at a time (pytest-xdist)
-pytestmark = pytest.mark.xdist_group("repository-build-folder")
-
 ROOT = Path(__file__).resolve().parent.parent
 APPS = ["config", "journal_app", "audit_app", "ledger_app", "recovery_app", "proxy_app"]
+#: what a build never reads: version control, virtual environments, local data, caches
+NOT_SOURCE = shutil.ignore_patterns(
+    ".git", ".venv*", "var", "build", "dist", "*.egg-info", "__pycache__", ".*_cache",
+    "node_modules", "results",
+)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Iterator[zipfile.ZipFile]:
+    """The wheel built from a copy of the checkout: setuptools writes ``build/`` into the
+    source folder, and a stale or concurrent one there failed a build ("File exists:
+    build/bdist.../ledgerkeep-0.1.0.dist-info")."""
+    source = tmp_path_factory.mktemp("source") / "ledgerkeep"
+    shutil.copytree(ROOT, source, ignore=NOT_SOURCE)
     out = tmp_path_factory.mktemp("dist")
     built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(out), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(out), str(source)],
         capture_output=True,
         text=True,
         timeout=300,
     )
-    shutil.rmtree(ROOT / "build", ignore_errors=True)
     if built.returncode != 0 and "No matching distribution" in built.stderr:
         pytest.skip(f"the build backend cannot be installed here: {built.stderr[-300:]}")
     assert built.returncode == 0, built.stdout + built.stderr
