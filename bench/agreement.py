@@ -92,8 +92,11 @@ def run(small: bool = False, full: bool = False) -> dict[str, Any]:
         done = subprocess.run(
             [sys.executable, str(Path(__file__).with_name("outside.py")), path, "--json",
              "--database-url", os.environ["BENCH_DATABASE_URL"]],
-            capture_output=True, text=True, check=True,
+            capture_output=True, text=True,
         )  # fmt: skip
+    if done.returncode != 0:  # the FAILED row names the outside script's own last words
+        tail = " | ".join((done.stderr or done.stdout).strip().splitlines()[-3:])
+        raise RuntimeError(f"bench/outside.py exited {done.returncode}: {tail}")
     outside = json.loads(done.stdout.strip().splitlines()[-1])
     summary = rows(ours, stored, outside)
     for r in summary:
