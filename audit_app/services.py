@@ -25,6 +25,7 @@ from journal_app.auth import api_key_create, api_key_revoke
 from journal_app.chain import record_hash, record_value
 from journal_app.errors import DomainError
 from journal_app.models import ApiKey, Entry, Journal, Membership, Session, Tenant
+from journal_app.services import tenant_ensure
 
 COMMENT_MAX_CHARS = 10_000
 
@@ -310,6 +311,40 @@ def api_key_end(*, prefix: str, via: str = "") -> ApiKey:
         already = key.revoked_at is not None and key.revoked_at < asked
         _key_event(key, "api_key.revoke", via, {"already_revoked": already})
     return key
+
+
+def tenant_create(*, slug: str, name: str = "", via: str = "") -> tuple[Tenant, bool]:
+    """Create the tenant ``slug`` if it does not exist
+    (:func:`journal_app.services.tenant_ensure`) and log ``tenant.create`` in the same
+    transaction, with the surface and person of :func:`audit_app.origin.origin_current`
+    (README "Audit log"); an existing tenant is left unchanged and nothing is logged.
+
+    Args:
+        slug: letters, digits, ``.``, ``_`` or ``-`` (1-100 characters).
+        name: display name (default: the slug).
+        via: where it was asked, when the surface does not say it.
+
+    Returns:
+        ``(tenant, created)``.
+
+    Raises:
+        JournalError: the slug is not valid (nothing written).
+    """
+    with transaction.atomic():
+        existed = Tenant.objects.filter(slug=slug).exists()
+        tenant = tenant_ensure(slug=slug, name=name)
+        if not existed:
+            origin = origin_current()
+            audit_record(
+                actor=origin.actor,
+                tenant=tenant,
+                action="tenant.create",
+                object_type="tenant",
+                object_id=tenant.slug,
+                object_label=tenant.name,
+                details={"surface": origin.surface, **({"via": via} if via else {})},
+            )
+    return tenant, not existed
 
 
 def _key_event(key: ApiKey, action: str, via: str, details: dict[str, Any]) -> None:

@@ -7,7 +7,7 @@ import io
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from audit_app.models import AuditEvent
@@ -78,3 +78,19 @@ def test_the_admin_records_keys_through_the_same_service_with_its_user(client):
     (event,) = _events("api_key.create")
     assert event.actor == root and event.tenant == tenant
     assert event.details == {"surface": "ui", "via": "admin", "role": "client", "name": "desk"}
+
+
+def test_create_tenant_command_is_audited_once_and_a_bad_slug_writes_nothing():
+    call_command("create_tenant", "globex", "--name", "Globex", stdout=io.StringIO())
+    call_command("create_tenant", "globex", stdout=io.StringIO())  # exists: nothing logged
+    (created,) = _events("tenant.create")
+    assert (created.tenant.slug, created.object_type, created.object_id) == (
+        "globex",
+        "tenant",
+        "globex",
+    )
+    assert created.object_label == "Globex" and created.actor is None
+    assert created.details == {"surface": "command"}
+    with pytest.raises(CommandError):
+        call_command("create_tenant", "no way", stdout=io.StringIO())
+    assert Tenant.objects.count() == 1 and len(_events("tenant.create")) == 1

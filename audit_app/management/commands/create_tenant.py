@@ -1,4 +1,9 @@
-"""``manage.py create_tenant SLUG [--name NAME]``: create a tenant (idempotent)."""
+"""``manage.py create_tenant SLUG [--name NAME]``: create a tenant (idempotent).
+
+The tenant is created and ``tenant.create`` logged (surface ``command``) by
+:func:`audit_app.services.tenant_create`; running it again for an existing slug changes and
+logs nothing.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +11,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from journal_app.models import Tenant
-from journal_app.services import JournalError, tenant_ensure
+from audit_app.services import tenant_create
+from journal_app.services import JournalError
 
 
 class Command(BaseCommand):
@@ -21,10 +26,9 @@ class Command(BaseCommand):
         parser.add_argument("--name", default="", help="display name (default: the slug)")
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        existed = Tenant.objects.filter(slug=opts["slug"]).exists()
         try:
-            tenant = tenant_ensure(slug=opts["slug"], name=opts["name"])
+            tenant, created = tenant_create(slug=opts["slug"], name=opts["name"])
         except JournalError as exc:
             raise CommandError(str(exc)) from exc
-        verb = "exists " if existed else "created"
+        verb = "created" if created else "exists "
         self.stdout.write(f"tenant {verb} {tenant.slug} ({tenant.name})")
