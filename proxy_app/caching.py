@@ -9,8 +9,10 @@ request afresh, without the client's ``cache_control`` markers. The proxy puts t
 * one marker goes on the last block before the verbatim tail (the stable prefix: system,
   pins, the continuation record and the rounds already folded or projected), so the
   provider caches everything that stays the same until the next fold;
-* Anthropic takes at most :data:`MAX_MARKS` markers: the stable-prefix one is kept, then the
-  client's from the end of the request backwards.
+* Anthropic takes at most :data:`MAX_MARKS` markers in the whole request, ``tools``
+  included: the client's markers on its tool definitions stay as sent (the proxy forwards
+  ``tools`` unchanged) and count first; of what is left, the stable-prefix one is kept, then
+  the client's from the end of the request backwards.
 """
 
 from __future__ import annotations
@@ -83,12 +85,17 @@ def marks_place(
 ) -> tuple[dict[str, Any], int]:
     """``out`` (a compacted Anthropic request) with the client's markers back and one at the
     end of the stable prefix (after the first ``stable`` messages; on the system when no
-    message is stable). ``out`` is not changed.
+    message is stable). ``out`` is not changed. Markers already on ``out["tools"]`` are kept
+    and count against :data:`MAX_MARKS` (Anthropic refuses a request with more).
 
     Returns:
-        ``(request, markers placed)``; at most :data:`MAX_MARKS`.
+        ``(request, markers in it)``: tools' markers included, at most :data:`MAX_MARKS`
+        (unless the tools alone carry more, which the proxy leaves to the provider to refuse).
     """
     out = copy.deepcopy(out)
+    tool_marks = sum(
+        1 for t in out.get("tools") or [] if isinstance(t, dict) and "cache_control" in t
+    )
     slots: list[tuple[dict[str, Any], Any]] = []  # (block, marker) in request order
     system = out.get("system")
     if system:
@@ -108,17 +115,18 @@ def marks_place(
             stable_block = blocks[-1]
     for block, _ in slots:
         block.pop("cache_control", None)
-    budget = MAX_MARKS
-    if stable_block is not None:
+    budget = max(0, MAX_MARKS - tool_marks)
+    placed = 0
+    if stable_block is not None and budget > 0:
         stable_block["cache_control"] = dict(STABLE_MARK)
-        budget -= 1
+        placed += 1
     for block, marker in reversed(slots):
-        if budget == 0:
+        if placed == budget:
             break
         if marker is not None and block is not stable_block:
             block["cache_control"] = marker
-            budget -= 1
-    return out, MAX_MARKS - budget
+            placed += 1
+    return out, tool_marks + placed
 
 
 def shared_prefix(

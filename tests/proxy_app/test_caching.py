@@ -148,3 +148,33 @@ def test_compacted_calls_extend_the_previous_request_between_rebuilds(
                 if isinstance(b, dict) and b.get("type") == "tool_result"
             ]
             assert sorted(uses) == sorted(results)
+
+
+def test_markers_on_the_tools_count_against_the_four():
+    """A client marking its tools, its system prompt and its last two messages (a common
+    agent setup) sent 5 markers through the proxy, which Anthropic refuses."""
+    sent = {
+        "tools": [{"name": "bash", "input_schema": {}, "cache_control": MARK}],
+        "system": [{"type": "text", "text": "S", "cache_control": MARK}],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "a", "cache_control": MARK}]},
+            {"role": "user", "content": [{"type": "text", "text": "b", "cache_control": MARK}]},
+        ],
+    }
+    built = {
+        "tools": sent["tools"],
+        "system": [{"type": "text", "text": "S"}],
+        "messages": [
+            {"role": "user", "content": "ckpt"},
+            {"role": "user", "content": [{"type": "text", "text": "a"}]},
+            {"role": "user", "content": [{"type": "text", "text": "b"}]},
+        ],
+    }
+    out, placed = marks_place(built, client_marks(sent), stable=1)
+    assert placed == MAX_MARKS
+    # the tool's marker stays; then the stable prefix's; then the client's last two
+    assert "cache_control" in out["tools"][0]
+    assert _marks(out) == ["messages[0][0]", "messages[1][0]", "messages[2][0]"]
+    many = [dict(t, name=f"t{i}") for i, t in enumerate(sent["tools"] * 4)]
+    out, placed = marks_place({**built, "tools": many}, client_marks(sent), stable=1)
+    assert placed == MAX_MARKS and _marks(out) == []

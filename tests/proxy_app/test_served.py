@@ -295,8 +295,12 @@ def _raw_post(live_server, key, raw: bytes, **headers):
             "messages[0].content",
         ),
         (b'{"model": "m\\udfff", "messages": []}', 422, "model"),
+        # numbers no provider takes: refused by name, not "not UTF-8 JSON", never a 500
+        (b'{"model": "m", "temperature": 1e999999, "messages": []}', 422, None),
+        (b'{"model": "m", "temperature": NaN, "messages": []}', 422, None),
+        (b'{"model": "m", "max_tokens": ' + b"9" * 5000 + b', "messages": []}', 422, None),
     ],
-    ids=["deep", "lone-surrogate", "nul", "surrogate-elsewhere"],
+    ids=["deep", "lone-surrogate", "nul", "surrogate-elsewhere", "inf", "nan", "5000-digits"],
 )
 def test_bad_bodies_are_refused_in_the_error_shape_and_nothing_is_written(
     live_server, key, upstream, raw, status, field
