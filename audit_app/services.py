@@ -334,30 +334,34 @@ def tenant_create(*, slug: str, name: str = "", via: str = "") -> tuple[Tenant, 
         existed = Tenant.objects.filter(slug=slug).exists()
         tenant = tenant_ensure(slug=slug, name=name)
         if not existed:
-            origin = origin_current()
-            audit_record(
-                actor=origin.actor,
-                tenant=tenant,
-                action="tenant.create",
-                object_type="tenant",
-                object_id=tenant.slug,
-                object_label=tenant.name,
-                details={"surface": origin.surface, **({"via": via} if via else {})},
-            )
+            _origin_event(tenant, "tenant.create", "tenant", tenant.slug, tenant.name, via, {})
     return tenant, not existed
 
 
 def _key_event(key: ApiKey, action: str, via: str, details: dict[str, Any]) -> None:
+    _origin_event(key.tenant, action, "api_key", key.prefix, key.name, via, details)
+
+
+def _origin_event(
+    tenant: Tenant,
+    action: str,
+    object_type: str,
+    object_id: str,
+    label: str,
+    via: str,
+    details: dict[str, Any],
+) -> None:
+    """One audit event by whoever :func:`audit_app.origin.origin_current` says asked, its
+    surface (and ``via`` when given) first in the details."""
     origin = origin_current()
-    details = {"surface": origin.surface, **({"via": via} if via else {}), **details}
     audit_record(
         actor=origin.actor,
-        tenant=key.tenant,
+        tenant=tenant,
         action=action,
-        object_type="api_key",
-        object_id=key.prefix,
-        object_label=key.name,
-        details=details,
+        object_type=object_type,
+        object_id=object_id,
+        object_label=label,
+        details={"surface": origin.surface, **({"via": via} if via else {}), **details},
     )
 
 
