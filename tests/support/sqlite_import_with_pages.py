@@ -2,7 +2,10 @@
 SQLite file, eager tasks) importing a generated session while another thread logs in and
 views pages, as a person does while a large import folds.
 
-Usage: ``python -m tests.support.sqlite_import_with_pages DB SOURCE [--fail-fold]``.
+Usage: ``python -m tests.support.sqlite_import_with_pages DB SOURCE [--fail-fold]
+[--viewer-busy-timeout-0]``. The last flag gives the page viewer's connections (only theirs)
+a busy timeout of 0, as if each of its writes had already waited out
+``SQLITE_BUSY_TIMEOUT_SECONDS`` behind the import; the import keeps the default.
 Prints one JSON object: the import's outcome (exit message), the page statuses, every
 log line or traceback that mentions a locked database, and the ledger's folds.
 """
@@ -37,6 +40,7 @@ class _Seen(logging.Handler):
 def main() -> None:
     db, source = sys.argv[1], sys.argv[2]
     fail_fold = "--fail-fold" in sys.argv
+    viewer_no_wait = "--viewer-busy-timeout-0" in sys.argv
     os.environ["DATABASE_URL"] = f"sqlite:///{db}"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ["CELERY_BROKER_URL"] = "memory://localhost/"  # the embedded default
@@ -108,6 +112,15 @@ def main() -> None:
             connection.close()
 
     viewer = threading.Thread(target=pages)
+    if viewer_no_wait:
+        from django.db.backends.signals import connection_created
+
+        def no_wait(sender, connection, **kwargs):
+            if threading.current_thread() is viewer:
+                with connection.cursor() as cursor:
+                    cursor.execute("PRAGMA busy_timeout = 0")
+
+        connection_created.connect(no_wait, weak=False)
     viewer.start()
     outcome = {"error": "", "stdout": ""}
     from io import StringIO
