@@ -21,13 +21,6 @@ from journal_app.tokens import count_tokens
 from ledger_app.facts import Fact, support_hashes
 from ledger_app.pins import open_requests_split, pin_shown_text, request_line
 
-#: Context window the defaults are derived from (DESIGN.md 5.4), tokens.
-WINDOW_TOKENS = 270_000
-#: Consolidation starts when the ledger reaches this size: a quarter of the window (5.4).
-START_TOKENS = 67_500
-#: Checkpoint size consolidation aims for; a target, never a reason to evict P0/P1 (5.4).
-TARGET_TOKENS = 20_000
-
 OUTCOMES = ("not_needed", "accepted", "target_unreachable")
 #: Priorities consolidation never evicts (5.4: "keeps every active or uncertain P0 and P1").
 KEPT_PRIORITIES = ("P0", "P1")
@@ -138,8 +131,8 @@ _CLASS_LABEL = ("no longer active", "active P3", "active P2")
 def plan_consolidation(
     state: Mapping[str, Any],
     *,
-    target_tokens: int = TARGET_TOKENS,
-    start_tokens: int = START_TOKENS,
+    target_tokens: int,
+    start_tokens: int,
     count: Counter = count_tokens,
 ) -> ConsolidationPlan:
     """Plan the consolidation of ``state`` (DESIGN.md 5.4, seed "What survives").
@@ -154,8 +147,10 @@ def plan_consolidation(
 
     Args:
         state: a reducer state ``{"facts": {id: fact}, "folds": n}``; not modified.
-        target_tokens: checkpoint target, tokens.
-        start_tokens: consolidation runs only when the ledger has at least this many tokens.
+        target_tokens: checkpoint target, tokens (production passes
+            ``settings.LEDGER_CHECKPOINT_TARGET_TOKENS``: the figures live in settings only).
+        start_tokens: consolidation runs only when the ledger has at least this many tokens
+            (``settings.LEDGER_CONSOLIDATE_AT_TOKENS``).
         count: ``count(text) -> int`` token counter applied to :func:`render_fact`.
 
     Returns:

@@ -128,21 +128,21 @@ class ModelConfig:
         verifier_window: the same for the verifier model (0: the writer's).
     """
 
-    base_url: str = ""
-    api_key: str = ""
-    writer_model: str = ""
-    verifier_model: str = ""
-    timeout_s: float = 60.0
-    max_attempts: int = 4
-    backoff_initial_s: float = 0.5
-    backoff_max_s: float = 8.0
-    response_format: str = "json_schema"
-    max_output_tokens: int = 4096
-    retry_on_timeout: bool = False
-    stream: bool = False
-    stall_s: float = 0.0
-    writer_window: int = 0
-    verifier_window: int = 0
+    base_url: str
+    api_key: str
+    writer_model: str
+    verifier_model: str
+    timeout_s: float
+    max_attempts: int
+    backoff_initial_s: float
+    backoff_max_s: float
+    response_format: str
+    max_output_tokens: int
+    retry_on_timeout: bool
+    stream: bool
+    stall_s: float
+    writer_window: int
+    verifier_window: int
 
     def __post_init__(self) -> None:
         if self.response_format not in FORMATS:
@@ -175,35 +175,36 @@ class ModelConfig:
         ``MODEL_MAX_OUTPUT_TOKENS``, ``MODEL_RETRY_ON_TIMEOUT``, ``MODEL_STREAM``,
         ``MODEL_STALL_SECONDS``, ``WRITER_WINDOW_TOKENS`` / ``VERIFIER_WINDOW_TOKENS`` (else
         the model's entry in ``MODEL_WINDOWS``) from a settings object (Django's, or any
-        namespace).
+        namespace holding every one of them). The defaults live in ``config/settings.py``
+        only: nothing here falls back to a figure of its own.
 
         Raises:
+            AttributeError: ``settings`` lacks one of the names above.
             ValueError: ``MODEL_RESPONSE_FORMAT`` is not one of :data:`FORMATS`.
         """
 
-        def get(name: str, default: Any) -> Any:
-            value = getattr(settings, name, default)
-            return default if value in (None, "") else value
+        def get(name: str) -> Any:
+            return getattr(settings, name)  # no default here: the figures live in settings
 
-        windows = get("MODEL_WINDOWS", {}) or {}
-        writer_model = str(get("WRITER_MODEL", ""))
-        verifier_model = str(get("VERIFIER_MODEL", "")) or writer_model
+        windows = get("MODEL_WINDOWS") or {}
+        writer_model = str(get("WRITER_MODEL") or "")
+        verifier_model = str(get("VERIFIER_MODEL") or "") or writer_model
         return cls(
-            base_url=str(get("OPENAI_BASE_URL", "")),
-            api_key=str(get("OPENAI_API_KEY", "")),
-            writer_model=str(get("WRITER_MODEL", "")),
-            verifier_model=str(get("VERIFIER_MODEL", "")),
-            timeout_s=float(get("MODEL_TIMEOUT_SECONDS", 60.0)),
-            max_attempts=max(1, int(get("MODEL_MAX_ATTEMPTS", 4))),
-            backoff_initial_s=float(get("MODEL_BACKOFF_SECONDS", 0.5)),
-            backoff_max_s=float(get("MODEL_BACKOFF_MAX_SECONDS", 8.0)),
-            response_format=str(get("MODEL_RESPONSE_FORMAT", "json_schema")),
-            max_output_tokens=int(get("MODEL_MAX_OUTPUT_TOKENS", 4096)),
-            retry_on_timeout=bool(get("MODEL_RETRY_ON_TIMEOUT", False)),
-            stream=bool(get("MODEL_STREAM", True)),
-            stall_s=float(get("MODEL_STALL_SECONDS", 60.0)),
-            writer_window=int(get("WRITER_WINDOW_TOKENS", 0) or windows.get(writer_model, 0)),
-            verifier_window=int(get("VERIFIER_WINDOW_TOKENS", 0) or windows.get(verifier_model, 0)),
+            base_url=str(get("OPENAI_BASE_URL") or ""),
+            api_key=str(get("OPENAI_API_KEY") or ""),
+            writer_model=writer_model,
+            verifier_model=str(get("VERIFIER_MODEL") or ""),
+            timeout_s=float(get("MODEL_TIMEOUT_SECONDS")),
+            max_attempts=max(1, int(get("MODEL_MAX_ATTEMPTS"))),
+            backoff_initial_s=float(get("MODEL_BACKOFF_SECONDS")),
+            backoff_max_s=float(get("MODEL_BACKOFF_MAX_SECONDS")),
+            response_format=str(get("MODEL_RESPONSE_FORMAT")),
+            max_output_tokens=int(get("MODEL_MAX_OUTPUT_TOKENS")),
+            retry_on_timeout=bool(get("MODEL_RETRY_ON_TIMEOUT")),
+            stream=bool(get("MODEL_STREAM")),
+            stall_s=float(get("MODEL_STALL_SECONDS")),
+            writer_window=int(get("WRITER_WINDOW_TOKENS") or windows.get(writer_model, 0)),
+            verifier_window=int(get("VERIFIER_WINDOW_TOKENS") or windows.get(verifier_model, 0)),
         )
 
 

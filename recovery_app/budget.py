@@ -31,14 +31,16 @@ class BudgetExhausted(Exception):
 
 @dataclass(frozen=True)
 class Budget:
-    """Limits of one attempt (defaults from DESIGN.md section 7)."""
+    """Limits of one attempt: rounds, searches, reads, distinct sources, tokens read and
+    seconds. No defaults here: the figures live in settings (``RECOVERY_MAX_*``, read by
+    :func:`recovery_app.services.recovery_budget`)."""
 
-    rounds: int = 3
-    searches: int = 4
-    reads: int = 8
-    sources: int = 4
-    tokens: int = 8_000
-    seconds: float = 30.0
+    rounds: int
+    searches: int
+    reads: int
+    sources: int
+    tokens: int
+    seconds: float
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in LIMITS}

@@ -27,7 +27,6 @@ import rfc8785
 from journal_app.errors import DomainError
 
 VERSION = 1
-DEFAULT_TTL_SECONDS = 900
 _CONTEXT = b"ledgerkeep.recovery.cursor.v1"
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
 from journal_app.models import Entry, Journal
@@ -29,7 +30,6 @@ from recovery_app.services.common import (
     Read,
     _journal,
     _reread,
-    _setting,
     _snapshot_spec,
     analyst_model_from_settings,
     log,
@@ -311,7 +311,7 @@ def recovery_run(
                 trigger.terms,
                 lexical_analyst.suggest_terms(q_text, _ledger_notes(target)),
             )
-            attempt = _Attempt(snapshot, meter, int(_setting("RECOVERY_LEADS_PER_QUERY", 3)))
+            attempt = _Attempt(snapshot, meter, int(settings.RECOVERY_LEADS_PER_QUERY))
             exhausted: BudgetExhausted | None = None
             try:
                 for round_no, queries in enumerate(plan, start=1):

@@ -47,20 +47,16 @@ class EntryNotFound(RecoveryError):
     code = "not_found"
 
 
-def _setting(name: str, default: Any) -> Any:
-    value = getattr(settings, name, default)
-    return default if value is None else value
-
-
 def recovery_budget() -> Budget:
-    """The budget from ``settings.RECOVERY_MAX_*`` (defaults: DESIGN.md section 7)."""
+    """The budget from ``settings.RECOVERY_MAX_*``, the only copy of its figures (defaults
+    in ``config/settings.py``: 3 rounds, 4 searches, 8 reads, 4 sources, 8,000 tokens, 30 s)."""
     return Budget(
-        rounds=int(_setting("RECOVERY_MAX_ROUNDS", 3)),
-        searches=int(_setting("RECOVERY_MAX_SEARCHES", 4)),
-        reads=int(_setting("RECOVERY_MAX_READS", 8)),
-        sources=int(_setting("RECOVERY_MAX_SOURCES", 4)),
-        tokens=int(_setting("RECOVERY_MAX_TOKENS", 8_000)),
-        seconds=float(_setting("RECOVERY_MAX_SECONDS", 30.0)),
+        rounds=settings.RECOVERY_MAX_ROUNDS,
+        searches=settings.RECOVERY_MAX_SEARCHES,
+        reads=settings.RECOVERY_MAX_READS,
+        sources=settings.RECOVERY_MAX_SOURCES,
+        tokens=settings.RECOVERY_MAX_TOKENS,
+        seconds=settings.RECOVERY_MAX_SECONDS,
     )
 
 
@@ -71,8 +67,8 @@ def analyst_model_from_settings() -> AnalystModel | None:
     ``WRITER_MODEL``); calls go through :class:`ledger_app.model_client.ModelClient`.
     Called only once an attempt has been admitted and triggered.
     """
-    base_url = _setting("OPENAI_BASE_URL", "")
-    model = _setting("RECOVERY_ANALYST_MODEL", "") or _setting("WRITER_MODEL", "")
+    base_url = settings.OPENAI_BASE_URL
+    model = settings.RECOVERY_ANALYST_MODEL or settings.WRITER_MODEL
     if not (base_url and model):
         return None
     from ledger_app.model_client import ModelClient, ModelConfig

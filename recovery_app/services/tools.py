@@ -36,7 +36,6 @@ from recovery_app.services.common import (
     RecoveryError,
     _journal,
     _reread,
-    _setting,
     read_verify,
     snapshot_freeze,
 )
@@ -84,7 +83,7 @@ def recovery_search(
     now = time.time() if now is None else now
     journal = _journal(journal)
     q = parse_query(query)
-    size = max(1, min(int(limit or _setting("RECOVERY_PAGE_SIZE", 10)), 50))
+    size = max(1, min(int(limit or settings.RECOVERY_PAGE_SIZE), 50))
     if cursor:
         c = cursor_open(_cursor_key(), cursor, scope=journal.scope_label, query=q.text, now=now)
         revision, after = c.revision, c.position
@@ -98,7 +97,7 @@ def recovery_search(
     hits = _hits(page, q)
     next_cursor = None
     if len(leads) > size:
-        ttl = int(_setting("RECOVERY_CURSOR_TTL_SECONDS", 900))
+        ttl = int(settings.RECOVERY_CURSOR_TTL_SECONDS)
         next_cursor = cursor_sign(
             _cursor_key(),
             Cursor(journal.scope_label, snapshot.revision, q.text, page[-1].seq, int(now) + ttl),

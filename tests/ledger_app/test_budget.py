@@ -2,8 +2,9 @@
 
 import random
 
+import pytest
+
 from journal_app.tokens import count_tokens
-from ledger_app import budget
 from ledger_app.budget import fact_tokens, ledger_tokens, plan_consolidation, render_fact
 from ledger_app.reducer import apply_delta
 
@@ -66,9 +67,10 @@ def test_it_keeps_a_280000_character_pin_and_reports_target_unreachable():
         fact("p3-done", "P3", fold=2, lifecycle="closed"),
         fact("p3", "P3", fold=2),
     )
-    plan = plan_consolidation(state, count=count_tokens)  # the defaults: 67,500 / 20,000
+    # the design's figures, as settings holds them
+    plan = plan_consolidation(state, target_tokens=20_000, start_tokens=67_500, count=count_tokens)
 
-    assert fact_tokens(pin, count_tokens) > budget.START_TOKENS
+    assert fact_tokens(pin, count_tokens) > 67_500
     assert plan.needed
     assert plan.outcome == "target_unreachable"
     assert "pin:user" not in evict_ids(plan) and "p1" not in evict_ids(plan)
@@ -147,7 +149,7 @@ def test_it_never_evicts_p0_or_p1_even_inactive_or_uncertain():
 
 def test_it_does_nothing_below_the_start():
     state = state_of(fact("pin", "P0"), fact("p3", "P3"))
-    plan = plan_consolidation(state, count=cheap)
+    plan = plan_consolidation(state, target_tokens=20_000, start_tokens=67_500, count=cheap)
 
     assert not plan.needed
     assert plan.outcome == "not_needed"
@@ -174,13 +176,16 @@ def test_it_plans_the_same_ops_for_the_same_state_in_any_order():
     assert evict_ids(a)[:10] == closed_oldest_first
 
 
-def test_its_defaults_are_those_of_the_design():
-    assert (budget.WINDOW_TOKENS, budget.START_TOKENS, budget.TARGET_TOKENS) == (
-        270_000,
-        67_500,
-        20_000,
-    )
-    assert budget.START_TOKENS * 4 == budget.WINDOW_TOKENS
+def test_the_figures_production_reads_are_those_of_the_design(settings):
+    # the only copy of the figures is settings: plan_consolidation has no defaults of its own
+    assert (
+        settings.LEDGER_WINDOW_TOKENS,
+        settings.LEDGER_CONSOLIDATE_AT_TOKENS,
+        settings.LEDGER_CHECKPOINT_TARGET_TOKENS,
+    ) == (270_000, 67_500, 20_000)
+    assert settings.LEDGER_CONSOLIDATE_AT_TOKENS * 4 == settings.LEDGER_WINDOW_TOKENS
+    with pytest.raises(TypeError, match="target_tokens"):
+        plan_consolidation({"facts": {}, "folds": 0})  # type: ignore[call-arg]
 
 
 def test_mandatory_state_is_governing_text_the_latest_requests_and_active_p1():

@@ -137,22 +137,37 @@ def test_json_mode_can_be_chosen_in_the_settings(scripted):
     assert scripted.requests[0]["response_format"] == {"type": "json_object"}
 
 
-def test_settings_name_the_endpoint_and_models():
-    settings = SimpleNamespace(
-        OPENAI_BASE_URL="http://127.0.0.1:9/v1",
-        OPENAI_API_KEY="k",
-        WRITER_MODEL="w",
-        VERIFIER_MODEL="",
-        MODEL_TIMEOUT_SECONDS="7.5",
-        MODEL_MAX_ATTEMPTS=2,
-    )
+def test_settings_name_the_endpoint_and_models(settings):
+    settings.OPENAI_BASE_URL = "http://127.0.0.1:9/v1"
+    settings.OPENAI_API_KEY = "k"
+    settings.WRITER_MODEL = "w"
+    settings.VERIFIER_MODEL = ""
+    settings.MODEL_TIMEOUT_SECONDS = "7.5"
+    settings.MODEL_MAX_ATTEMPTS = 2
     config = ModelConfig.from_settings(settings)
     assert config.configured and config.verifier == "w"
+    # backoff_max_s: the settings' default, the only copy of the figure
     assert (config.timeout_s, config.max_attempts, config.backoff_max_s) == (7.5, 2, 8.0)
+    assert (config.stream, config.stall_s, config.max_output_tokens) == (True, 60.0, 4096)
 
 
-def test_without_a_base_url_no_client_can_be_made():
-    config = ModelConfig.from_settings(SimpleNamespace(OPENAI_BASE_URL="", WRITER_MODEL="w"))
+def test_a_namespace_without_a_setting_is_refused_by_name():
+    with pytest.raises(AttributeError, match="MODEL_TIMEOUT_SECONDS"):
+        ModelConfig.from_settings(
+            SimpleNamespace(
+                OPENAI_BASE_URL="",
+                WRITER_MODEL="w",
+                VERIFIER_MODEL="",
+                OPENAI_API_KEY="",
+                MODEL_WINDOWS={},
+            )
+        )
+
+
+def test_without_a_base_url_no_client_can_be_made(settings):
+    settings.OPENAI_BASE_URL = ""
+    settings.WRITER_MODEL = "w"
+    config = ModelConfig.from_settings(settings)
     assert not config.configured
     with pytest.raises(ModelNotConfigured, match="OPENAI_BASE_URL"):
         ModelClient(config)
@@ -262,9 +277,10 @@ def test_a_500_that_is_not_about_the_format_is_still_transient(scripted):
     assert reply.record.attempts == 2 and reply.record.response_format == "json_schema"
 
 
-def test_an_unknown_response_format_is_a_clear_error():
+def test_an_unknown_response_format_is_a_clear_error(settings):
+    settings.MODEL_RESPONSE_FORMAT = "json"
     with pytest.raises(ValueError, match="MODEL_RESPONSE_FORMAT must be one of"):
-        ModelConfig(base_url="http://x/v1", writer_model="m", response_format="json")
+        ModelConfig.from_settings(settings)
 
 
 # --------------------------------------------------------------- finish_reason, bad bodies
@@ -345,17 +361,17 @@ def test_a_stream_that_is_html_is_labelled(scripted):
     assert reply.record.status == "malformed" and reply.text == ""
 
 
-def test_settings_read_the_local_server_options():
-    settings = SimpleNamespace(
-        OPENAI_BASE_URL="http://127.0.0.1:8080/v1",
-        WRITER_MODEL="qwen",
-        MODEL_RETRY_ON_TIMEOUT=True,
-        MODEL_STREAM=False,
-        MODEL_STALL_SECONDS=12.0,
-        MODEL_WINDOWS={"qwen": 32768},
-        WRITER_WINDOW_TOKENS=0,
-        MODEL_RESPONSE_FORMAT="none",
-    )
+def test_settings_read_the_local_server_options(settings):
+    settings.OPENAI_BASE_URL = "http://127.0.0.1:8080/v1"
+    settings.WRITER_MODEL = "qwen"
+    settings.VERIFIER_MODEL = ""
+    settings.MODEL_RETRY_ON_TIMEOUT = True
+    settings.MODEL_STREAM = False
+    settings.MODEL_STALL_SECONDS = 12.0
+    settings.MODEL_WINDOWS = {"qwen": 32768}
+    settings.WRITER_WINDOW_TOKENS = 0
+    settings.VERIFIER_WINDOW_TOKENS = 0
+    settings.MODEL_RESPONSE_FORMAT = "none"
     config = ModelConfig.from_settings(settings)
     assert (config.retry_on_timeout, config.stream, config.stall_s) == (True, False, 12.0)
     assert config.window_for("writer") == 32768 and config.window_for("verifier") == 32768

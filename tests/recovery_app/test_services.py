@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from journal_app.formats.base import ParsedEntry, message
@@ -9,9 +11,8 @@ from journal_app.services import journal_append, journal_ensure, session_ensure,
 from ledger_app.models import Fold
 from ledger_app.services import ledger_fold, ledger_state, ledger_verify
 from recovery_app.analyst import json_fragment
-from recovery_app.budget import Budget
 from recovery_app.models import Receipt
-from recovery_app.services import recovery_run
+from recovery_app.services import recovery_budget, recovery_run
 from tests.recovery_app.conftest import (
     DOUBT,
     MIGRATE,
@@ -250,12 +251,12 @@ class StepClock:
 @pytest.mark.parametrize(
     ("limit", "budget", "query", "clock"),
     [
-        ("rounds", Budget(rounds=1), "zzz_nomatch_123", None),
-        ("searches", Budget(searches=1), "zzz_nomatch_123", None),
-        ("reads", Budget(reads=2), "quokka", None),
-        ("sources", Budget(sources=1), "quokka", None),
-        ("tokens", Budget(tokens=5), "quokka", None),
-        ("seconds", Budget(seconds=30), "quokka", StepClock(31.0)),
+        ("rounds", dataclasses.replace(recovery_budget(), rounds=1), "zzz_nomatch_123", None),
+        ("searches", dataclasses.replace(recovery_budget(), searches=1), "zzz_nomatch_123", None),
+        ("reads", dataclasses.replace(recovery_budget(), reads=2), "quokka", None),
+        ("sources", dataclasses.replace(recovery_budget(), sources=1), "quokka", None),
+        ("tokens", dataclasses.replace(recovery_budget(), tokens=5), "quokka", None),
+        ("seconds", dataclasses.replace(recovery_budget(), seconds=30), "quokka", StepClock(31.0)),
     ],
 )
 def test_each_limit_of_the_budget_ends_the_attempt(limit, budget, query, clock):
@@ -275,7 +276,12 @@ def test_each_limit_of_the_budget_ends_the_attempt(limit, budget, query, clock):
 
 def test_evidence_found_before_the_budget_ran_out_is_kept():
     j = _many(5)
-    r = recovery_run(journal=j, query="quokka", budget=Budget(sources=2), model=None)
+    r = recovery_run(
+        journal=j,
+        query="quokka",
+        budget=dataclasses.replace(recovery_budget(), sources=2),
+        model=None,
+    )
     assert r.outcome == Receipt.Outcome.BUDGET_EXHAUSTED
     assert len(r.sources) == 2 and len(r.claims) == 2
     assert all(c["status"] == "reported" for c in r.claims)

@@ -30,6 +30,7 @@ sets the reply's (``"length"``: cut).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -152,7 +153,10 @@ class ScriptedServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def config(self, **overrides: Any) -> ModelConfig:
-        """A :class:`ModelConfig` for this server (fast retries unless overridden)."""
+        """A :class:`ModelConfig` for this server: the settings' figures (the only defaults),
+        with this server's address, fast retries and ``overrides``."""
+        from django.conf import settings
+
         values: dict[str, Any] = {
             "base_url": self.base_url,
             "api_key": "test-key",
@@ -162,9 +166,11 @@ class ScriptedServer:
             "max_attempts": 3,
             "backoff_initial_s": 0.01,
             "backoff_max_s": 0.02,
+            "stream": False,  # a test that reads a stream asks for it
+            "stall_s": 0.0,
         }
         values.update(overrides)
-        return ModelConfig(**values)
+        return dataclasses.replace(ModelConfig.from_settings(settings), **values)
 
     def push_content(
         self,
