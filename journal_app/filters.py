@@ -32,7 +32,7 @@ is wrong; nothing is filtered with half an expression.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -276,14 +276,15 @@ def compare_int(term: Term, value: int | None) -> bool:
     if value is None:
         return False
     a = term.values[0]
-    return {
+    compare: dict[str, Callable[[], bool]] = {
         "eq": lambda: value == a,
         "lt": lambda: value < a,
         "le": lambda: value <= a,
         "gt": lambda: value > a,
         "ge": lambda: value >= a,
         "range": lambda: a <= value <= term.values[1],
-    }[term.op]()
+    }
+    return compare[term.op]()
 
 
 def describe(fields: Mapping[str, FieldSpec]) -> list[dict[str, str]]:

@@ -218,8 +218,9 @@ def source_model(meta: Mapping[str, Any]) -> str:
     """The model the source names for an entry (``model``, ``message.model`` or
     ``turn_context.model`` in its metadata), or ``""``."""
     for holder in (meta, meta.get("message"), meta.get("turn_context")):
-        if isinstance(holder, dict) and isinstance(holder.get("model"), str):
-            return holder["model"]
+        model = holder.get("model") if isinstance(holder, dict) else None
+        if isinstance(model, str):
+            return model
     return ""
 
 

@@ -82,7 +82,7 @@ def _shell_text(value: Any) -> str | None:
         return value
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
         if len(value) == 3 and value[1] in ("-c", "-lc") and value[0].endswith("sh"):
-            return value[2]
+            return str(value[2])
         return " ".join(value)
     return None
 

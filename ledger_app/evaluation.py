@@ -99,7 +99,8 @@ def load_case(path: str | Path) -> dict[str, Any]:
     Raises:
         OSError, json.JSONDecodeError: unreadable file.
     """
-    return json.loads(Path(path).read_text())
+    data: dict[str, Any] = json.loads(Path(path).read_text())
+    return data
 
 
 def _replace(value: Any, key: str, new: str) -> None:
@@ -424,7 +425,7 @@ def _facts(state: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def _active(fact: Mapping[str, Any]) -> bool:
-    return fact.get("lifecycle", "active") == "active"
+    return bool(fact.get("lifecycle", "active") == "active")
 
 
 def _quotes(fact: Mapping[str, Any]) -> str:

@@ -353,8 +353,9 @@ def _call_quote(call: EntryView) -> str:
     args = call.content.get("arguments")
     if isinstance(args, dict):
         for key in ("file_path", "path", "filePath", "pattern", "query", "url"):
-            if isinstance(args.get(key), str):
-                return args[key][:QUOTE_CHARS]
+            value = args.get(key)
+            if isinstance(value, str):
+                return value[:QUOTE_CHARS]
     return call.tool_name
 
 

@@ -133,8 +133,9 @@ def is_edit_tool(tool_name: str) -> bool:
 def path_of(args: dict[str, Any]) -> str:
     """The file path of a call's arguments (``file_path``, ``path``, ...), ``""`` for none."""
     for key in ("file_path", "path", "filePath", "filename", "file"):
-        if isinstance(args.get(key), str) and args[key].strip():
-            return args[key].strip()
+        value = args.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
     return ""
 
 

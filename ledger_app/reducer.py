@@ -520,7 +520,8 @@ def _index_of(facts: dict[str, Fact]) -> _KeyIndex:
     slot = _slot()
     if slot[0] is not facts or slot[2] != len(facts):
         slot[0], slot[1] = facts, _KeyIndex(facts)
-    return slot[1]
+    index: _KeyIndex = slot[1]
+    return index
 
 
 def _demote(fact: Fact) -> None:

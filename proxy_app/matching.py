@@ -54,7 +54,7 @@ def _normalise(value: Any) -> Any:
 
 def normalised_content(kind: str, content: dict[str, Any]) -> dict[str, Any]:
     """``content`` without null values and cache markers; a lone plain text block folded away."""
-    out = _normalise(content)
+    out: dict[str, Any] = _normalise(content)
     blocks = out.get("blocks")
     if (
         kind in ("message", "tool_result")
@@ -255,7 +255,8 @@ def _parsed(surface: str, data: dict[str, Any]) -> list[ParsedEntry]:
         check_pairing(source.path, parsed.entries)
     except FormatError as exc:
         raise RequestInvalid(_field_path(exc, surface), exc.reason) from None
-    return parsed.entries
+    entries: list[ParsedEntry] = parsed.entries
+    return entries
 
 
 def request_items(surface: str, body: dict[str, Any]) -> list[ParsedEntry]:

@@ -77,7 +77,7 @@ def detect_format(source: Source) -> str:
     view = source.detection_view()
     for module in _MODULES:
         if module.detect(view):
-            return module.NAME
+            return str(module.NAME)
     raise FormatError(
         source.path,
         "",
@@ -88,7 +88,7 @@ def detect_format(source: Source) -> str:
 
 def _whole(module: ModuleType, source: Source) -> EntryStream:
     """The stream of an importer that only parses whole sources (``parse``)."""
-    session = module.parse(source.load())
+    session: ParsedSession = module.parse(source.load())
     entries, session.entries = session.entries, []
     yield from entries
     return session

@@ -76,7 +76,9 @@ def detect(source: Source) -> bool:
     )
 
 
-def _calls_of(path: Path, where: str, step: dict[str, Any]) -> list[tuple[str, str, Any, dict]]:
+def _calls_of(
+    path: Path, where: str, step: dict[str, Any]
+) -> list[tuple[str, str, Any, dict[str, Any]]]:
     """``[(id, name, arguments, metadata)]`` of a step's ``tool_calls`` (both shapes)."""
     raw = step.get("tool_calls")
     if raw is None:

@@ -58,7 +58,9 @@ def detect(source: Source) -> bool:
     return isinstance(first, dict) and first.get("type") == "header" and first.get("format") == NAME
 
 
-def _field(path: Any, line: int, record: dict[str, Any], name: str, kind: type | tuple) -> Any:
+def _field(
+    path: Any, line: int, record: dict[str, Any], name: str, kind: type | tuple[type, ...]
+) -> Any:
     value = record.get(name)
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         want = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)

@@ -30,6 +30,7 @@ Mapping
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from journal_app.formats.base import (
@@ -157,7 +158,9 @@ def parse(source: Source) -> ParsedSession:
     )
 
 
-def _assistant(path, where: str, index: int, text: str, meta: dict) -> list[ParsedEntry]:
+def _assistant(
+    path: str | Path, where: str, index: int, text: str, meta: dict[str, Any]
+) -> list[ParsedEntry]:
     extra = meta.get("extra")
     if extra is not None and not isinstance(extra, dict):
         raise FormatError(path, where, "extra", f"expected an object, got {type(extra).__name__}")
@@ -216,7 +219,7 @@ def _usage(response: dict[str, Any]) -> dict[str, Any] | None:
     return out or None
 
 
-def _result(call_id: str, text: str, where: str, meta: dict) -> ParsedEntry | None:
+def _result(call_id: str, text: str, where: str, meta: dict[str, Any]) -> ParsedEntry | None:
     """The tool result a user observation message stands for, or None if it is not one."""
     match = _RETURNCODE.match(text)
     if match:

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 from journal_app.formats.base import (
@@ -182,7 +183,7 @@ def _envelope(event: dict[str, Any], skip: tuple[str, ...]) -> dict[str, Any]:
     return {k: v for k, v in event.items() if k not in skip}
 
 
-def _args(path, where: str, event: dict[str, Any]) -> dict[str, Any]:
+def _args(path: str | Path, where: str, event: dict[str, Any]) -> dict[str, Any]:
     args = event.get("args", {})
     if args is None:
         return {}
@@ -191,7 +192,7 @@ def _args(path, where: str, event: dict[str, Any]) -> dict[str, Any]:
     return args
 
 
-def _action(path, where: str, event: dict[str, Any], state: _State) -> None:
+def _action(path: str | Path, where: str, event: dict[str, Any], state: _State) -> None:
     action = event["action"]
     args = _args(path, where, event)
     if event.get("id") is not None:
@@ -325,7 +326,14 @@ def _usage(response: Any, llm_metrics: Any) -> dict[str, Any] | None:
     return out if "input_tokens" in out or "output_tokens" in out else None
 
 
-def _tool_action(path, where, event, args, tcm, state: _State) -> None:
+def _tool_action(
+    path: str | Path,
+    where: str,
+    event: dict[str, Any],
+    args: dict[str, Any],
+    tcm: dict[str, Any],
+    state: _State,
+) -> None:
     action = event["action"]
     name = require_str(path, where, "tool_call_metadata.function_name", tcm.get("function_name"))
     source_id = require_str(path, where, "tool_call_metadata.tool_call_id", tcm.get("tool_call_id"))
@@ -399,7 +407,7 @@ def _tool_action(path, where, event, args, tcm, state: _State) -> None:
     state.by_call_id[source_id] = (call_id, name)
 
 
-def _observation(path, where: str, event: dict[str, Any], state: _State) -> None:
+def _observation(path: str | Path, where: str, event: dict[str, Any], state: _State) -> None:
     kind = event["observation"]
     content = event.get("content", "")
     text = require_str(path, where, "content", content)

@@ -170,7 +170,7 @@ class Source:
         if self.kind != "jsonl":
             return []
         if self.in_memory:
-            return self.data[:n]
+            return list(self.data[:n])
         out: list[tuple[int, Any]] = []
         try:
             for row in self.rows():

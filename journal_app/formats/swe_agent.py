@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 from journal_app.formats.base import (
@@ -228,7 +229,14 @@ def parse(source: Source) -> ParsedSession:
     )
 
 
-def _tool_call(path, where, call, latest, used, meta) -> ParsedEntry:
+def _tool_call(
+    path: str | Path,
+    where: str,
+    call: Any,
+    latest: dict[str, str],
+    used: set[str],
+    meta: dict[str, Any],
+) -> ParsedEntry:
     if not isinstance(call, dict):
         raise FormatError(path, where, "", f"expected an object, got {type(call).__name__}")
     source_id = call.get("id")

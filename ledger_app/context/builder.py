@@ -241,16 +241,16 @@ class Builder:
         dropped: dict[str, int] = {}
         texts: dict[str, set[str]] = {}
         for i, kind in kinds.items():
-            e = self.plans[i].parts[0].entry
-            assert e is not None
-            texts.setdefault(kind, set()).add(e.text)
+            shown = self.plans[i].parts[0].entry
+            assert shown is not None
+            texts.setdefault(kind, set()).add(shown.text)
             if i in kept:
                 continue
             self.plans[i].parts = []
             dropped[kind] = dropped.get(kind, 0) + 1
         #: what :meth:`_drop_harness` left out: ``{"dropped", "by_kind", "kept_seqs",
         #: "distinct_texts"}``
-        self.harness = {
+        self.harness: dict[str, Any] = {
             "dropped": sum(dropped.values()),
             "by_kind": dict(sorted(dropped.items())),
             "kept_seqs": sorted(self.plans[i].round.first_seq for i in kept),

@@ -377,12 +377,12 @@ def continuation_record(
         if legacy:
             f = legacy[-1]
             seq = _pin_seq(f, by_hash)
-            said = (
+            where = (
                 "(the objective above)"
                 if any(x.startswith(f"- seq {seq} ") for x in sections.get("objective", []))
                 else f"(pinned above, {_pin_hash(f)}): {first_line(pin_shown_text(f))}"
             )
-            add("next step", f"- the latest user instruction, seq {seq} {said}", pin=True)
+            add("next step", f"- the latest user instruction, seq {seq} {where}", pin=True)
         elif any(is_closed_request(f) for f in pins):
             add("next step", "- every request in the ledger is done: wait for the user")
     head = f"{RECORD_MARK}]"
@@ -417,7 +417,7 @@ def _deliverable(
     """The last deliverable: the whole text of the entry the end-state fact cites when it fits
     in ``room`` tokens, else a receipt (entry, size, first lines) that ``read`` restores."""
     support = [s.get("entry") for s in f.get("support", []) if isinstance(s, Mapping)]
-    entry = next((by_hash[h] for h in support if h in by_hash), None)
+    entry = next((by_hash[h] for h in support if isinstance(h, str) and h in by_hash), None)
     if entry is None or not entry.text.strip():
         return f"- last deliverable: {clip(str(f.get('text', '')), ITEM_CHARS)}{_cite(f)}"
     text = clean(entry.text.strip())

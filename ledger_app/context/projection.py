@@ -90,7 +90,8 @@ def excerpt(text: str) -> str:
         else []
     )
     tail_start = len(clean) - sum(len(x) + 1 for x in tail_lines) if tail_lines else len(clean)
-    errors, pos = [], head_end
+    errors: list[str] = []
+    pos = head_end
     while len(errors) < PREVIEW_HEAD_LINES and pos < tail_start:
         m = _ERROR_WORD.search(clean, pos, tail_start)
         if m is None:

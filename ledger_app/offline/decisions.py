@@ -132,10 +132,10 @@ def proposal_body(text: str) -> str:
     message stripped."""
     fenced = _FENCED.findall(text)
     if len(fenced) == 1 and fenced[0].strip():
-        return fenced[0].strip()
+        return str(fenced[0]).strip()
     quoted = _BLOCKQUOTE.findall(text)
     if len(quoted) == 1:
-        return quoted[0].strip()
+        return str(quoted[0]).strip()
     spans = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(text)]
     spans = [s.strip() for s in spans if len(s.split()) >= 3]
     if spans:
