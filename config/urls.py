@@ -1,7 +1,8 @@
 """Root URLconf: the operator UI, auth, admin, the REST API v1 and ``/healthz``.
 
-The ``journal`` namespace gathers the journal's pages with the audit app's actions and the
-ledger's fact comment (their historical ``journal:`` names and paths): the wiring lives
+The ``journal`` namespace gathers the journal's pages with the audit app's pages and actions
+and the ledger's session pages and fact comment (their historical ``journal:`` names and
+paths): the wiring lives
 here, at the top, so no app imports an app above it (README "Architecture").
 """
 
@@ -17,10 +18,12 @@ from audit_app.views import AuditedLoginView
 from config.api import api, api_not_found
 from config.health import healthz
 from journal_app import urls as journal_urls
+from ledger_app import urls as ledger_urls
 from ledger_app.comment_views import fact_comment
 
 _SCOPE = "t/<str:tenant>/<str:session>/<str:lane>/<str:branch>/"
 journal_ui = [
+    *ledger_urls.journal_pages,
     *journal_urls.urlpatterns,
     *audit_urls.urlpatterns,
     path("e/<str:entry_hash>/raw/", entry_raw, name="entry_raw"),

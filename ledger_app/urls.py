@@ -1,4 +1,10 @@
-"""Operator UI routes of the ledger (DESIGN.md section 8); included at ``"ledger/"``."""
+"""Operator UI routes of the ledger (DESIGN.md section 8); ``urlpatterns`` is included at
+``"ledger/"``.
+
+``journal_pages`` are the session pages (:mod:`ledger_app.views.sessions`): ``config/urls.py``
+serves them in the ``journal`` namespace at their historical names and paths, the sessions
+list at the site's root.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,10 @@ from django.urls import path
 from ledger_app import views
 
 app_name = "ledger"
+journal_pages = [
+    path("", views.session_list, name="session_list"),
+    path("t/<str:tenant>/<str:session>/", views.session_overview, name="session"),
+]
 _SCOPE = "<str:tenant>/<str:session>/<str:lane>/<str:branch>/"
 urlpatterns = [
     path("dashboard/", views.dashboard, name="dashboard"),

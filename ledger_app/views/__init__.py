@@ -4,7 +4,8 @@
 * :mod:`.folds`: fold history, one fold, the diff, the verifier page, the invariants panel;
 * :mod:`.context`: the three context views;
 * :mod:`.review`: the P0 retirement review queue and decisions;
-* :mod:`.export`: the session export.
+* :mod:`.export`: the session export;
+* :mod:`.sessions`: the sessions list and a session's overview (in the ``journal`` namespace).
 
 Thin function views: the scope is resolved by :mod:`journal_app.selectors` (tenant filter,
 ``Http404``); every read goes through :mod:`ledger_app.selectors` and is shaped by its
@@ -29,6 +30,7 @@ from ledger_app.views.folds import (
     fold_verdicts,
 )
 from ledger_app.views.review import review_detail, review_list
+from ledger_app.views.sessions import session_list, session_overview
 
 __all__ = [
     "context_views",
@@ -46,4 +48,6 @@ __all__ = [
     "fold_verdicts",
     "review_detail",
     "review_list",
+    "session_list",
+    "session_overview",
 ]
