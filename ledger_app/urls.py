@@ -3,7 +3,8 @@
 
 ``journal_pages`` are the session pages (:mod:`ledger_app.views.sessions`): ``config/urls.py``
 serves them in the ``journal`` namespace at their historical names and paths, the sessions
-list at the site's root.
+list at the site's root. The session export (``ledger:export``) is
+:mod:`recovery_app.export_views`, added to this namespace there too.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ urlpatterns = [
     path("dashboard/", views.dashboard, name="dashboard"),
     path("reviews/", views.review_list, name="reviews"),
     path("reviews/<int:pk>/", views.review_detail, name="review"),
-    path("<str:tenant>/<str:session>/export/", views.export, name="export"),
     path(_SCOPE, views.facts, name="facts"),
     path(_SCOPE + "facts/<path:fact_id>/", views.fact_detail, name="fact"),
     path(_SCOPE + "folds/", views.fold_list, name="folds"),
