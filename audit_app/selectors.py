@@ -1,15 +1,17 @@
-"""Reads of the audit log for its page and the nav (README, "Audit log")."""
+"""Reads of the audit app: the audit log for its page and the nav (README, "Audit log"), and
+the comment counts the timeline and the facts page show (docs/architecture.md, "Layers")."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
-from audit_app.models import AuditEvent
-from journal_app.models import Membership, Tenant
+from audit_app.models import AuditEvent, Comment
+from journal_app.models import Entry, Journal, Membership, Tenant
 
 
 class AuditFilterError(ValueError):
@@ -102,3 +104,40 @@ def audit_nav_remember(request: Any, user: Any) -> None:
 
 
 NAV_KEY = "ledgerkeep_audit_tenants"
+
+
+def comment_counts(
+    *, entry_ids: Sequence[int] = (), journal: Journal | None = None
+) -> dict[Any, int]:
+    """Comment counts by entry id (``entry_ids``) or by fact id (``journal``); one query.
+
+    Args:
+        entry_ids: entry pks (the timeline's page); ``{entry pk: count}``, entries without a
+            comment absent.
+        journal: when given, counts the journal's fact comments instead:
+            ``{fact id: count}``.
+    """
+    if journal is not None:
+        rows = (
+            Comment.objects.filter(journal=journal)
+            .exclude(fact_id="")
+            .values("fact_id")
+            .annotate(n=Count("pk"))
+            .values_list("fact_id", "n")
+        )
+        return dict(rows)
+    if not entry_ids:
+        return {}
+    return dict(
+        Comment.objects.filter(entry_id__in=list(entry_ids))
+        .values("entry_id")
+        .annotate(n=Count("pk"))
+        .values_list("entry_id", "n")
+    )
+
+
+def entry_comments(entry: Entry) -> list[Comment]:
+    """The entry's comments, oldest first, with their authors; one query."""
+    return list(
+        Comment.objects.filter(entry=entry).select_related("author").order_by("created_at", "pk")
+    )

@@ -1,4 +1,6 @@
-"""Operator UI actions of the audit app: comments, annotations, the audit log (issue 6).
+"""Operator UI of the audit app: comments, annotations, the audit log, and the two journal
+pages that show comments (the timeline and one entry: the journal builds them, this app adds
+the comment counts and comments it owns; docs/architecture.md, "Layers").
 
 Routed from :mod:`audit_app.urls` (wired into the ``journal`` namespace by ``config/urls.py``);
 the comment on a ledger fact is :mod:`ledger_app.comment_views`, since only the ledger knows
@@ -25,12 +27,19 @@ from django.views.decorators.http import require_POST
 
 from audit_app.models import AuditEvent
 from audit_app.roles import AUDIT_LOG_PERMISSION, tenant_role
-from audit_app.selectors import AuditFilterError, audit_events, audit_nav, audit_nav_remember
+from audit_app.selectors import (
+    AuditFilterError,
+    audit_events,
+    audit_nav,
+    audit_nav_remember,
+    comment_counts,
+    entry_comments,
+)
 from audit_app.services import CommentInvalid, annotation_add, audit_record, comment_on_entry
 from journal_app import selectors
+from journal_app import views as journal_views
 from journal_app.hashing import display
 from journal_app.models import Membership
-from journal_app.views import entry_context
 
 EVENTS_PER_PAGE = 50
 
@@ -52,6 +61,53 @@ def back_url(request: HttpRequest, fallback: str) -> str:
     return fallback
 
 
+def _entry_context(request: HttpRequest, entry: Any) -> dict[str, Any]:
+    """The journal's entry page context with the entry's comments."""
+    return {**journal_views.entry_context(request, entry), "comments": entry_comments(entry)}
+
+
+@login_required
+def timeline(
+    request: HttpRequest, tenant: str, session: str, lane: str, branch: str
+) -> HttpResponse:
+    """The timeline of one scope (:func:`journal_app.views.timeline_context`: entries 100 per
+    page, grouped by API round, ``?q=`` filters, ``?seq=N`` jumps to the row of seq N) with
+    each row's comment count (one query). An htmx request (filter, pagination) gets
+    ``#entry-list``.
+    """
+    journal = selectors.get_journal_for_user(request.user, tenant, session, lane, branch)
+    jump = journal_views.timeline_jump(request, journal)
+    if jump is not None:
+        return jump
+    context = journal_views.timeline_context(request, journal)
+    rows = journal_views.timeline_rows(context)
+    counts = comment_counts(entry_ids=[row.entry.pk for row in rows])
+    for row in rows:
+        row.comments = counts.get(row.entry.pk, 0)
+    return journal_views.timeline_render(request, context)
+
+
+@login_required
+def entry_detail(request: HttpRequest, entry_hash: str) -> HttpResponse:
+    """One entry: fields, hashes, body, chunks, comments, and the hash badge recomputed now.
+
+    Shown filtered (secrets, hidden reasoning) with a "filtered: why" note; the unfiltered
+    bytes are one audited click away for tenant admins (``journal:entry_raw``).
+    What a support link cites is highlighted and scrolled to: ``?chunk=N`` or
+    ``?chunks=A-B`` (chunks of the body), ``?bytes=S-E`` (a byte range of the body, end
+    inclusive), ``?quote=...`` (the first occurrence in the text or the raw body, or a note
+    that it is absent), ``?cited=entry`` (the whole entry, when the item names nothing finer).
+    An htmx request targeting ``#side-panel`` gets the ``#panel`` region
+    (:func:`journal_app.views.render_panel`).
+    """
+    entry = selectors.entry_for_user(request.user, entry_hash)
+    if journal_views.is_panel(request):
+        return journal_views.render_panel(
+            request, "journal_app/entry.html", _entry_context(request, entry)
+        )
+    return render(request, "journal_app/entry.html", _entry_context(request, entry))
+
+
 @login_required
 @require_POST
 def entry_comment(request: HttpRequest, entry_hash: str) -> HttpResponse:
@@ -63,7 +119,7 @@ def entry_comment(request: HttpRequest, entry_hash: str) -> HttpResponse:
     except CommentInvalid as exc:
         error = str(exc)
     if is_htmx(request):
-        context = {**entry_context(request, entry), "comment_error": error}
+        context = {**_entry_context(request, entry), "comment_error": error}
         return render(request, "journal_app/entry.html#comments", context)
     if error:
         messages.error(request, error)

@@ -1,9 +1,9 @@
 """Extension point of the transcript import: the ledger's re-import (pure registry, no Django).
 
-Imports flow ``journal_app <- audit_app <- ledger_app``, so the journal's API cannot call the
-ledger. The ledger registers here, at start-up (``ledger_app.apps``), the one import service
-every entry point calls (:func:`ledger_app.services.reimport.transcript_import`: the
-journal import, then, for a ledgerkeep export, its folds, verdicts, retirements, comments
+Imports flow ``journal_app <- audit_app <- ledger_app <- recovery_app``, so the journal's API
+cannot call the ledger. Recovery registers here, at start-up (``recovery_app.apps``), the one
+import service every entry point calls (:func:`recovery_app.session_transfer.transcript_import`:
+the journal import, then, for a ledgerkeep export, its folds, verdicts, retirements, comments
 and receipts, in one transaction). The upload API (``journal_app.api``) and the
 ``import_journal`` command both go through it (issue 16). With nothing registered
 (ledger_app not installed) the API imports the journal alone.

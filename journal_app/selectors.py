@@ -12,16 +12,14 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.cache import cache
 from django.db.models import (
-    Count,
     F,
-    IntegerField,
     Max,
     OuterRef,
     Q,
@@ -30,10 +28,7 @@ from django.db.models import (
     Sum,
     Value,
 )
-from django.db.models.fields.json import KT
-from django.db.models.functions import Coalesce
 from django.http import Http404
-from django.utils import timezone
 
 from journal_app.hashing import strip_prefix
 from journal_app.models import Artifact, Entry, Journal, Membership, Session, Tenant
@@ -64,150 +59,6 @@ def tenants_for_user(user: User) -> QuerySet[Tenant]:
     return Tenant.objects.filter(membership__user=user)
 
 
-def _count_subquery(qs: QuerySet[Any], group: str) -> Coalesce:
-    counted = qs.order_by().values(group).annotate(n=Count("pk")).values("n")
-    return Coalesce(Subquery(counted, output_field=IntegerField()), Value(0))
-
-
-def _ledger_model(relation: str) -> Any:
-    """ledger_app's model behind a reverse relation of Journal (``folds``, ``retirements``).
-
-    Read from the relation so journal_app imports nothing of ledger_app (imports flow
-    journal_app <- ledger_app, STYLE.md).
-    """
-    return Journal._meta.get_field(relation).related_model
-
-
-#: the sessions list's activity filter: days since the last entry (``idle``: more than 30).
-ACTIVITY_DAYS = {"day": 1, "week": 7, "month": 30, "idle": 30}
-ACTIVITY_LABELS = {
-    "day": "active in the last 24 hours",
-    "week": "active in the last 7 days",
-    "month": "active in the last 30 days",
-    "idle": "idle for more than 30 days",
-}
-
-
-#: the sessions list's sort keys: ``?sort=`` value -> ORDER BY (``-`` is descending).
-SESSION_SORTS = {
-    "newest": ("-created_at", "pk"),
-    "key": ("key", "pk"),
-    "entries": ("-entry_count", "pk"),
-    "tokens": ("-token_total", "pk"),
-    "folds": ("-fold_count", "pk"),
-    "activity": ("-last_activity", "pk"),
-}
-
-
-def sessions_for_user(
-    user: User,
-    q: str = "",
-    *,
-    tenant: str = "",
-    lane: str = "",
-    activity: str = "",
-    sort: str = "newest",
-) -> QuerySet[Session]:
-    """Sessions of the user's tenants, newest first, annotated for the sessions list.
-
-    Args:
-        q: matches key, title or the text of a fact in any fold of the session's ledger,
-            case-insensitively.
-        sort: a key of :data:`SESSION_SORTS` (unknown: newest first).
-        tenant: a tenant slug (one of the user's; another answers nothing).
-        lane: sessions with a journal of this lane.
-        activity: a key of :data:`ACTIVITY_DAYS` (by the time of the newest entry).
-
-    Annotations: ``entry_count`` (the sum of the journals' heads: seq is gapless from 1, so a
-    head *is* the journal's entry count; no scan of the entries), ``head_seq`` (highest head),
-    ``journal_count``, and correlated subqueries ``fold_count``, ``pending_reviews`` (P0
-    retirements awaiting a reviewer) and ``last_activity`` (newest head entry's time; one
-    index lookup per journal). Subqueries, so folds and requests never multiply the journal
-    join. A page costs a fixed number of queries; open obligations come from
-    :func:`open_obligations_by_session`.
-    """
-    Fold = _ledger_model("folds")
-    RetirementRequest = _ledger_model("retirements")
-    qs = Session.objects.filter(tenant__in=tenants_for_user(user)).select_related("tenant")
-    q = q.strip()
-    if q:
-        # any version of any fact of the session's ledger (the fact rows, issue 18)
-        LedgerFact = _ledger_model("ledger_facts")
-        in_facts = LedgerFact.objects.filter(text__icontains=q).values("journal__session_id")
-        qs = qs.filter(Q(key__icontains=q) | Q(title__icontains=q) | Q(pk__in=in_facts))
-    if tenant:
-        qs = qs.filter(tenant__slug=tenant)
-    if lane:
-        qs = qs.filter(pk__in=Journal.objects.filter(lane=lane).values("session_id"))
-    newest = (
-        Entry.objects.filter(journal__session=OuterRef("pk"), seq=F("journal__head_seq"))
-        .order_by("-created_at")
-        .values("created_at")[:1]
-    )
-    qs = qs.annotate(
-        entry_count=Coalesce(Sum("journals__head_seq"), Value(0)),
-        head_seq=Coalesce(Max("journals__head_seq"), Value(0)),
-        journal_count=Count("journals"),
-        fold_count=_count_subquery(
-            Fold.objects.filter(journal__session=OuterRef("pk")), "journal__session"
-        ),
-        pending_reviews=_count_subquery(
-            RetirementRequest.objects.filter(journal__session=OuterRef("pk"), status="pending"),
-            "journal__session",
-        ),
-        source_at=Max("journals__last_source_at"),
-        last_activity=Coalesce(Max("journals__last_source_at"), Subquery(newest)),
-        token_total=Coalesce(
-            Subquery(
-                Entry.objects.filter(journal__session=OuterRef("pk"))
-                .order_by()
-                .values("journal__session")
-                .annotate(n=Sum("token_count"))
-                .values("n"),
-                output_field=IntegerField(),
-            ),
-            Value(0),
-        ),
-    )
-    if activity in ACTIVITY_DAYS:
-        since = timezone.now() - timedelta(days=ACTIVITY_DAYS[activity])
-        if activity == "idle":
-            qs = qs.filter(Q(last_activity__lt=since) | Q(last_activity__isnull=True))
-        else:
-            qs = qs.filter(last_activity__gte=since)
-    return qs.order_by(*SESSION_SORTS.get(sort, SESSION_SORTS["newest"]))
-
-
-def session_totals(sessions: QuerySet[Session]) -> dict[str, int]:
-    """Totals over the (filtered) sessions of :func:`sessions_for_user`: ``sessions``,
-    ``entries``, ``tokens``, ``folds``, ``open_obligations`` and ``blockers`` (the active
-    facts of the current ledgers). Two queries, whatever the number of sessions."""
-    sums = sessions.order_by().aggregate(
-        sessions=Count("pk", distinct=True),
-        entries=Sum("entry_count"),
-        tokens=Sum("token_total"),
-        folds=Sum("fold_count"),
-    )
-    LedgerFact = _ledger_model("ledger_facts")
-    by_category = dict(
-        LedgerFact.objects.filter(
-            journal__session__in=sessions.order_by().values("pk"),
-            until__isnull=True,
-            lifecycle="active",
-            category__in=["open_obligation", "blocker"],
-        )
-        .order_by()
-        .values("category")
-        .annotate(n=Count("pk"))
-        .values_list("category", "n")
-    )
-    return {
-        **{k: int(v or 0) for k, v in sums.items()},
-        "open_obligations": by_category.get("open_obligation", 0),
-        "blockers": by_category.get("blocker", 0),
-    }
-
-
 def journal_start(journal: Journal) -> datetime | None:
     """The source's time of the journal's first timed entry (looks at the first 20 entries),
     the origin of the timeline's relative times; ``None`` when the source has no times."""
@@ -235,82 +86,6 @@ def entry_started(meta: dict[str, Any]) -> datetime | None:
     return min(known) if known else None
 
 
-def latest_folds(journal_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
-    """The latest fold of each journal: ``{journal_id: {"id", "number", "outcome", "kind",
-    "state_hash", "open_obligations", "blockers"}}`` (journals without a fold are absent).
-
-    Two queries: the latest folds' small columns, then the active ``open_obligation`` and
-    ``blocker`` facts counted per journal from the current fact rows (issue 18).
-    """
-    if not journal_ids:
-        return {}
-    Fold = _ledger_model("folds")
-    top = Fold.objects.filter(journal=OuterRef("journal")).order_by("-number").values("number")[:1]
-    rows = list(
-        Fold.objects.filter(journal_id__in=journal_ids, number=Subquery(top)).values(
-            "id", "journal_id", "number", "outcome", "kind", "state_hash"
-        )
-    )
-    # the current facts are rows (issue 18): one grouped count, no state parsed
-    LedgerFact = _ledger_model("ledger_facts")
-    counts: dict[tuple[int, str], int] = {
-        (j, c): n
-        for j, c, n in LedgerFact.objects.filter(
-            journal_id__in=[r["journal_id"] for r in rows],
-            until__isnull=True,
-            lifecycle="active",
-            category__in=["open_obligation", "blocker"],
-        )
-        .order_by()
-        .values("journal_id", "category")
-        .annotate(n=Count("pk"))
-        .values_list("journal_id", "category", "n")
-    }
-    out = {}
-    for r in rows:
-        j = r["journal_id"]
-        r["open_obligations"] = counts.get((j, "open_obligation"), 0)
-        r["blockers"] = counts.get((j, "blocker"), 0)
-        out[r["journal_id"]] = r
-    return out
-
-
-def open_obligations_by_session(sessions: Sequence[Session]) -> dict[int, int]:
-    """Active open obligations per session (summed over its journals' latest folds).
-
-    Three queries for any number of sessions: the journals, then :func:`latest_folds`.
-    """
-    journals = dict(
-        Journal.objects.filter(session__in=[s.pk for s in sessions]).values_list("id", "session_id")
-    )
-    counts: dict[int, int] = {}
-    for journal_id, fold in latest_folds(list(journals)).items():
-        sid = journals[journal_id]
-        counts[sid] = counts.get(sid, 0) + fold["open_obligations"]
-    return counts
-
-
-def session_journals(session: Session) -> list[Journal]:
-    """The session's journals (lanes and branches) with ``fold_count``, ``pending_reviews``
-    and ``latest`` (see :func:`latest_folds`, or ``None``); a fixed number of queries."""
-    Fold = _ledger_model("folds")
-    RetirementRequest = _ledger_model("retirements")
-    journals = list(
-        session.journals.annotate(
-            fold_count=_count_subquery(Fold.objects.filter(journal=OuterRef("pk")), "journal"),
-            pending_reviews=_count_subquery(
-                RetirementRequest.objects.filter(journal=OuterRef("pk"), status="pending"),
-                "journal",
-            ),
-        ).order_by("lane", "branch")
-    )
-    latest = latest_folds([j.pk for j in journals])
-    for j in journals:
-        j.session = session  # no query per journal for scope_label
-        j.latest = latest.get(j.pk)
-    return journals
-
-
 def token_buckets(journal: Journal, buckets: int = 300) -> list[tuple[int, int]]:
     """``(last_seq, tokens)`` for about ``buckets`` equal seq ranges of the journal.
 
@@ -327,28 +102,6 @@ def token_buckets(journal: Journal, buckets: int = 300) -> list[tuple[int, int]]
         .values_list("last", "tokens")
     )
     return [(int(last), int(tokens or 0)) for last, tokens in rows]
-
-
-def fold_points(journal: Journal) -> list[dict[str, Any]]:
-    """Every fold's number, kind, outcome, end seq and active ledger tokens, for the chart.
-
-    Reads ``manifest.tokens.ledger_active`` in the database (``KT``), never the manifest
-    itself (it lists every covered entry hash).
-    """
-    Fold = _ledger_model("folds")
-    rows = (
-        Fold.objects.filter(journal=journal)
-        .order_by("number")
-        .values("number", "kind", "outcome", "seq_end", "revision")
-        .annotate(ledger_active=KT("manifest__tokens__ledger_active"))
-    )
-    out = []
-    for r in rows:
-        value = r["ledger_active"]
-        r["ledger_active"] = int(value) if value not in (None, "") else None
-        r["seq"] = r["seq_end"] or r["revision"]
-        out.append(r)
-    return out
 
 
 def entry_filter(query: Any) -> Q:
@@ -384,34 +137,6 @@ def entry_filter(query: Any) -> Q:
             raise ValueError(f"no entry filter for field {t.field!r}")
         out &= ~cond if t.negate else cond
     return out
-
-
-def comment_counts(
-    *, entry_ids: Sequence[int] = (), journal: Journal | None = None
-) -> dict[Any, int]:
-    """Comment counts by entry id (``entry_ids``) or by fact id (``journal``); one query.
-
-    Comments live in audit_app; read through the reverse relation so this module imports
-    nothing above journal_app.
-    """
-    Comment = Entry._meta.get_field("comments").related_model
-    if journal is not None:
-        rows = (
-            Comment.objects.filter(journal=journal)
-            .exclude(fact_id="")
-            .values("fact_id")
-            .annotate(n=Count("pk"))
-            .values_list("fact_id", "n")
-        )
-        return dict(rows)
-    if not entry_ids:
-        return {}
-    return dict(
-        Comment.objects.filter(entry_id__in=list(entry_ids))
-        .values("entry_id")
-        .annotate(n=Count("pk"))
-        .values_list("entry_id", "n")
-    )
 
 
 def get_session_for_user(user: User, tenant_slug: str, key: str) -> Session:
@@ -637,33 +362,6 @@ def may_export(user: User, tenant: Tenant) -> bool:
     return _is_admin(user, tenant) and user.has_perm("audit_app.export_session")
 
 
-def failure_summary(session: Session, journals: Sequence[Journal]) -> dict[str, Any]:
-    """Failed and rejected model work of a session (issue 17 item 5): ``attempts`` (the newest
-    20 failed fold attempts: the model was unreachable, no fold stored; with ``journal``),
-    ``by_journal`` ({journal pk: {"failed_attempts", "fallbacks", "with_rejections"}}) and
-    ``total`` (the sum of the counts). Two queries."""
-    Fold = _ledger_model("folds")
-    Attempt = _ledger_model("fold_attempts")
-    ids = [j.pk for j in journals]
-    by_journal = {i: {"failed_attempts": 0, "fallbacks": 0, "with_rejections": 0} for i in ids}
-    attempts = list(
-        Attempt.objects.filter(journal_id__in=ids, outcome="failed")
-        .select_related("journal")
-        .order_by("-created_at", "-pk")
-    )
-    for a in attempts:
-        by_journal[a.journal_id]["failed_attempts"] += 1
-    for jid, outcome, rejected in (
-        Fold.objects.filter(journal_id__in=ids)
-        .filter(Q(outcome="fallback") | Q(ops_rejected__gt=0))
-        .values_list("journal_id", "outcome", "ops_rejected")
-    ):
-        by_journal[jid]["fallbacks"] += outcome == "fallback"
-        by_journal[jid]["with_rejections"] += bool(rejected)
-    total = sum(sum(v.values()) for v in by_journal.values())
-    return {"attempts": attempts[:20], "by_journal": by_journal, "total": total}
-
-
 # Cost ----------------------------------------------------------------------------------------
 
 
@@ -744,50 +442,6 @@ def tenant_costs(sessions: QuerySet[Session]) -> list[tuple[str, CostTotal]]:
             by_tenant.setdefault(s.tenant.slug, []).append(costs[s.pk])
     totals = [(slug, cost_sum(t)) for slug, t in by_tenant.items()]
     return sorted(totals, key=lambda kv: -kv[1].usd)
-
-
-def journal_summaries(tenant: str = "") -> list[dict[str, Any]]:
-    """Every journal (of ``tenant`` when given), for the ``sessions`` command: ``scope``
-    (tenant/session/lane/branch), ``title``, ``entries`` (the head seq: seqs are gapless),
-    ``tokens`` (ours, summed), ``folds`` and ``last_activity`` (the source's time of the
-    newest entry, else its import time; ``None`` when empty). A fixed number of queries.
-
-    Raises:
-        Tenant.DoesNotExist: ``tenant`` names no tenant.
-    """
-    qs = Journal.objects.select_related("session__tenant")
-    if tenant:
-        qs = qs.filter(session__tenant=Tenant.objects.get(slug=tenant))
-    Fold = _ledger_model("folds")
-    newest = Entry.objects.filter(journal=OuterRef("pk"), seq=OuterRef("head_seq")).values(
-        "created_at"
-    )
-    rows = qs.annotate(
-        fold_count=_count_subquery(Fold.objects.filter(journal=OuterRef("pk")), "journal"),
-        token_total=Coalesce(
-            Subquery(
-                Entry.objects.filter(journal=OuterRef("pk"))
-                .order_by()
-                .values("journal")
-                .annotate(n=Sum("token_count"))
-                .values("n"),
-                output_field=IntegerField(),
-            ),
-            Value(0),
-        ),
-        newest_at=Coalesce(F("last_source_at"), Subquery(newest[:1])),
-    ).order_by("session__tenant__slug", "session__key", "lane", "branch")
-    return [
-        {
-            "scope": f"{j.session.tenant.slug}/{j.session.key}/{j.lane}/{j.branch}",
-            "title": j.session.shown_title,
-            "entries": j.head_seq,
-            "tokens": j.token_total,
-            "folds": j.fold_count,
-            "last_activity": j.newest_at,
-        }
-        for j in rows
-    ]
 
 
 #: entries a waterfall page reads (its spans start among them)

@@ -12,14 +12,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from decimal import Decimal
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import rfc8785
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -27,7 +26,6 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django_htmx.middleware import HtmxDetails
 
 from journal_app import privacy, selectors
-from journal_app.charts import FoldPoint, token_chart
 from journal_app.filters import ENTRY_FIELDS, FilterError, describe, error_parts, parse_entries
 from journal_app.hashing import display
 from journal_app.models import Entry, Journal
@@ -37,7 +35,6 @@ from journal_app.services import artifact_read, entry_check
 from journal_app.toolcall import call_parts, with_text
 from journal_app.waterfall import BAR_WIDTH
 
-SESSIONS_PER_PAGE = 25
 ENTRIES_PER_PAGE = 100
 PREVIEW_CHARS = 300
 #: Characters filtered past a preview's cut (a secret straddling the cut is found whole).
@@ -139,138 +136,6 @@ def scope_kwargs(journal: Journal) -> dict[str, str]:
         "lane": journal.lane,
         "branch": journal.branch,
     }
-
-
-# Sessions list ----------------------------------------------------------------------------
-
-
-@login_required
-def session_list(request: HtmxHttpRequest) -> HttpResponse:
-    """Sessions of the user's tenants: search (key, title, fact text), filters (tenant, lane,
-    activity), sort (``?sort=``, :data:`journal_app.selectors.SESSION_SORTS`), counts per row
-    and totals over every matching session (entries, tokens, folds, open obligations,
-    blockers). "Last activity" is the source's time of the newest entry when the source
-    carries one, else the import time. An htmx request gets ``#session-table``.
-    """
-    q = request.GET.get("q", "").strip()
-    tenant = request.GET.get("tenant", "").strip()
-    lane = request.GET.get("lane", "").strip()
-    activity = request.GET.get("activity", "")
-    if activity not in selectors.ACTIVITY_DAYS:
-        activity = ""
-    sort = request.GET.get("sort", "")
-    if sort not in selectors.SESSION_SORTS and sort != "cost":
-        sort = ""
-    sessions = selectors.sessions_for_user(
-        request.user, q, tenant=tenant, lane=lane, activity=activity, sort=sort or "newest"
-    )
-    priced = bool(selectors.model_prices())
-    listed: Any = sessions
-    all_costs: dict[int, CostTotal] = {}
-    if sort == "cost" and priced:  # computed in Python: costest first, without a call last
-        listed = list(sessions)
-        all_costs = selectors.session_costs(listed)
-        listed.sort(key=lambda s: -(all_costs[s.pk].usd if s.pk in all_costs else Decimal(-1)))
-    page = Paginator(listed, SESSIONS_PER_PAGE).get_page(_page_number(request))
-    rows = list(page.object_list)
-    open_obligations = selectors.open_obligations_by_session(rows)
-    costs = all_costs or (selectors.session_costs(rows) if priced else {})
-    for s in rows:  # last activity: the source's time when it has one (sorted on the same)
-        s.open_obligations = open_obligations.get(s.pk, 0)
-        s.source_time = s.source_at
-        s.cost = costs.get(s.pk)
-        s.cost_text = cost_text(s.cost)
-    filtered = bool(q or tenant or lane or activity)
-    tenant_costs = selectors.tenant_costs(sessions) if priced else []
-    context = {
-        "q": q,
-        "tenant": tenant,
-        "lane": lane,
-        "activity": activity,
-        "sort": sort,
-        "sorts": {
-            "newest": "newest import",
-            "key": "key",
-            "entries": "most entries",
-            "tokens": "most tokens",
-            "folds": "most folds",
-            "activity": "latest activity",
-            **({"cost": "highest cost (computed)"} if priced else {}),
-        },
-        "priced": priced,
-        "tenant_costs": [(slug, cost_text(c)) for slug, c in tenant_costs],
-        "totals_cost": cost_text(cost_sum(c for _, c in tenant_costs)),
-        "filtered": filtered,
-        "tenants": list(selectors.tenants_for_user(request.user).values_list("slug", flat=True)),
-        "activities": selectors.ACTIVITY_LABELS,
-        "page": page,
-        "rows": rows,
-        "totals": selectors.session_totals(sessions) if page.paginator.count else None,
-        "permalink": _permalink(request, request.get_full_path()),
-    }
-    return render(
-        request, _partial(request, "journal_app/session_list.html", "session-table"), context
-    )
-
-
-# Session overview -------------------------------------------------------------------------
-
-
-def _chart_journal(request: HttpRequest, journals: list[Journal]) -> Journal | None:
-    wanted = request.GET.get("journal", "")
-    for j in journals:
-        if f"{j.lane}/{j.branch}" == wanted:
-            return j
-    if wanted:
-        raise Http404("no such lane/branch in this session")
-    for j in journals:
-        if j.lane == "main" and j.branch == "main":
-            return j
-    return journals[0] if journals else None
-
-
-@login_required
-def session_overview(request: HttpRequest, tenant: str, session: str) -> HttpResponse:
-    """One session: its lanes and branches (revision, folds, reviews, fallbacks, folds with
-    rejections, failed attempts), the failed fold attempts with their reason, a token chart
-    with fold points (``?journal=lane/branch``; ``?scale=linear``, default logarithmic),
-    annotations, the export link, and the audit-log link for the tenant's admins only."""
-    s = selectors.get_session_for_user(request.user, tenant, session)
-    journals = selectors.session_journals(s)
-    chosen = _chart_journal(request, journals)
-    scale = "linear" if request.GET.get("scale") == "linear" else "log"
-    chart = None
-    if chosen is not None:
-        folds = selectors.fold_points(chosen)
-        chart = token_chart(
-            selectors.token_buckets(chosen),
-            [
-                FoldPoint(f["number"], f["seq"], f["ledger_active"], f["kind"], f["outcome"])
-                for f in folds
-            ],
-            head_seq=chosen.head_seq,
-            scale=scale,
-        )
-    failures = selectors.failure_summary(s, journals)
-    annotations = list(s.annotations.select_related("author").order_by("-created_at", "-pk")[:50])
-    context = {
-        "session": s,
-        "tenant": s.tenant,
-        "journals": journals,
-        "chosen": chosen,
-        "chart": chart,
-        "scale": scale,
-        "failures": failures,
-        "may_read_audit": selectors.may_read_audit_log(request.user, s.tenant),
-        "may_export": selectors.may_export(request.user, s.tenant),
-        "annotations": annotations,
-        "verdicts": [("good", "good compaction example"), ("bad", "bad compaction example")],
-        "meta": json.dumps(s.meta_dict, indent=2, ensure_ascii=False, sort_keys=True),
-        "export_url": reverse("ledger:export", args=[s.tenant.slug, s.key]),
-        "annotate_url": reverse("journal:annotate", args=[s.tenant.slug, s.key]),
-        "permalink": _permalink(request, request.get_full_path()),
-    }
-    return render(request, "journal_app/session.html", context)
 
 
 # Timeline ---------------------------------------------------------------------------------
@@ -429,33 +294,36 @@ def _side_by_side(block: RoundBlock) -> None:
     block.columns = [c for c in by_call.values() if c.call or c.result]
 
 
-@login_required
-def timeline(
-    request: HtmxHttpRequest, tenant: str, session: str, lane: str, branch: str
-) -> HttpResponse:
-    """Entries of one scope, 100 per page, grouped by API round.
+def timeline_jump(request: HttpRequest, journal: Journal) -> HttpResponse | None:
+    """``?seq=N`` (without ``?q=``) on the timeline: the redirect to the page holding seq N,
+    at its row (``HX-Redirect`` for an htmx request); ``None`` when no jump is asked."""
+    jump = _parse_int(request.GET.get("seq"))
+    if jump is None or request.GET.get("q"):
+        return None
+    # jump to a seq: its page, scrolled to its row (a real redirect: the URL names it)
+    seq = min(max(jump, 1), max(journal.head_seq, 1))
+    page_no = (seq - 1) // ENTRIES_PER_PAGE + 1
+    target = timeline_url(journal) + f"?page={page_no}#seq-{seq}"
+    if is_fragment_request(request):
+        response = HttpResponse(status=204)
+        response["HX-Redirect"] = target
+        return response
+    return redirect(target)
+
+
+def timeline_context(request: HttpRequest, journal: Journal) -> dict[str, Any]:
+    """What the timeline of ``journal`` shows: entries 100 per page, grouped by API round.
 
     Parallel calls are laid out side by side with their results; interrupted calls are
     flagged; artifact receipts expand in place. ``?q=`` takes an entry filter expression
-    (:data:`ledger_app.filters.ENTRY_FIELDS`): the matching entries, flat, paginated.
-    ``?seq=N`` redirects to the page holding seq N, at its row. Each row shows the source's
-    time (absolute, and relative to the journal's first timed entry), pauses over a minute,
-    the provider-reported token figures next to ours and, with a price table
-    (``settings.LEDGER_MODEL_PRICES``), the cost; each round its duration. An htmx request
-    (filter, pagination) gets ``#entry-list``.
+    (:data:`journal_app.filters.ENTRY_FIELDS`): the matching entries, flat, paginated. Each
+    row shows the source's time (absolute, and relative to the journal's first timed entry),
+    pauses over a minute, the provider-reported token figures next to ours and, with a price
+    table (``settings.LEDGER_MODEL_PRICES``), the cost; each round its duration.
+
+    The rows' ``comments`` are 0 here: comments are the audit app's, and the page
+    (:func:`audit_app.views.timeline`) counts them for :func:`timeline_rows`.
     """
-    journal = selectors.get_journal_for_user(request.user, tenant, session, lane, branch)
-    jump = _parse_int(request.GET.get("seq"))
-    if jump is not None and not request.GET.get("q"):
-        # jump to a seq: its page, scrolled to its row (a real redirect: the URL names it)
-        seq = min(max(jump, 1), max(journal.head_seq, 1))
-        page_no = (seq - 1) // ENTRIES_PER_PAGE + 1
-        target = timeline_url(journal) + f"?page={page_no}#seq-{seq}"
-        if is_fragment_request(request):
-            response = HttpResponse(status=204)
-            response["HX-Redirect"] = target
-            return response
-        return redirect(target)
     q = request.GET.get("q", "").strip()
     error: FilterError | None = None
     query = None
@@ -471,7 +339,7 @@ def timeline(
         entries = entries.order_by("seq")
     page = Paginator(entries, ENTRIES_PER_PAGE).get_page(_page_number(request))
     page_entries = list(page.object_list)
-    comments = selectors.comment_counts(entry_ids=[e.pk for e in page_entries])
+    comments: dict[int, int] = {}  # counted by the page (audit_app.views.timeline)
     by_seq = {e.seq: e for e in page_entries}
     blocks: list[RoundBlock] = []
     matches: list[EntryRow] = []
@@ -523,6 +391,18 @@ def timeline(
         session_cost = selectors.session_costs([journal.session]).get(journal.session_id)
         context["journal_cost"] = cost_text(journal_cost, places=4)
         context["session_cost"] = cost_text(session_cost, places=4)
+    return context
+
+
+def timeline_rows(context: dict[str, Any]) -> list[EntryRow]:
+    """Every row of a :func:`timeline_context`: the filter's matches, or the rounds' rows
+    (a parallel round's preface and columns hold the same row objects)."""
+    return [*context["matches"], *(row for block in context["blocks"] for row in block.rows)]
+
+
+def timeline_render(request: HttpRequest, context: dict[str, Any]) -> HttpResponse:
+    """The timeline page of a :func:`timeline_context`; an htmx request (filter,
+    pagination) gets ``#entry-list``."""
     return render(request, _partial(request, "journal_app/timeline.html", "entry-list"), context)
 
 
@@ -656,7 +536,8 @@ def _masked(text: str, start: int, spans: list[tuple[int, int, str]]) -> str:
 
 
 def entry_context(request: HttpRequest, entry: Entry) -> dict[str, Any]:
-    """Everything the entry page shows (shared with the comment view's re-render).
+    """Everything the entry page shows but its comments (the audit app's: the page,
+    :func:`audit_app.views.entry_detail`, and the comment view's re-render add them).
 
     Text, body, chunks and metadata are shown filtered by :mod:`journal_app.privacy` (secrets
     and hidden reasoning replaced by marks; ``filter_labels`` say why); the hash badge is over
@@ -746,29 +627,10 @@ def entry_context(request: HttpRequest, entry: Entry) -> dict[str, Any]:
         "quote_in_body": quote_in_body,
         "previous_hash": display(previous_hash) if previous_hash else None,
         "next_hash": display(next_hash) if next_hash else None,
-        "comments": list(entry.comments.select_related("author").order_by("created_at", "pk")),
         "comment_url": reverse("journal:entry_comment", args=[display(entry.entry_hash)]),
         "permalink": _permalink(request, reverse("journal:entry", args=[display(entry.entry_hash)]))
         + (("?" + request.GET.urlencode()) if request.GET else ""),
     }
-
-
-@login_required
-def entry_detail(request: HttpRequest, entry_hash: str) -> HttpResponse:
-    """One entry: fields, hashes, body, chunks, comments, and the hash badge recomputed now.
-
-    Shown filtered (secrets, hidden reasoning) with a "filtered: why" note; the unfiltered
-    bytes are one audited click away for tenant admins (``journal:entry_raw``).
-    What a support link cites is highlighted and scrolled to: ``?chunk=N`` or
-    ``?chunks=A-B`` (chunks of the body), ``?bytes=S-E`` (a byte range of the body, end
-    inclusive), ``?quote=...`` (the first occurrence in the text or the raw body, or a note
-    that it is absent), ``?cited=entry`` (the whole entry, when the item names nothing finer).
-    An htmx request targeting ``#side-panel`` gets the ``#panel`` region (:func:`render_panel`).
-    """
-    entry = selectors.entry_for_user(request.user, entry_hash)
-    if is_panel(request):
-        return render_panel(request, "journal_app/entry.html", entry_context(request, entry))
-    return render(request, "journal_app/entry.html", entry_context(request, entry))
 
 
 # Artifact ---------------------------------------------------------------------------------

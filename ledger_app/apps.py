@@ -11,17 +11,13 @@ class LedgerAppConfig(AppConfig):
         from ledger_app.consequence import extend
 
         extend(getattr(settings, "LEDGER_CONSEQUENTIAL_PATTERNS", {}))
-        from journal_app.hooks import transcript_import_register
         from journal_app.models import Journal
         from journal_app.signals import entries_appended
         from ledger_app.receivers import schedule_fold
-        from ledger_app.services.reimport import transcript_import
 
         entries_appended.connect(
             schedule_fold, sender=Journal, dispatch_uid="ledger_app.schedule_fold"
         )
-        # the upload API imports through the ledger's service (exports bring their ledger)
-        transcript_import_register(transcript_import)
         from audit_app.services import log_register
         from ledger_app.models import RetirementRequest
 

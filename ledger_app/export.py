@@ -11,7 +11,9 @@ One JSON object per line, in this order:
    repairs verbatim with each judge's verdicts, failed runs included) and its
    ``retirement`` records (P0 review queue decisions).
 3. the audit app's comments and annotations (:func:`audit_app.services.export_records`),
-   then the recovery receipts (:func:`_generic_receipts`).
+   then the recovery receipts (the ``receipts`` argument of :func:`session_export`:
+   recovery sits above the ledger, so its caller,
+   :func:`recovery_app.session_transfer.session_export`, passes them).
 4. ``end``: the number of records and entries and the sha256 of every byte before it, so
    a truncated or edited file is refused on import.
 
@@ -30,11 +32,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from typing import IO, Any
 
-from django.apps import apps
 from django.core.serializers.json import DjangoJSONEncoder
 from django.utils import timezone
 
@@ -42,6 +43,9 @@ from audit_app.reads import raw_export_allow
 from audit_app.services import export_records
 from journal_app.models import Entry, Journal, Session
 from ledger_app.models import Fold, FoldAttempt, Proposal, RetirementRequest
+
+#: the records of an app above the ledger: ``records(session, journals)``
+ExtraRecords = Callable[[Session, list[Journal]], Iterable[dict[str, Any]]]
 
 EXPORT_FORMAT = "ledgerkeep-export"
 EXPORT_VERSION = 1
@@ -199,28 +203,6 @@ def _retirement_record(r: RetirementRequest, journal: Journal) -> dict[str, Any]
     }
 
 
-def _generic_receipts(session: Session, journals: list[Journal]) -> Iterator[dict[str, Any]]:
-    """Recovery receipts: every field of
-    ``recovery_app.Receipt`` rows of these journals, if that model exists with a
-    ``journal`` foreign key; nothing otherwise."""
-    try:
-        Receipt = apps.get_model("recovery_app", "Receipt")
-    except LookupError:
-        return
-    fields = {f.name: f for f in Receipt._meta.concrete_fields}
-    if "journal" not in fields:
-        return
-    fold_fields = [f.attname for f in fields.values() if getattr(f, "related_model", None) is Fold]
-    numbers = dict(Fold.objects.filter(journal__in=journals).values_list("pk", "number"))
-    by_pk = {j.pk: j for j in journals}
-    for row in Receipt.objects.filter(journal__in=journals).order_by("pk").values():
-        journal = by_pk[row.pop("journal_id")]
-        for attname in fold_fields:  # fold references by number, as in the fold records
-            pk = row.pop(attname)
-            row[attname.removesuffix("_id")] = numbers.get(pk) if pk else None
-        yield {"type": "receipt", "lane": journal.lane, "branch": journal.branch, **row}
-
-
 @dataclass
 class ExportSummary:
     """What an export wrote: record and entry counts, journals, folds, the file's sha256."""
@@ -244,6 +226,7 @@ def session_export(
     branch: str = "",
     actor: Any = None,
     via: str = "ui",
+    receipts: ExtraRecords | None = None,
 ) -> ExportSummary:
     """Write the export of ``session`` (all journals, or those of ``lane``/``branch``) to ``out``.
 
@@ -257,6 +240,10 @@ def session_export(
     Args:
         actor: the user (or API key) asking; ``None`` for a command without a user.
         via: where the request came from, kept in the audit event of a refusal.
+        receipts: the recovery receipts' records
+            (:func:`recovery_app.session_transfer.receipt_records`), written last; ``None``
+            writes none (recovery is above the ledger: the export's entry points call
+            :func:`recovery_app.session_transfer.session_export`, which passes them).
 
     Raises:
         audit_app.reads.RawReadDenied: (403) the actor may not read unfiltered entries;
@@ -335,8 +322,8 @@ def session_export(
             .order_by("pk")
         ):
             emit(_retirement_record(r, journal))
-    for provider in (export_records, _generic_receipts):
-        for record in provider(session, journals):
+    for provider in (export_records, receipts):
+        for record in provider(session, journals) if provider is not None else ():
             emit(record)
     summary = ExportSummary(
         records=counts["records"],

@@ -1,4 +1,11 @@
-"""Operator UI routes of the ledger (DESIGN.md section 8); included at ``"ledger/"``."""
+"""Operator UI routes of the ledger (DESIGN.md section 8); ``urlpatterns`` is included at
+``"ledger/"``.
+
+``journal_pages`` are the session pages (:mod:`ledger_app.views.sessions`): ``config/urls.py``
+serves them in the ``journal`` namespace at their historical names and paths, the sessions
+list at the site's root. The session export (``ledger:export``) is
+:mod:`recovery_app.export_views`, added to this namespace there too.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +14,15 @@ from django.urls import path
 from ledger_app import views
 
 app_name = "ledger"
+journal_pages = [
+    path("", views.session_list, name="session_list"),
+    path("t/<str:tenant>/<str:session>/", views.session_overview, name="session"),
+]
 _SCOPE = "<str:tenant>/<str:session>/<str:lane>/<str:branch>/"
 urlpatterns = [
     path("dashboard/", views.dashboard, name="dashboard"),
     path("reviews/", views.review_list, name="reviews"),
     path("reviews/<int:pk>/", views.review_detail, name="review"),
-    path("<str:tenant>/<str:session>/export/", views.export, name="export"),
     path(_SCOPE, views.facts, name="facts"),
     path(_SCOPE + "facts/<path:fact_id>/", views.fact_detail, name="fact"),
     path(_SCOPE + "folds/", views.fold_list, name="folds"),

@@ -24,9 +24,9 @@ from journal_app.auth import api_key_create
 from journal_app.formats.base import ParsedEntry, message, tool_call, tool_result
 from journal_app.models import ApiKey, Entry, Membership
 from journal_app.services import journal_append, journal_ensure, session_ensure, tenant_ensure
-from ledger_app.export import session_export
 from recovery_app.search import index_sync
 from recovery_app.services import recovery_read, recovery_search
+from recovery_app.session_transfer import session_export
 from tests.factories import UserFactory
 
 AWS = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"

@@ -1,7 +1,7 @@
 """The dashboard's reads: per session of one tenant, tokens, computed cost, folds, fallbacks,
 failed fold attempts and blockers (README "The UI", Dashboard).
 
-One query for the sessions (:func:`journal_app.selectors.sessions_for_user`, annotated), one
+One query for the sessions (:func:`ledger_app.selectors.sessions.sessions_for_user`, annotated), one
 per count grouped by session, and the cost (cached per journal head,
 :func:`journal_app.selectors.session_costs`): a fixed number of queries whatever the number
 of sessions.
@@ -19,6 +19,7 @@ from journal_app import selectors as journal_selectors
 from journal_app.models import Session
 from journal_app.pricing import cost_sum, cost_text
 from ledger_app.models import Fold, FoldAttempt, LedgerFact
+from ledger_app.selectors.sessions import sessions_for_user
 
 #: the dashboard's sort keys -> the row attribute (largest first)
 DASHBOARD_SORTS = {
@@ -77,7 +78,7 @@ def tenant_dashboard(
     ``blocker`` facts of the current ledgers. Costs are computed from the provider-reported
     usage and ``LEDGER_MODEL_PRICES``.
     """
-    sessions = journal_selectors.sessions_for_user(user, tenant=tenant, activity=activity)
+    sessions = sessions_for_user(user, tenant=tenant, activity=activity)
     listed = list(sessions)
     ids = [s.pk for s in listed]
     fallbacks = _by_session(

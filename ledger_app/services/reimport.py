@@ -15,7 +15,9 @@ re-creates what the export holds beside the journal, for one re-imported journal
   fold that applied them (reviewer, comment, time, and the ``review.approve`` /
   ``review.refuse`` audit event ``verify_ledger`` looks for);
 * **comments** and **annotations** through :mod:`audit_app.services` (each logged), and
-  **recovery receipts** (their snapshot re-scoped, fold references by number).
+  **recovery receipts** (their snapshot re-scoped, fold references by number) through the
+  ``receipts`` step its caller passes (recovery sits above the ledger:
+  :func:`recovery_app.session_transfer.receipts_reimport`).
 
 Before anything is stored the export is re-verified on its own terms: each delta hashes to
 its exported ``delta_hash``; replaying the exported deltas through the pure reducer gives
@@ -30,12 +32,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from django.apps import apps
 from django.utils.dateparse import parse_datetime
 
 from audit_app.services import annotation_add, audit_record, comment_add
@@ -56,6 +57,10 @@ from ledger_app.services.common import (
 from ledger_app.services.integrity import ledger_integrity
 from ledger_app.services.records import folds_seal
 from ledger_app.services.verify import ledger_verify
+
+#: the receipts step of an app above the ledger:
+#: ``step(*, journal, records, folds, remap, hashes) -> receipts created``
+ReceiptsReimport = Callable[..., int]
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _ID16 = re.compile(r"(?<=:)[0-9a-f]{16}(?![0-9a-f])")
@@ -121,7 +126,8 @@ class _Remap:
         return value
 
 
-def _of(records: Sequence[Mapping[str, Any]], kind: str, journal: Journal) -> list[Any]:
+def records_of(records: Sequence[Mapping[str, Any]], kind: str, journal: Journal) -> list[Any]:
+    """The export's records of type ``kind`` of ``journal``'s lane."""
     return [r for r in records if r.get("type") == kind and r.get("lane") == journal.lane]
 
 
@@ -142,7 +148,7 @@ def reimport_mapping(*, journal: Journal, records: Sequence[Mapping[str, Any]]) 
         )
     }
     mapping: dict[str, str] = {}
-    for rec in _of(records, "entry", journal):
+    for rec in records_of(records, "entry", journal):
         row = stored.get(rec.get("seq"))
         if row is None or (row[1], row[2]) != (rec.get("body_hash"), rec.get("byte_length")):
             raise ReimportInvalid(
@@ -181,11 +187,11 @@ class _Reimport:
         self.journal = journal
         self.records = records
         self.remap = _Remap(mapping)
-        self.old_by_seq = {r["seq"]: r["entry_hash"] for r in _of(records, "entry", journal)}
+        self.old_by_seq = {r["seq"]: r["entry_hash"] for r in records_of(records, "entry", journal)}
         self.old_state: dict[str, Any] = reducer.reduce(None, [])
         self.folds: dict[int, Fold] = {}
         self.requests: dict[int, RetirementRequest] = {}
-        self.retirements = _of(records, "retirement", journal)
+        self.retirements = records_of(records, "retirement", journal)
         self.result = ReimportResult()
 
     def bad(self, rec: Mapping[str, Any], what: str, name: str) -> ReimportInvalid:
@@ -359,7 +365,7 @@ class _Reimport:
 
     # -- writer runs --------------------------------------------------------------------------
     def attempts(self) -> None:
-        for rec in _of(self.records, "attempt", self.journal):
+        for rec in records_of(self.records, "attempt", self.journal):
             number = rec.get("fold")
             fold = self.folds.get(number) if number is not None else None
             if number is not None and fold is None:
@@ -408,7 +414,7 @@ class _Reimport:
 
     # -- comments, annotations, receipts ------------------------------------------------------
     def comments(self) -> None:
-        for rec in _of(self.records, "comment", self.journal):
+        for rec in records_of(self.records, "comment", self.journal):
             author = _user(rec.get("author"), self.journal.session.tenant)
             if author is None:
                 self.result.skipped.append(f"comment by {rec.get('author')!r}: no such user here")
@@ -449,46 +455,13 @@ class _Reimport:
             )
             self.result.annotations += 1
 
-    def receipts(self) -> None:
-        rows = _of(self.records, "receipt", self.journal)
-        if not rows:
-            return
-        try:
-            Receipt = apps.get_model("recovery_app", "Receipt")
-        except LookupError:
-            self.result.skipped.append(f"{len(rows)} receipt(s): recovery is not installed")
-            return
-        fields = {f.name: f for f in Receipt._meta.concrete_fields}
-        fold_fields = {n for n, f in fields.items() if getattr(f, "related_model", None) is Fold}
-        scope = self.journal.scope_fields()
-        for rec in rows:
-            values: dict[str, Any] = {}
-            for name, value in rec.items():
-                if name in fold_fields:
-                    if value is not None and value not in self.folds:
-                        raise ReimportInvalid(
-                            f"a receipt names fold {value!r}, not in the export", field=name
-                        )
-                    values[name] = self.folds.get(value) if value is not None else None
-                elif name in fields and name not in ("id", "journal", "created_at"):
-                    values[name] = self.remap(value, name)
-            snapshot = values.get("snapshot")
-            if isinstance(snapshot, dict) and snapshot:
-                head = snapshot.get("head_hash")
-                if head and head not in self.remap.full.values():
-                    raise ReimportInvalid(
-                        "a receipt's snapshot names a head that is not an entry of the export",
-                        field="snapshot",
-                    )
-                snapshot.update({k: v for k, v in scope.items() if k in snapshot})
-                if "scope" in snapshot:
-                    snapshot["scope"] = self.journal.scope_label
-            Receipt.objects.create(journal=self.journal, **values)
-            self.result.receipts += 1
-
 
 def ledger_reimport(
-    *, journal: Journal, records: Sequence[Mapping[str, Any]], mapping: Mapping[str, str]
+    *,
+    journal: Journal,
+    records: Sequence[Mapping[str, Any]],
+    mapping: Mapping[str, str],
+    receipts: ReceiptsReimport | None = None,
 ) -> ReimportResult:
     """Re-create an export's ledger, reviews, comments and receipts for a re-imported journal.
 
@@ -502,6 +475,10 @@ def ledger_reimport(
             lanes are ignored, annotations (session-level) are taken by the export's first
             lane.
         mapping: old entry hash -> new entry hash, hex (:func:`reimport_mapping`).
+        receipts: re-creates the recovery receipts
+            (:func:`recovery_app.session_transfer.receipts_reimport`, called with
+            ``journal``, ``records``, the new folds by number, the hash mapper and
+            ``mapping``); ``None``: receipts are left out and listed in ``skipped``.
 
     Returns:
         :class:`ReimportResult`. When ``journal`` already holds the exported folds (the
@@ -515,7 +492,7 @@ def ledger_reimport(
         ReimportConflict: (409) the journal holds folds that are not the exported ones.
     """
     folds = sorted(
-        (dict(r) for r in _of(records, "fold", journal)), key=lambda r: r.get("number") or 0
+        (dict(r) for r in records_of(records, "fold", journal)), key=lambda r: r.get("number") or 0
     )
     existing = list(
         Fold.objects.filter(journal=journal)
@@ -548,7 +525,17 @@ def ledger_reimport(
     lanes = [r.get("lane") for r in records if r.get("type") == "journal"]
     if lanes and lanes[0] == journal.lane:
         work.annotations()
-    work.receipts()
+    rows = records_of(records, "receipt", journal)
+    if rows and receipts is None:
+        work.result.skipped.append(f"{len(rows)} receipt(s): not re-imported without recovery")
+    elif rows and receipts is not None:
+        work.result.receipts += receipts(
+            journal=journal,
+            records=records,
+            folds=work.folds,
+            remap=work.remap,
+            hashes=work.remap.full,
+        )
     report = ledger_verify(journal=journal)
     if not report.ok:
         raise ReimportInvalid(f"the copy's ledger does not verify: {report.mismatch}")
@@ -607,11 +594,15 @@ class TranscriptImport:
     ledgers: dict[int, ReimportResult] = field(default_factory=dict)
 
 
-def transcript_import(*, path: str | Path, **options: Any) -> TranscriptImport:
+def transcript_import(
+    *, path: str | Path, receipts: ReceiptsReimport | None = None, **options: Any
+) -> TranscriptImport:
     """Import a transcript, and a ledgerkeep export's ledger with it, in one transaction.
 
-    The one import every entry point calls: the ``import_journal`` command directly, the
-    upload API through :mod:`journal_app.hooks` (registered by ``ledger_app.apps``). The
+    The one import every entry point calls, through
+    :func:`recovery_app.session_transfer.transcript_import` (which adds the receipts step):
+    the ``import_journal`` command directly, the upload API through :mod:`journal_app.hooks`
+    (registered by ``recovery_app.apps``). The
     journal comes from :func:`journal_app.services.journal_import`; for a ledgerkeep export
     :func:`ledger_reimport` then re-creates, per imported journal, its folds, verdicts,
     retirements and decisions, comments, annotations and receipts, re-verified (issue 16,
@@ -623,6 +614,8 @@ def transcript_import(*, path: str | Path, **options: Any) -> TranscriptImport:
             ``on_parsed``, passed to :func:`journal_app.services.journal_import` as given;
             ``actor`` (the user, ``None`` for a command) is kept in the ``journal.import``
             audit event written in the same transaction.
+        receipts: the recovery receipts step, passed to :func:`ledger_reimport`
+            (:func:`recovery_app.session_transfer.transcript_import` passes it).
 
     Returns:
         :class:`TranscriptImport`.
@@ -641,7 +634,10 @@ def transcript_import(*, path: str | Path, **options: Any) -> TranscriptImport:
             _, records = ledgerkeep_export.export_records(path)
             for j in imported.journals:
                 ledgers[j.pk] = ledger_reimport(
-                    journal=j, records=records, mapping=reimport_mapping(journal=j, records=records)
+                    journal=j,
+                    records=records,
+                    mapping=reimport_mapping(journal=j, records=records),
+                    receipts=receipts,
                 )
         session = imported.journal.session
         audit_record(  # in the import's transaction: no event for an import rolled back

@@ -4,7 +4,7 @@
 * :mod:`.folds`: fold history, one fold, the diff, the verifier page, the invariants panel;
 * :mod:`.context`: the three context views;
 * :mod:`.review`: the P0 retirement review queue and decisions;
-* :mod:`.export`: the session export.
+* :mod:`.sessions`: the sessions list and a session's overview (in the ``journal`` namespace).
 
 Thin function views: the scope is resolved by :mod:`journal_app.selectors` (tenant filter,
 ``Http404``); every read goes through :mod:`ledger_app.selectors` and is shaped by its
@@ -17,7 +17,6 @@ from __future__ import annotations
 from ledger_app.selectors.presenters import fact_dom_id
 from ledger_app.views.context import context_views
 from ledger_app.views.dashboard import dashboard
-from ledger_app.views.export import export
 from ledger_app.views.facts import fact_detail, facts
 from ledger_app.views.folds import (
     fold_compare,
@@ -29,11 +28,11 @@ from ledger_app.views.folds import (
     fold_verdicts,
 )
 from ledger_app.views.review import review_detail, review_list
+from ledger_app.views.sessions import session_list, session_overview
 
 __all__ = [
     "context_views",
     "dashboard",
-    "export",
     "fact_detail",
     "fact_dom_id",
     "facts",
@@ -46,4 +45,6 @@ __all__ = [
     "fold_verdicts",
     "review_detail",
     "review_list",
+    "session_list",
+    "session_overview",
 ]

@@ -12,6 +12,7 @@ from journal_app import selectors as journal_selectors
 from journal_app.pricing import money
 from ledger_app.bars import bar_chart
 from ledger_app.selectors.dashboard import DASHBOARD_SORTS, SessionRow, tenant_dashboard
+from ledger_app.selectors.sessions import ACTIVITY_DAYS, ACTIVITY_LABELS
 
 
 def _link(row: SessionRow) -> str:
@@ -29,7 +30,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     :func:`ledger_app.selectors.dashboard.tenant_dashboard`."""
     tenant = request.GET.get("tenant", "").strip()
     activity = request.GET.get("activity", "")
-    if activity not in journal_selectors.ACTIVITY_DAYS:
+    if activity not in ACTIVITY_DAYS:
         activity = ""
     sort = request.GET.get("sort", "tokens")
     if sort not in DASHBOARD_SORTS:
@@ -74,7 +75,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "tenants": list(
             journal_selectors.tenants_for_user(request.user).values_list("slug", flat=True)
         ),
-        "activities": journal_selectors.ACTIVITY_LABELS,
+        "activities": ACTIVITY_LABELS,
         "permalink": request.build_absolute_uri(request.get_full_path()),
     }
     return render(request, "ledger_app/dashboard.html", context)

@@ -10,6 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
+from audit_app.selectors import comment_counts
 from journal_app import selectors as journal_selectors
 from journal_app.views import HtmxHttpRequest, is_panel, render_panel, scope_kwargs
 from ledger_app import selectors
@@ -51,7 +52,7 @@ def facts(
     shown = list(page.object_list)
     known = selectors.entries_known(journal, presenters.support_hashes(shown))
     rows = presenters.fact_rows(shown, known)
-    counts = journal_selectors.comment_counts(journal=journal)
+    counts = comment_counts(journal=journal)
     kwargs = scope_kwargs(journal)
     fact_base = reverse("ledger:fact", kwargs={**kwargs, "fact_id": "_"})[:-2]
     for r in rows:

@@ -21,8 +21,8 @@ from journal_app.hooks import transcript_import_service
 from journal_app.models import Journal, Session
 from ledger_app.models import Fold, FoldAttempt, RetirementRequest
 from ledger_app.services.integrity import ledger_integrity
-from ledger_app.services.reimport import transcript_import
 from ledger_app.services.verify import ledger_verify
+from recovery_app.session_transfer import transcript_import
 from tests.ledger_app.test_export_reimport import _exported, _original, _verdicts
 
 pytestmark = pytest.mark.django_db

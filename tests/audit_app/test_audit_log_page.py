@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from audit_app.models import AuditEvent
 from audit_app.services import audit_record
-from ledger_app.services.reimport import transcript_import
+from recovery_app.session_transfer import transcript_import
 
 pytestmark = pytest.mark.django_db
 

@@ -129,7 +129,7 @@ def test_an_upload_whose_connection_is_lost_after_commit_says_what_it_committed(
 def test_the_import_command_whose_connection_is_lost_after_commit_says_what_it_committed(
     monkeypatch, fault_side
 ):
-    from ledger_app.management.commands import import_journal as command
+    from recovery_app.management.commands import import_journal as command
 
     monkeypatch.setattr(
         command, "transcript_import", _lose_connection_after(command.transcript_import, fault_side)
@@ -190,7 +190,7 @@ def test_a_connection_lost_at_the_commit_says_it_is_unknown_whether_it_was_writt
 
 
 def test_the_import_command_says_a_commit_it_lost_is_unknown(monkeypatch, fault_side):
-    from ledger_app.management.commands import import_journal as command
+    from recovery_app.management.commands import import_journal as command
 
     monkeypatch.setattr(
         command, "transcript_import", _commit_lost(command.transcript_import, fault_side)

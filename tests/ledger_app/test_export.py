@@ -13,8 +13,8 @@ from journal_app.formats import FormatError, parse_path
 from journal_app.formats.base import message
 from journal_app.models import Entry, Journal
 from journal_app.services import journal_import
-from ledger_app.export import session_export
 from ledger_app.models import Fold
+from recovery_app.session_transfer import session_export
 from tests.factories import TenantFactory, fold_build, journal_build
 
 pytestmark = pytest.mark.django_db

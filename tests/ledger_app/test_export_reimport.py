@@ -18,9 +18,9 @@ from journal_app.formats.base import message
 from journal_app.models import Entry, Journal, Membership
 from journal_app.services import journal_append, journal_import
 from ledger_app.comments import comment_on_fact
-from ledger_app.export import session_export
 from ledger_app.models import Fold, FoldAttempt, LedgerFact, RetirementRequest, Verdict
 from ledger_app.services import ledger_fold, retirement_review
+from recovery_app.session_transfer import session_export
 from tests.support.writers import ScriptedWriter
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from django.db import connections
 
-from ledger_app.management.commands.import_journal import Command
+from recovery_app.management.commands.import_journal import Command
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "corpus" / "openai-chat-tool-calls"
 

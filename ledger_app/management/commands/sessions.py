@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from journal_app.models import Tenant
-from journal_app.selectors import journal_summaries
+from ledger_app.selectors.sessions import journal_summaries
 
 
 class Command(BaseCommand):

@@ -1,4 +1,8 @@
-"""The session export download (JSON Lines), logged with its digest."""
+"""The session export download (JSON Lines), logged with its digest.
+
+Here, not in ledger_app, because a whole session's export carries the recovery receipts
+(:mod:`recovery_app.session_transfer`); served as ``ledger:export`` at its historical path
+by ``config/urls.py`` (docs/architecture.md, "Layers")."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from audit_app.reads import RawReadDenied
 from audit_app.roles import EXPORT_PERMISSION
 from audit_app.services import export_record
 from journal_app import selectors as journal_selectors
-from ledger_app.export import session_export
+from recovery_app.session_transfer import session_export
 
 
 @login_required

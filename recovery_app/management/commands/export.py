@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from audit_app.services import export_record
 from journal_app.services import JournalError, journals_for_scope
-from ledger_app.export import session_export
+from recovery_app.session_transfer import session_export
 
 
 class Command(BaseCommand):
