@@ -5,8 +5,9 @@ call recovery. Recovery registers here, at start-up, the function that prepares 
 scan over the latest 24 entries, frozen snapshot, verified reads: DESIGN.md section 7, "Each
 fold scans the most recent 24 entries"). :func:`ledger_app.services.ledger_fold`, the one fold
 service, calls it before every fold it runs, whoever asked for the fold: import, append,
-task, API, ``compact``, the context builder, the UI. With nothing registered (recovery_app
-not installed) folds run without recovery.
+task, API, ``compact``, the context builder, the UI. ``recovery_app`` is always installed
+(``config/settings.py``) and registers in its ``AppConfig.ready``, so every fold runs it; only
+a test that clears the hook sees a fold without recovery.
 """
 
 from __future__ import annotations
