@@ -3,8 +3,8 @@
 Pure module (no Django). OpenAI Chat Completions (``[{"role", "content", "tool_calls"?,
 "tool_call_id"?}]``) or Anthropic Messages (``{"system"?, "messages": [...]}`` or a bare list
 with typed ``text`` / ``tool_use`` / ``tool_result`` / ``thinking`` blocks). The per-message
-checks are one walk (``_walk``) given each format's rules and words (``_Format``); the pairing of calls and results is the shared core of
-:mod:`ledger_app.validation.pairing` (DESIGN.md section 6).
+checks are one walk (``_walk``) given each format's rules and words (``_Format``); the
+pairing of calls and results is the shared core of :mod:`ledger_app.validation.pairing`.
 """
 
 from __future__ import annotations
