@@ -34,10 +34,10 @@ from journal_app.formats.base import (
     ParsedEntry,
     ParsedSession,
     message,
+    short_title,
     tool_call,
     tool_result,
 )
-from journal_app.formats.openai_chat import short_title
 from journal_app.formats.source import Source
 
 NAME = "anthropic-messages"

@@ -46,6 +46,7 @@ from journal_app.formats.base import (
     collect,
     message,
     record_repeats,
+    request_title,
     tool_call,
 )
 from journal_app.formats.base import tool_result as tool_result_entry
@@ -144,7 +145,7 @@ def stream(source: Source) -> EntryStream:
                     call_names[e.tool_call_id] = e.tool_name
                 elif e.kind == "tool_result":
                     e.tool_name = call_names.get(e.tool_call_id, "")
-            title = title or _title(new)
+            title = title or request_title(new, skip=_TITLE_SKIP_PREFIXES)
         elif rtype == "summary":
             new = [_summary_record(where, obj)]
         elif rtype == "system":
@@ -488,14 +489,3 @@ def _event(where: str, content: dict[str, Any], metadata: dict[str, Any]) -> Par
     return ParsedEntry(
         kind="event", role="runtime", content=content, metadata=metadata, source_ref=where
     )
-
-
-def _title(entries: Iterable[ParsedEntry]) -> str:
-    """The first human prompt: a user text message not injected, derived or a command."""
-    for e in entries:
-        if e.kind != "message" or e.role != "user" or e.derived or e.metadata.get("injected"):
-            continue
-        text = " ".join(e.content.get("text", "").split())
-        if text and not text.startswith(_TITLE_SKIP_PREFIXES):
-            return text if len(text) <= 80 else text[:79] + "…"
-    return ""

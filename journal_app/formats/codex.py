@@ -57,6 +57,7 @@ from journal_app.formats.base import (
     collect,
     message,
     record_repeats,
+    request_title,
     tool_call,
 )
 from journal_app.formats.base import tool_result as tool_result_entry
@@ -328,7 +329,7 @@ class _State:
     def drain(self) -> list[ParsedEntry]:
         """Take the entries that are ready (final) for yielding, in order."""
         out, self.ready = self.ready, []
-        self.title = self.title or _title(out)
+        self.title = self.title or request_title(out, marker=_IDE_REQUEST_MARK)
         return out
 
     def finish(self) -> ParsedSession:
@@ -338,7 +339,8 @@ class _State:
             self.metadata["trailing_turn_context"] = self.pending_context
         self.ready.extend(self.entries)
         self.entries = []
-        self.title = self.title or _title(self.ready)  # drained by the caller after this
+        # self.ready is drained by the caller after this
+        self.title = self.title or request_title(self.ready, marker=_IDE_REQUEST_MARK)
         return ParsedSession(
             format=NAME,
             entries=[],
@@ -543,17 +545,3 @@ def _event(
         derived=derived,
         source_ref=where,
     )
-
-
-def _title(entries: Iterable[ParsedEntry]) -> str:
-    """The first human request (text after ``## My request for Codex:`` when present)."""
-    for e in entries:
-        if e.kind != "message" or e.role != "user" or e.metadata.get("injected"):
-            continue
-        text = e.content.get("text", "")
-        if _IDE_REQUEST_MARK in text:
-            text = text.split(_IDE_REQUEST_MARK, 1)[1]
-        text = " ".join(text.split())
-        if text:
-            return text if len(text) <= 80 else text[:79] + "…"
-    return ""

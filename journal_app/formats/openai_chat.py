@@ -40,6 +40,7 @@ from journal_app.formats.base import (
     ParsedSession,
     collect,
     message,
+    short_title,
     tool_call,
     tool_result,
 )
@@ -48,16 +49,9 @@ from journal_app.formats.source import Source, loads
 NAME = "openai-chat"
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
-TITLE_CHARS = 80
 ERROR_PREFIX = "Error:"
 # Keys that mark another importer's file that also holds a "messages" list.
 _FOREIGN_KEYS = ("trajectory_format", "history", "steps", "trajectory")
-
-
-def short_title(text: str, limit: int = TITLE_CHARS) -> str:
-    """Return ``text`` with whitespace collapsed, cut to ``limit`` characters (``…`` if cut)."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
 FAILED_STATUSES = ("interrupted", "killed", "timeout", "timed_out", "cancelled", "error", "failed")

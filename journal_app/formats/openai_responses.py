@@ -43,13 +43,13 @@ from journal_app.formats.base import (
     ParsedEntry,
     ParsedSession,
     message,
+    short_title,
     tool_call,
     tool_result,
 )
 from journal_app.formats.openai_chat import (
     json_exit_code,
     parse_arguments,
-    short_title,
     unique_call_id,
 )
 from journal_app.formats.source import Source

@@ -38,7 +38,6 @@ Every field not modelled is kept in ``metadata`` (ids, timestamps, ``llm_metrics
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from journal_app.formats.base import (
@@ -47,6 +46,7 @@ from journal_app.formats.base import (
     ParsedSession,
     message,
     require_str,
+    task_title,
     tool_call,
     tool_result,
 )
@@ -158,7 +158,7 @@ def parse(source: Source) -> ParsedSession:
     return ParsedSession(
         format=NAME,
         entries=state.entries,
-        title=_title(title_text or ""),
+        title=task_title(title_text or ""),
         source_session_id=instance_id if isinstance(instance_id, str) else "",
         metadata=metadata,
     )
@@ -472,21 +472,3 @@ def _observation(path, where: str, event: dict[str, Any], state: _State) -> None
     state.entries.append(
         ParsedEntry(kind="event", role="runtime", content=body, source_ref=where, metadata=meta)
     )
-
-
-_MARKERS = ("<issue_description>", "<pr_description>", "<issue>", "ISSUE:")
-
-
-def _title(text: str) -> str:
-    """A short form of the task: the first real line after an issue marker, 80 chars max."""
-    for marker in _MARKERS:
-        pos = text.find(marker)
-        if pos >= 0:
-            text = text[pos + len(marker) :]
-            break
-    for line in text.splitlines():
-        line = " ".join(line.split())
-        if not line or re.fullmatch(r"</?[\w-]+>", line) or line.endswith(":"):
-            continue
-        return line if len(line) <= 80 else line[:79] + "…"
-    return ""
