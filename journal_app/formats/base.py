@@ -371,6 +371,30 @@ def request_title(
     return ""
 
 
+def parts_text(
+    path: str | Path, where: str, field_name: str, parts: list[Any], text_types: tuple[str, ...]
+) -> str:
+    """The text of a list of OpenAI content parts: the ``text`` of each part whose type is
+    in ``text_types`` and each ``refusal``, joined with newlines; other parts (images,
+    files, audio) give none.
+
+    Raises:
+        FormatError: a part that is not an object with a string ``type`` (``field[i].type``),
+            or a text part whose ``text`` is not a string (``field[i].text``).
+    """
+    texts: list[str] = []
+    for i, part in enumerate(parts):
+        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+            raise FormatError(path, where, f"{field_name}[{i}].type", "content part has no type")
+        if part["type"] in text_types:
+            if not isinstance(part.get("text"), str):
+                raise FormatError(path, where, f"{field_name}[{i}].text", "expected a string")
+            texts.append(part["text"])
+        elif part["type"] == "refusal" and isinstance(part.get("refusal"), str):
+            texts.append(part["refusal"])
+    return "\n".join(texts)
+
+
 def message_fields(
     path: str | Path, where: str, item: Any, roles: tuple[str, ...]
 ) -> tuple[str, str, dict[str, Any]]:

@@ -40,6 +40,7 @@ from journal_app.formats.base import (
     ParsedSession,
     collect,
     message,
+    parts_text,
     short_title,
     tool_call,
     tool_result,
@@ -49,6 +50,7 @@ from journal_app.formats.source import Source, loads
 NAME = "openai-chat"
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
+TEXT_PARTS = ("text", "input_text", "output_text")
 ERROR_PREFIX = "Error:"
 # Keys that mark another importer's file that also holds a "messages" list.
 _FOREIGN_KEYS = ("trajectory_format", "history", "steps", "trajectory")
@@ -175,7 +177,7 @@ def detect(source: Source) -> bool:
     return bool(items) and all(isinstance(m, dict) and "role" in m for m in items)
 
 
-def content_text(path: Path, where: str, field: str, value: Any) -> tuple[str, list[Any] | None]:
+def chat_text(path: Path, where: str, field: str, value: Any) -> tuple[str, list[Any] | None]:
     """Turn Chat Completions ``content`` (string or list of parts) into text.
 
     Returns:
@@ -193,17 +195,7 @@ def content_text(path: Path, where: str, field: str, value: Any) -> tuple[str, l
         raise FormatError(
             path, where, field, f"expected a string or a list, got {type(value).__name__}"
         )
-    texts: list[str] = []
-    for i, part in enumerate(value):
-        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-            raise FormatError(path, where, f"{field}[{i}].type", "content part has no type")
-        if part["type"] in ("text", "input_text", "output_text"):
-            if not isinstance(part.get("text"), str):
-                raise FormatError(path, where, f"{field}[{i}].text", "expected a string")
-            texts.append(part["text"])
-        elif part["type"] == "refusal" and isinstance(part.get("refusal"), str):
-            texts.append(part["refusal"])
-    return "\n".join(texts), value
+    return parts_text(path, where, field, value, TEXT_PARTS), value
 
 
 def _tool_calls(
@@ -292,7 +284,7 @@ def stream(source: Source) -> EntryStream:
             call_id = m.get("tool_call_id")
             if not isinstance(call_id, str) or not call_id:
                 raise FormatError(path, where, "tool_call_id", "tool message has no tool_call_id")
-            output, blocks = content_text(path, where, "content", m.get("content"))
+            output, blocks = chat_text(path, where, "content", m.get("content"))
             meta.pop("tool_call_id")
             name = meta.pop("name", "")
             if not isinstance(name, str):
@@ -339,7 +331,7 @@ def stream(source: Source) -> EntryStream:
                 if "content" in m:
                     meta["content"] = None
             else:
-                text, blocks = content_text(path, where, "content", content)
+                text, blocks = chat_text(path, where, "content", content)
             if text or blocks is not None or not has_calls:
                 entry = message(role, text, source_ref=where)
                 if blocks is not None:

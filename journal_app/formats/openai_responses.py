@@ -43,6 +43,7 @@ from journal_app.formats.base import (
     ParsedEntry,
     ParsedSession,
     message,
+    parts_text,
     short_title,
     tool_call,
     tool_result,
@@ -99,18 +100,9 @@ def _text(path: Path, where: str, field: str, value: Any) -> tuple[str, list[Any
         raise FormatError(
             path, where, field, f"expected a string or a list of parts, got {type(value).__name__}"
         )
-    texts: list[str] = []
-    for j, part in enumerate(value):
-        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-            raise FormatError(path, where, f"{field}[{j}].type", "content part has no type")
-        if part["type"] in TEXT_PARTS:
-            if not isinstance(part.get("text"), str):
-                raise FormatError(path, where, f"{field}[{j}].text", "expected a string")
-            texts.append(part["text"])
-        elif part["type"] == "refusal" and isinstance(part.get("refusal"), str):
-            texts.append(part["refusal"])
+    text = parts_text(path, where, field, value, TEXT_PARTS)
     plain = len(value) == 1 and set(value[0]) == {"type", "text"}
-    return "\n".join(texts), None if plain else value
+    return text, None if plain else value
 
 
 def _item(
