@@ -395,6 +395,40 @@ def parts_text(
     return "\n".join(texts)
 
 
+#: OpenAI usage counts and the names an entry's usage gives them
+OPENAI_USAGE = (
+    ("prompt_tokens", "input_tokens"),
+    ("completion_tokens", "output_tokens"),
+    ("total_tokens", "total_tokens"),
+)
+
+
+def usage_counts(
+    usage: dict[str, Any], names: tuple[tuple[str, str], ...] = OPENAI_USAGE
+) -> dict[str, Any]:
+    """The integer counts of a provider's ``usage`` under an entry's names: ``names`` is
+    ``(provider's field, entry's field)`` pairs; a field absent or not an integer is left
+    out."""
+    return {dst: usage[src] for src, dst in names if isinstance(usage.get(src), int)}
+
+
+def role_of(path: str | Path, where: str, item: Any, roles: tuple[str, ...]) -> str:
+    """The role of one chat message ``item`` (Chat Completions, Anthropic Messages).
+
+    Raises:
+        FormatError: the item is not an object, has no ``role`` (or a null one), or one
+            not in ``roles``.
+    """
+    if not isinstance(item, dict):
+        raise FormatError(path, where, "", f"expected an object, got {type(item).__name__}")
+    role = item.get("role")
+    if role is None:
+        raise FormatError(path, where, "role", "field is missing")
+    if role not in roles:
+        raise FormatError(path, where, "role", f"unknown role {role!r}")
+    return str(role)
+
+
 def message_fields(
     path: str | Path, where: str, item: Any, roles: tuple[str, ...]
 ) -> tuple[str, str, dict[str, Any]]:

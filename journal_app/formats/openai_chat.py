@@ -41,6 +41,7 @@ from journal_app.formats.base import (
     collect,
     message,
     parts_text,
+    role_of,
     short_title,
     tool_call,
     tool_result,
@@ -131,6 +132,33 @@ def unique_call_id(source_id: str, used: dict[str, int]) -> str:
     n = used.get(source_id, 0) + 1
     used[source_id] = n
     return source_id if n == 1 else f"{source_id}#{n}"
+
+
+def numbered_call(
+    call_id: str,
+    name: str,
+    arguments: Any,
+    raw_arguments: str | None,
+    meta: dict[str, Any],
+    *,
+    used: dict[str, int],
+    pending: dict[str, str],
+    source_ref: str,
+) -> ParsedEntry:
+    """The ``tool_call`` entry of an OpenAI call under its journal id.
+
+    The journal id is :func:`unique_call_id` (``meta["source_tool_call_id"]`` keeps the
+    source's id when they differ); ``raw_arguments`` (arguments that were not JSON) goes in
+    ``meta["raw_arguments"]``; ``pending`` maps the source id to the journal id, so the
+    call's result finds it. Chat Completions and Responses call this.
+    """
+    if raw_arguments is not None:
+        meta["raw_arguments"] = raw_arguments
+    journal_id = unique_call_id(call_id, used)
+    if journal_id != call_id:
+        meta["source_tool_call_id"] = call_id
+    pending[call_id] = journal_id
+    return tool_call(journal_id, name, arguments, source_ref=source_ref, metadata=meta)
 
 
 def _list_key(data: Any) -> tuple[str | None, str] | None:
@@ -226,14 +254,17 @@ def _tool_calls(
         extra_fn = {k2: v for k2, v in fn.items() if k2 not in ("name", arg_key)}
         if extra_fn:
             meta[fn_key] = extra_fn
-        if raw_kept is not None:
-            meta["raw_arguments"] = raw_kept
-        journal_id = unique_call_id(call_id, used)
-        if journal_id != call_id:
-            meta["source_tool_call_id"] = call_id
-        pending[call_id] = journal_id
         entries.append(
-            tool_call(journal_id, name, arguments, source_ref=f"{where}.{field}", metadata=meta)
+            numbered_call(
+                call_id,
+                name,
+                arguments,
+                raw_kept,
+                meta,
+                used=used,
+                pending=pending,
+                source_ref=f"{where}.{field}",
+            )
         )
     return entries
 
@@ -271,13 +302,7 @@ def stream(source: Source) -> EntryStream:
     title = ""
     for i, m in enumerate(items):
         where = _where(prefix, i)
-        if not isinstance(m, dict):
-            raise FormatError(path, where, "", f"expected an object, got {type(m).__name__}")
-        role = m.get("role")
-        if role is None:
-            raise FormatError(path, where, "role", "field is missing")
-        if role not in ROLES:
-            raise FormatError(path, where, "role", f"unknown role {role!r}")
+        role = role_of(path, where, m, ROLES)
         made: list[ParsedEntry] = []
         meta = {k: v for k, v in m.items() if k not in ("role", "content", "tool_calls")}
         if role == "tool":

@@ -45,13 +45,12 @@ from journal_app.formats.base import (
     message,
     parts_text,
     short_title,
-    tool_call,
     tool_result,
 )
 from journal_app.formats.openai_chat import (
     json_exit_code,
+    numbered_call,
     parse_arguments,
-    unique_call_id,
 )
 from journal_app.formats.source import Source
 
@@ -137,13 +136,9 @@ def _item(
             raise FormatError(path, where, key, "field is missing")
         arguments, raw = parse_arguments(item[key])
         meta = {k: v for k, v in item.items() if k not in ("call_id", "name", key)}
-        if raw is not None:
-            meta["raw_arguments"] = raw
-        journal_id = unique_call_id(call_id, used)
-        if journal_id != call_id:
-            meta["source_tool_call_id"] = call_id
-        pending[call_id] = journal_id
-        return tool_call(journal_id, name, arguments, source_ref=where, metadata=meta)
+        return numbered_call(
+            call_id, name, arguments, raw, meta, used=used, pending=pending, source_ref=where
+        )
     if kind in OUTPUTS:
         call_id = item.get("call_id")
         if not isinstance(call_id, str) or not call_id:

@@ -41,6 +41,7 @@ import json
 from typing import Any
 
 from journal_app.formats.base import (
+    OPENAI_USAGE,
     FormatError,
     ParsedEntry,
     ParsedSession,
@@ -49,6 +50,7 @@ from journal_app.formats.base import (
     task_title,
     tool_call,
     tool_result,
+    usage_counts,
 )
 from journal_app.formats.source import Source
 
@@ -312,16 +314,14 @@ def _usage(response: Any, llm_metrics: Any) -> dict[str, Any] | None:
         usage = candidates[-1] if candidates else None
     if not isinstance(usage, dict):
         return None
-    out: dict[str, Any] = {}
-    for src, dst in (
-        ("prompt_tokens", "input_tokens"),
-        ("completion_tokens", "output_tokens"),
-        ("total_tokens", "total_tokens"),
-        ("cache_read_tokens", "cache_read_tokens"),
-        ("cache_write_tokens", "cache_write_tokens"),
-    ):
-        if isinstance(usage.get(src), int):
-            out[dst] = usage[src]
+    out = usage_counts(
+        usage,
+        (
+            *OPENAI_USAGE,
+            ("cache_read_tokens", "cache_read_tokens"),
+            ("cache_write_tokens", "cache_write_tokens"),
+        ),
+    )
     return out if "input_tokens" in out or "output_tokens" in out else None
 
 

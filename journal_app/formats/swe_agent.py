@@ -42,11 +42,9 @@ from journal_app.formats.base import (
     ParsedSession,
     message,
     message_fields,
+    task_title,
     tool_call,
     tool_result,
-)
-from journal_app.formats.base import (
-    task_title as _title,
 )
 from journal_app.formats.source import Source
 
@@ -222,7 +220,7 @@ def parse(source: Source) -> ParsedSession:
     return ParsedSession(
         format=NAME,
         entries=entries,
-        title=_title(first_user),
+        title=task_title(first_user),
         source_session_id=session_id if isinstance(session_id, str) else "",
         metadata=metadata,
     )
