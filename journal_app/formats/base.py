@@ -412,6 +412,23 @@ def usage_counts(
     return {dst: usage[src] for src, dst in names if isinstance(usage.get(src), int)}
 
 
+def top_list(path: str | Path, data: Any, key: str, *, what: str, missing: str) -> list[Any]:
+    """The list under ``key`` of a JSON object file (a trajectory's ``messages[]``).
+
+    Raises:
+        FormatError: ``data`` is not an object (``expected a JSON object with {what}``),
+            ``key`` is missing or null (``missing``), or not a list.
+    """
+    if not isinstance(data, dict):
+        raise FormatError(path, "", "", f"expected a JSON object with {what}")
+    value = data.get(key)
+    if value is None:
+        raise FormatError(path, "", key, missing)
+    if not isinstance(value, list):
+        raise FormatError(path, "", key, f"expected a list, got {type(value).__name__}")
+    return value
+
+
 def role_of(path: str | Path, where: str, item: Any, roles: tuple[str, ...]) -> str:
     """The role of one chat message ``item`` (Chat Completions, Anthropic Messages).
 

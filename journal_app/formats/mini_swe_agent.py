@@ -41,6 +41,7 @@ from journal_app.formats.base import (
     task_title,
     tool_call,
     tool_result,
+    top_list,
     usage_counts,
 )
 from journal_app.formats.source import Source
@@ -94,13 +95,13 @@ def parse(source: Source) -> ParsedSession:
     """
     path = source.path
     data = source.data
-    if not isinstance(data, dict):
-        raise FormatError(path, "", "", "expected a JSON object with messages[]")
-    messages = data.get("messages")
-    if messages is None:
-        raise FormatError(path, "", "messages", "missing: a mini-swe-agent trajectory needs it")
-    if not isinstance(messages, list):
-        raise FormatError(path, "", "messages", f"expected a list, got {type(messages).__name__}")
+    messages = top_list(
+        path,
+        data,
+        "messages",
+        what="messages[]",
+        missing="missing: a mini-swe-agent trajectory needs it",
+    )
     raw_info = data.get("info")
     info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
     submission = info.get("submission")

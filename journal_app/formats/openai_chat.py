@@ -161,6 +161,16 @@ def numbered_call(
     return tool_call(journal_id, name, arguments, source_ref=source_ref, metadata=meta)
 
 
+def result_call_id(call_id: str, pending: dict[str, str], meta: dict[str, Any]) -> str:
+    """The journal id of the call a result answers (taken from ``pending``, filled by
+    :func:`numbered_call`; ``call_id`` itself when no call claimed it), noting the source's
+    id in ``meta["source_tool_call_id"]`` when they differ."""
+    journal_id = pending.pop(call_id, call_id)
+    if journal_id != call_id:
+        meta["source_tool_call_id"] = call_id
+    return journal_id
+
+
 def _list_key(data: Any) -> tuple[str | None, str] | None:
     """Where the message list of ``data`` is: ``(top-level key or None, location prefix)``."""
     if isinstance(data, list):
@@ -326,11 +336,8 @@ def stream(source: Source) -> EntryStream:
             elif status in FAILED_STATUSES:
                 is_error = True
                 meta["is_error_from"] = f"JSON content has status {status!r}"
-            journal_id = pending.pop(call_id, call_id)
-            if journal_id != call_id:
-                meta["source_tool_call_id"] = call_id
             entry = tool_result(
-                journal_id,
+                result_call_id(call_id, pending, meta),
                 output,
                 is_error=is_error,
                 exit_code=exit_code,

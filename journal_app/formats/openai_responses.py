@@ -51,6 +51,7 @@ from journal_app.formats.openai_chat import (
     json_exit_code,
     numbered_call,
     parse_arguments,
+    result_call_id,
 )
 from journal_app.formats.source import Source
 
@@ -148,11 +149,8 @@ def _item(
         output, blocks = _text(path, where, "output", item["output"])
         code = json_exit_code(output)
         meta = {k: v for k, v in item.items() if k not in ("call_id", "output")}
-        journal_id = pending.pop(call_id, call_id)
-        if journal_id != call_id:
-            meta["source_tool_call_id"] = call_id
         entry = tool_result(
-            journal_id,
+            result_call_id(call_id, pending, meta),
             output,
             is_error=bool(code),
             exit_code=code,

@@ -45,6 +45,7 @@ from journal_app.formats.base import (
     task_title,
     tool_call,
     tool_result,
+    top_list,
 )
 from journal_app.formats.source import Source
 
@@ -92,13 +93,13 @@ def parse(source: Source) -> ParsedSession:
     """
     path = source.path
     data = source.data
-    if not isinstance(data, dict):
-        raise FormatError(path, "", "", "expected a JSON object with history[]")
-    history = data.get("history")
-    if history is None:
-        raise FormatError(path, "", "history", "missing: a SWE-agent trajectory needs history[]")
-    if not isinstance(history, list):
-        raise FormatError(path, "", "history", f"expected a list, got {type(history).__name__}")
+    history = top_list(
+        path,
+        data,
+        "history",
+        what="history[]",
+        missing="missing: a SWE-agent trajectory needs history[]",
+    )
 
     entries: list[ParsedEntry] = []
     latest: dict[str, str] = {}  # source call id -> unique call id of its latest call
