@@ -429,6 +429,19 @@ def top_list(path: str | Path, data: Any, key: str, *, what: str, missing: str) 
     return value
 
 
+def object_arguments(value: Any) -> Any:
+    """Tool arguments as a JSON value: a JSON string holding an object is parsed; any other
+    value, other strings included, is kept as sent (wrong types are refused when the entry
+    is prepared). Codex, Claude Code and OpenHands call it."""
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return value
+        return parsed if isinstance(parsed, dict) else value
+    return value
+
+
 def role_of(path: str | Path, where: str, item: Any, roles: tuple[str, ...]) -> str:
     """The role of one chat message ``item`` (Chat Completions, Anthropic Messages).
 

@@ -33,7 +33,6 @@ Pure module. Rules follow ``tests/fixtures/corpus/FORMATS.md`` section 1:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -45,6 +44,7 @@ from journal_app.formats.base import (
     Repeats,
     collect,
     message,
+    object_arguments,
     record_repeats,
     request_title,
     tool_call,
@@ -367,7 +367,7 @@ def _block_entry(
         name = _required_str(path, where, field, block, "name")
         extra("id", "name", "input")
         return tool_call(
-            call_id, name, _arguments(block.get("input")), source_ref=where, metadata=metadata
+            call_id, name, _input(block.get("input")), source_ref=where, metadata=metadata
         )
     if btype == "tool_result":
         call_id = _required_str(path, where, field, block, "tool_use_id")
@@ -425,16 +425,9 @@ def _required_str(path: Any, where: str, field: str, block: dict[str, Any], key:
     return value
 
 
-def _arguments(value: Any) -> Any:
-    """Tool input as a JSON value; a JSON string holding an object is
-    parsed; any other string is kept as sent (wrong types are refused at prepare)."""
-    if isinstance(value, str):
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            return value
-        return parsed if isinstance(parsed, dict) else value
-    return {} if value is None else value
+def _input(value: Any) -> Any:
+    """A ``tool_use`` block's ``input``: :func:`object_arguments`, ``{}`` when null."""
+    return {} if value is None else object_arguments(value)
 
 
 def _result_output(path: Any, where: str, field: str, value: Any) -> tuple[str, list[Any]]:

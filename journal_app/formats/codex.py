@@ -56,6 +56,7 @@ from journal_app.formats.base import (
     Repeats,
     collect,
     message,
+    object_arguments,
     record_repeats,
     request_title,
     tool_call,
@@ -397,7 +398,7 @@ def _response_item(path: Any, where: str, p: dict[str, Any], base: dict[str, Any
         if ptype != "function_call":
             metadata["item_type"] = ptype
         return tool_call(
-            call_id, name, _arguments(p[args_key]), source_ref=where, metadata=metadata
+            call_id, name, object_arguments(p[args_key]), source_ref=where, metadata=metadata
         )
     if ptype in ("function_call_output", "custom_tool_call_output"):
         call_id = _str_field(path, where, p, "call_id")
@@ -466,18 +467,6 @@ def _reasoning_item(
     return ParsedEntry(
         kind="reasoning", role="assistant", content=content, metadata=metadata, source_ref=where
     )
-
-
-def _arguments(value: Any) -> Any:
-    """Tool arguments as a JSON value; a JSON string holding an object is
-    parsed; any other string is kept as sent (wrong types are refused at prepare)."""
-    if isinstance(value, str):
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            return value
-        return parsed if isinstance(parsed, dict) else value
-    return value
 
 
 def _output_item(

@@ -37,7 +37,6 @@ Every field not modelled is kept in ``metadata`` (ids, timestamps, ``llm_metrics
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from journal_app.formats.base import (
@@ -46,6 +45,7 @@ from journal_app.formats.base import (
     ParsedEntry,
     ParsedSession,
     message,
+    object_arguments,
     require_str,
     task_title,
     tool_call,
@@ -292,16 +292,6 @@ def _model_message(response: Any) -> dict[str, Any]:
     return {}
 
 
-def _parse_arguments(raw: Any) -> Any:
-    if isinstance(raw, str):
-        try:
-            parsed = json.loads(raw)
-        except ValueError:
-            return raw
-        return parsed if isinstance(parsed, dict) else raw
-    return raw
-
-
 def _usage(response: Any, llm_metrics: Any) -> dict[str, Any] | None:
     """Usage of one model call: ``model_response.usage``, else the matching (or last)
     ``llm_metrics.token_usages`` item. ``accumulated_token_usage`` is cumulative: not used."""
@@ -345,7 +335,7 @@ def _tool_action(path, where, event, args, tcm, state: _State) -> None:
         if isinstance(call, dict) and call.get("id") == source_id:
             function = call.get("function") or {}
             if isinstance(function, dict) and "arguments" in function:
-                arguments = _parse_arguments(function["arguments"])
+                arguments = object_arguments(function["arguments"])
             break
     if arguments is None:
         arguments = {k: v for k, v in args.items() if k != "thought" or action == "think"}
