@@ -45,10 +45,6 @@ class VerifyReport:
         return self.first_failure is None
 
 
-def _stored_chunks(entry: Entry) -> list[StoredChunk]:
-    return [StoredChunk(c.position, c.offset, c.length, c.hash) for c in entry.chunks.all()]
-
-
 def entry_check(entry: Entry, *, chain: bool = False) -> list[str]:
     """Recompute one entry's hashes and its figures hash now (the UI's "hash verified" badge).
 
@@ -66,14 +62,7 @@ def entry_check(entry: Entry, *, chain: bool = False) -> list[str]:
             .first()
             or ""
         )
-    journal = entry.journal
-    return figures_check(entry) + check_entry(
-        entry,
-        scope=journal.scope_fields(),
-        chunks=_stored_chunks(entry),
-        expected_parent=expected_parent,
-        chunk_bytes=journal.chunk_bytes,
-    )
+    return figures_check(entry) + entry.check(expected_parent=expected_parent)
 
 
 #: the stored columns :func:`journal_verify` reads per entry, artifact figures joined
