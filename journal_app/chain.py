@@ -439,7 +439,7 @@ def check_entry(
 ) -> list[str]:
     """Recompute every hash of one stored entry and list what does not match.
 
-    The one entry check: ``Entry.check`` (the "hash verified" badge,
+    The one entry check: ``Entry.hash_problems`` (the "hash verified" badge,
     ``journal_app.services.entry_check``), ``journal_verify`` and recovery's verified read
     (``recovery_app.snapshot.verify_read``) all call it.
 

@@ -318,8 +318,10 @@ class Entry(AppendOnlyModel):
         """A pin source: see :func:`journal_app.content.is_authoritative`."""
         return is_authoritative(self.kind, self.role, self.derived, self.meta_dict, text=self.text)
 
-    def check(self, *, expected_parent: str | None = None) -> list[str]:
+    def hash_problems(self, *, expected_parent: str | None = None) -> list[str]:
         """Recompute this entry's hashes and chunks (:func:`journal_app.chain.check_entry`).
+
+        Not ``check``: that name is Django's system-check class method on every model.
 
         Args:
             expected_parent: the previous entry's ``entry_hash`` (``""`` for seq 1) to check

@@ -62,7 +62,7 @@ def entry_check(entry: Entry, *, chain: bool = False) -> list[str]:
             .first()
             or ""
         )
-    return figures_check(entry) + entry.check(expected_parent=expected_parent)
+    return figures_check(entry) + entry.hash_problems(expected_parent=expected_parent)
 
 
 #: the stored columns :func:`journal_verify` reads per entry, artifact figures joined
