@@ -13,6 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
+from journal_app.chain import StoredChunk, check_entry
 from journal_app.content import content_text, is_authoritative
 from journal_app.hashing import display
 
@@ -316,6 +317,27 @@ class Entry(AppendOnlyModel):
     def authoritative(self) -> bool:
         """A pin source: see :func:`journal_app.content.is_authoritative`."""
         return is_authoritative(self.kind, self.role, self.derived, self.meta_dict, text=self.text)
+
+    def hash_problems(self, *, expected_parent: str | None = None) -> list[str]:
+        """Recompute this entry's hashes and chunks (:func:`journal_app.chain.check_entry`).
+
+        Not ``check``: that name is Django's system-check class method on every model.
+
+        Args:
+            expected_parent: the previous entry's ``entry_hash`` (``""`` for seq 1) to check
+                the chain link against, or ``None`` to skip it.
+
+        Returns:
+            Problems naming each field that does not match; empty when all match.
+        """
+        chunks = [StoredChunk(c.position, c.offset, c.length, c.hash) for c in self.chunks.all()]
+        return check_entry(
+            self,
+            scope=self.journal.scope_fields(),
+            chunks=chunks,
+            expected_parent=expected_parent,
+            chunk_bytes=self.journal.chunk_bytes,
+        )
 
 
 class EntryIdentifiers(AppendOnlyModel):

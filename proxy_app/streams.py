@@ -113,17 +113,12 @@ class OpenAIAssembler:
         }
 
 
-class AnthropicAssembler:
-    """The assistant message of a Messages stream."""
+class _EventAssembler:
+    """An assembler of a stream of JSON events, one per ``data:`` line: each is handed to
+    ``_event``."""
 
     def __init__(self) -> None:
         self._split = LineSplitter()
-        self.blocks: dict[int, dict[str, Any]] = {}
-        self._json: dict[int, str] = {}
-        self.stop_reason: str | None = None
-        self.usage: dict[str, Any] = {}
-        self.model: str | None = None
-        self.response_id: str | None = None
         self.done = False
 
     def feed(self, data: bytes) -> None:
@@ -132,6 +127,22 @@ class AnthropicAssembler:
             event = _data(line)
             if isinstance(event, dict):
                 self._event(event)
+
+    def _event(self, event: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+
+class AnthropicAssembler(_EventAssembler):
+    """The assistant message of a Messages stream."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self._json: dict[int, str] = {}
+        self.stop_reason: str | None = None
+        self.usage: dict[str, Any] = {}
+        self.model: str | None = None
+        self.response_id: str | None = None
 
     def _event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
@@ -198,26 +209,18 @@ class AnthropicAssembler:
         }
 
 
-class ResponsesAssembler:
+class ResponsesAssembler(_EventAssembler):
     """The output items of a Responses stream (``response.output_item.done`` events, or the
     whole ``response`` of ``response.completed`` / ``.incomplete`` / ``.failed``)."""
 
     FINAL = ("response.completed", "response.incomplete", "response.failed")
 
     def __init__(self) -> None:
-        self._split = LineSplitter()
+        super().__init__()
         self.items: dict[int, dict[str, Any]] = {}
         self.final: dict[str, Any] | None = None
         self.response: dict[str, Any] = {}
         self.usage: dict[str, Any] | None = None
-        self.done = False
-
-    def feed(self, data: bytes) -> None:
-        """Take the next bytes of the stream."""
-        for line in self._split.feed(data):
-            event = _data(line)
-            if isinstance(event, dict):
-                self._event(event)
 
     def _event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")

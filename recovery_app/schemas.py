@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import MISSING
+from dataclasses import fields as dataclass_fields
+from typing import Any, get_type_hints
 
 from ninja import Schema
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, create_model
+
+from recovery_app.services.tools import ReadResult
 
 
 class SearchHitOut(Schema):
@@ -37,32 +41,35 @@ class ChunkOut(Schema):
     hash: str
 
 
-class ReadOut(Schema):
-    """An entry re-read in full: every check, and the filtered content when all pass."""
+def _schema_of(source: type, name: str, doc: str, **overrides: Any) -> type[Schema]:
+    """A ninja schema with the fields of dataclass ``source``: same names, order, types and
+    defaults, so the answer's shape has one definition; ``overrides`` maps a field name to
+    its ``(type, default or FieldInfo)`` where the schema says more (a nested schema, a
+    description)."""
+    hints = get_type_hints(source)
+    fields: dict[str, Any] = {
+        f.name: overrides.get(f.name, (hints[f.name], ... if f.default is MISSING else f.default))
+        for f in dataclass_fields(source)
+    }
+    model: type[Schema] = create_model(name, __base__=Schema, __doc__=doc, **fields)
+    return model
 
-    revision: int
-    seq: int
-    entry: str
-    kind: str
-    role: str
-    tool_call_id: str
-    tool_name: str
-    verified: bool
-    checks: dict[str, bool]
-    reason: str
-    content: dict[str, Any] | None
-    text: str | None
-    filtered: bool
-    filter_labels: list[str]
-    byte_length: int
-    body_hash: str
-    chunks: list[ChunkOut]
-    range: list[int] | None = Field(
-        None, description="[start, end) in characters of the entry's text, when asked for"
-    )
-    range_sha256: str | None = Field(
-        None, description="sha256 of the range's UTF-8 bytes before filtering"
-    )
+
+#: An entry re-read in full (:class:`recovery_app.services.ReadResult`, field for field).
+ReadOut = _schema_of(
+    ReadResult,
+    "ReadOut",
+    "An entry re-read in full: every check, and the filtered content when all pass.",
+    chunks=(list[ChunkOut], ...),
+    range=(
+        list[int] | None,
+        Field(None, description="[start, end) in characters of the entry's text, when asked for"),
+    ),
+    range_sha256=(
+        str | None,
+        Field(None, description="sha256 of the range's UTF-8 bytes before filtering"),
+    ),
+)
 
 
 class AnalystIn(Schema):

@@ -177,21 +177,8 @@ def verify_read(
     if stored.entry_hash != lead_hash:
         fail("entry_hash", f"the lead named {lead_hash}, the entry is {stored.entry_hash}")
     for problem in check_entry(
+        stored,
         scope=snapshot.scope,
-        seq=stored.seq,
-        kind=stored.kind,
-        role=stored.role,
-        tool_call_id=stored.tool_call_id,
-        tool_name=stored.tool_name,
-        is_error=stored.is_error,
-        derived=stored.derived,
-        body=stored.body,
-        body_hash_stored=stored.body_hash,
-        byte_length=stored.byte_length,
-        meta=stored.meta,
-        meta_hash_stored=stored.meta_hash,
-        parent_hash=stored.parent_hash,
-        entry_hash_stored=stored.entry_hash,
         chunks=stored.chunks,
         expected_parent=None,
         chunk_bytes=stored.chunk_bytes,

@@ -34,10 +34,11 @@ from journal_app.formats.base import (
     ParsedEntry,
     ParsedSession,
     message,
+    role_of,
+    short_title,
     tool_call,
     tool_result,
 )
-from journal_app.formats.openai_chat import short_title
 from journal_app.formats.source import Source
 
 NAME = "anthropic-messages"
@@ -264,13 +265,7 @@ def parse(source: Source) -> ParsedSession:
     title = ""
     for i, m in enumerate(items):
         where = _where(prefix, i)
-        if not isinstance(m, dict):
-            raise FormatError(path, where, "", f"expected an object, got {type(m).__name__}")
-        role = m.get("role")
-        if role is None:
-            raise FormatError(path, where, "role", "field is missing")
-        if role not in ROLES:
-            raise FormatError(path, where, "role", f"unknown role {role!r}")
+        role = role_of(path, where, m, ROLES)
         if "content" not in m:
             raise FormatError(path, where, "content", "field is missing")
         content = m["content"]

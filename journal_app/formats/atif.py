@@ -43,10 +43,11 @@ from journal_app.formats.base import (
     ParsedEntry,
     ParsedSession,
     message,
+    short_title,
     tool_call,
     tool_result,
 )
-from journal_app.formats.openai_chat import parse_arguments, short_title
+from journal_app.formats.openai_chat import parse_arguments
 from journal_app.formats.source import Source
 
 NAME = "atif-trajectory"

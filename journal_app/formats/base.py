@@ -314,13 +314,26 @@ def require_str(path: str | Path, location: str, field_name: str, value: Any) ->
 
 
 _TASK_MARKERS = ("<issue_description>", "<pr_description>", "<issue>", "ISSUE:")
+TITLE_CHARS = 80
+
+
+def _clipped(line: str) -> str:
+    return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1] + "…"
+
+
+def short_title(text: str, limit: int = TITLE_CHARS) -> str:
+    """Return ``text`` with whitespace collapsed, cut to ``limit`` characters (``…`` if cut,
+    trailing spaces before it dropped): the title of a chat-shaped log's first user text."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
 def task_title(text: str) -> str:
     """A short form of a benchmark task prompt: the first real line after an issue marker.
 
-    SWE-agent and mini-swe-agent wrap the issue in ``<issue>``/``<pr_description>`` blocks;
-    lines that are only a tag or end with ``:`` are skipped. At most 80 characters.
+    SWE-agent, mini-swe-agent and OpenHands wrap the issue in ``<issue>`` /
+    ``<pr_description>`` / ``<issue_description>`` blocks (or follow ``ISSUE:``); lines that
+    are only a tag or end with ``:`` are skipped. At most 80 characters (``…`` when cut).
     """
     for marker in _TASK_MARKERS:
         pos = text.find(marker)
@@ -331,8 +344,119 @@ def task_title(text: str) -> str:
         line = " ".join(line.split())
         if not line or re.fullmatch(r"</?[\w-]+>", line) or line.endswith(":"):
             continue
-        return line if len(line) <= 80 else line[:79] + "…"
+        return _clipped(line)
     return ""
+
+
+def request_title(
+    entries: Iterable[ParsedEntry], *, marker: str = "", skip: tuple[str, ...] = ()
+) -> str:
+    """The first human request of an agent log, as a session title (``""`` when none).
+
+    The first user message that is neither derived nor injected (``metadata["injected"]``)
+    whose text, taken after ``marker`` when it holds it and whitespace-collapsed, is not
+    empty and starts with none of ``skip``. At most 80 characters (``…`` when cut).
+    Codex passes its IDE marker (``## My request for Codex:``), Claude Code the prefixes
+    of its command and interrupt records.
+    """
+    for e in entries:
+        if e.kind != "message" or e.role != "user" or e.derived or e.metadata.get("injected"):
+            continue
+        text = e.content.get("text", "")
+        if marker and marker in text:
+            text = text.split(marker, 1)[1]
+        text = " ".join(text.split())
+        if text and not text.startswith(skip):
+            return _clipped(text)
+    return ""
+
+
+def parts_text(
+    path: str | Path, where: str, field_name: str, parts: list[Any], text_types: tuple[str, ...]
+) -> str:
+    """The text of a list of OpenAI content parts: the ``text`` of each part whose type is
+    in ``text_types`` and each ``refusal``, joined with newlines; other parts (images,
+    files, audio) give none.
+
+    Raises:
+        FormatError: a part that is not an object with a string ``type`` (``field[i].type``),
+            or a text part whose ``text`` is not a string (``field[i].text``).
+    """
+    texts: list[str] = []
+    for i, part in enumerate(parts):
+        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+            raise FormatError(path, where, f"{field_name}[{i}].type", "content part has no type")
+        if part["type"] in text_types:
+            if not isinstance(part.get("text"), str):
+                raise FormatError(path, where, f"{field_name}[{i}].text", "expected a string")
+            texts.append(part["text"])
+        elif part["type"] == "refusal" and isinstance(part.get("refusal"), str):
+            texts.append(part["refusal"])
+    return "\n".join(texts)
+
+
+#: OpenAI usage counts and the names an entry's usage gives them
+OPENAI_USAGE = (
+    ("prompt_tokens", "input_tokens"),
+    ("completion_tokens", "output_tokens"),
+    ("total_tokens", "total_tokens"),
+)
+
+
+def usage_counts(
+    usage: dict[str, Any], names: tuple[tuple[str, str], ...] = OPENAI_USAGE
+) -> dict[str, Any]:
+    """The integer counts of a provider's ``usage`` under an entry's names: ``names`` is
+    ``(provider's field, entry's field)`` pairs; a field absent or not an integer is left
+    out."""
+    return {dst: usage[src] for src, dst in names if isinstance(usage.get(src), int)}
+
+
+def top_list(path: str | Path, data: Any, key: str, *, what: str, missing: str) -> list[Any]:
+    """The list under ``key`` of a JSON object file (a trajectory's ``messages[]``).
+
+    Raises:
+        FormatError: ``data`` is not an object (``expected a JSON object with {what}``),
+            ``key`` is missing or null (``missing``), or not a list.
+    """
+    if not isinstance(data, dict):
+        raise FormatError(path, "", "", f"expected a JSON object with {what}")
+    value = data.get(key)
+    if value is None:
+        raise FormatError(path, "", key, missing)
+    if not isinstance(value, list):
+        raise FormatError(path, "", key, f"expected a list, got {type(value).__name__}")
+    return value
+
+
+def object_arguments(value: Any) -> Any:
+    """Tool arguments as a JSON value: a JSON string holding an object is parsed; any other
+    value, other strings included, is kept as sent (wrong types are refused when the entry
+    is prepared). Codex, Claude Code and OpenHands call it."""
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return value
+        return parsed if isinstance(parsed, dict) else value
+    return value
+
+
+def role_of(path: str | Path, where: str, item: Any, roles: tuple[str, ...]) -> str:
+    """The role of one chat message ``item`` (Chat Completions, Anthropic Messages).
+
+    Raises:
+        FormatError: the item is not an object, has no ``role`` (or a null one), or one
+            not in ``roles``.
+    """
+    if not isinstance(item, dict):
+        raise FormatError(path, where, "", f"expected an object, got {type(item).__name__}")
+    role = item.get("role")
+    if role is None:
+        raise FormatError(path, where, "role", "field is missing")
+    if role not in roles:
+        raise FormatError(path, where, "role", f"unknown role {role!r}")
+    return str(role)
 
 
 def message_fields(

@@ -33,7 +33,6 @@ Pure module. Rules follow ``tests/fixtures/corpus/FORMATS.md`` section 1:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -45,7 +44,9 @@ from journal_app.formats.base import (
     Repeats,
     collect,
     message,
+    object_arguments,
     record_repeats,
+    request_title,
     tool_call,
 )
 from journal_app.formats.base import tool_result as tool_result_entry
@@ -144,7 +145,7 @@ def stream(source: Source) -> EntryStream:
                     call_names[e.tool_call_id] = e.tool_name
                 elif e.kind == "tool_result":
                     e.tool_name = call_names.get(e.tool_call_id, "")
-            title = title or _title(new)
+            title = title or request_title(new, skip=_TITLE_SKIP_PREFIXES)
         elif rtype == "summary":
             new = [_summary_record(where, obj)]
         elif rtype == "system":
@@ -366,7 +367,7 @@ def _block_entry(
         name = _required_str(path, where, field, block, "name")
         extra("id", "name", "input")
         return tool_call(
-            call_id, name, _arguments(block.get("input")), source_ref=where, metadata=metadata
+            call_id, name, _input(block.get("input")), source_ref=where, metadata=metadata
         )
     if btype == "tool_result":
         call_id = _required_str(path, where, field, block, "tool_use_id")
@@ -424,16 +425,9 @@ def _required_str(path: Any, where: str, field: str, block: dict[str, Any], key:
     return value
 
 
-def _arguments(value: Any) -> Any:
-    """Tool input as a JSON value; a JSON string holding an object is
-    parsed; any other string is kept as sent (wrong types are refused at prepare)."""
-    if isinstance(value, str):
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            return value
-        return parsed if isinstance(parsed, dict) else value
-    return {} if value is None else value
+def _input(value: Any) -> Any:
+    """A ``tool_use`` block's ``input``: :func:`object_arguments`, ``{}`` when null."""
+    return {} if value is None else object_arguments(value)
 
 
 def _result_output(path: Any, where: str, field: str, value: Any) -> tuple[str, list[Any]]:
@@ -488,14 +482,3 @@ def _event(where: str, content: dict[str, Any], metadata: dict[str, Any]) -> Par
     return ParsedEntry(
         kind="event", role="runtime", content=content, metadata=metadata, source_ref=where
     )
-
-
-def _title(entries: Iterable[ParsedEntry]) -> str:
-    """The first human prompt: a user text message not injected, derived or a command."""
-    for e in entries:
-        if e.kind != "message" or e.role != "user" or e.derived or e.metadata.get("injected"):
-            continue
-        text = " ".join(e.content.get("text", "").split())
-        if text and not text.startswith(_TITLE_SKIP_PREFIXES):
-            return text if len(text) <= 80 else text[:79] + "…"
-    return ""

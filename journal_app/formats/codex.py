@@ -56,7 +56,9 @@ from journal_app.formats.base import (
     Repeats,
     collect,
     message,
+    object_arguments,
     record_repeats,
+    request_title,
     tool_call,
 )
 from journal_app.formats.base import tool_result as tool_result_entry
@@ -328,7 +330,7 @@ class _State:
     def drain(self) -> list[ParsedEntry]:
         """Take the entries that are ready (final) for yielding, in order."""
         out, self.ready = self.ready, []
-        self.title = self.title or _title(out)
+        self.title = self.title or request_title(out, marker=_IDE_REQUEST_MARK)
         return out
 
     def finish(self) -> ParsedSession:
@@ -338,7 +340,8 @@ class _State:
             self.metadata["trailing_turn_context"] = self.pending_context
         self.ready.extend(self.entries)
         self.entries = []
-        self.title = self.title or _title(self.ready)  # drained by the caller after this
+        # self.ready is drained by the caller after this
+        self.title = self.title or request_title(self.ready, marker=_IDE_REQUEST_MARK)
         return ParsedSession(
             format=NAME,
             entries=[],
@@ -395,7 +398,7 @@ def _response_item(path: Any, where: str, p: dict[str, Any], base: dict[str, Any
         if ptype != "function_call":
             metadata["item_type"] = ptype
         return tool_call(
-            call_id, name, _arguments(p[args_key]), source_ref=where, metadata=metadata
+            call_id, name, object_arguments(p[args_key]), source_ref=where, metadata=metadata
         )
     if ptype in ("function_call_output", "custom_tool_call_output"):
         call_id = _str_field(path, where, p, "call_id")
@@ -466,18 +469,6 @@ def _reasoning_item(
     )
 
 
-def _arguments(value: Any) -> Any:
-    """Tool arguments as a JSON value; a JSON string holding an object is
-    parsed; any other string is kept as sent (wrong types are refused at prepare)."""
-    if isinstance(value, str):
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            return value
-        return parsed if isinstance(parsed, dict) else value
-    return value
-
-
 def _output_item(
     path: Any, where: str, call_id: str, p: dict[str, Any], metadata: dict[str, Any]
 ) -> ParsedEntry:
@@ -543,17 +534,3 @@ def _event(
         derived=derived,
         source_ref=where,
     )
-
-
-def _title(entries: Iterable[ParsedEntry]) -> str:
-    """The first human request (text after ``## My request for Codex:`` when present)."""
-    for e in entries:
-        if e.kind != "message" or e.role != "user" or e.metadata.get("injected"):
-            continue
-        text = e.content.get("text", "")
-        if _IDE_REQUEST_MARK in text:
-            text = text.split(_IDE_REQUEST_MARK, 1)[1]
-        text = " ".join(text.split())
-        if text:
-            return text if len(text) <= 80 else text[:79] + "…"
-    return ""

@@ -39,11 +39,11 @@ from journal_app.formats.base import (
     ParsedSession,
     message,
     message_fields,
+    task_title,
     tool_call,
     tool_result,
-)
-from journal_app.formats.base import (
-    task_title as _title,
+    top_list,
+    usage_counts,
 )
 from journal_app.formats.source import Source
 
@@ -96,13 +96,13 @@ def parse(source: Source) -> ParsedSession:
     """
     path = source.path
     data = source.data
-    if not isinstance(data, dict):
-        raise FormatError(path, "", "", "expected a JSON object with messages[]")
-    messages = data.get("messages")
-    if messages is None:
-        raise FormatError(path, "", "messages", "missing: a mini-swe-agent trajectory needs it")
-    if not isinstance(messages, list):
-        raise FormatError(path, "", "messages", f"expected a list, got {type(messages).__name__}")
+    messages = top_list(
+        path,
+        data,
+        "messages",
+        what="messages[]",
+        missing="missing: a mini-swe-agent trajectory needs it",
+    )
     raw_info = data.get("info")
     info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
     submission = info.get("submission")
@@ -152,7 +152,7 @@ def parse(source: Source) -> ParsedSession:
     return ParsedSession(
         format=NAME,
         entries=entries,
-        title=_title(first_user),
+        title=task_title(first_user),
         source_session_id=instance_id if isinstance(instance_id, str) else "",
         metadata={k: v for k, v in data.items() if k != "messages"},
     )
@@ -198,14 +198,7 @@ def _usage(response: dict[str, Any]) -> dict[str, Any] | None:
     usage = response.get("usage")
     if not isinstance(usage, dict):
         return None
-    out: dict[str, Any] = {}
-    for src, dst in (
-        ("prompt_tokens", "input_tokens"),
-        ("completion_tokens", "output_tokens"),
-        ("total_tokens", "total_tokens"),
-    ):
-        if isinstance(usage.get(src), int):
-            out[dst] = usage[src]
+    out = usage_counts(usage)
     prompt = usage.get("prompt_tokens_details")
     cached = prompt.get("cached_tokens") if isinstance(prompt, dict) else None
     if isinstance(cached, int):

@@ -40,6 +40,9 @@ from journal_app.formats.base import (
     ParsedSession,
     collect,
     message,
+    parts_text,
+    role_of,
+    short_title,
     tool_call,
     tool_result,
 )
@@ -48,16 +51,10 @@ from journal_app.formats.source import Source, loads
 NAME = "openai-chat"
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
-TITLE_CHARS = 80
+TEXT_PARTS = ("text", "input_text", "output_text")
 ERROR_PREFIX = "Error:"
 # Keys that mark another importer's file that also holds a "messages" list.
 _FOREIGN_KEYS = ("trajectory_format", "history", "steps", "trajectory")
-
-
-def short_title(text: str, limit: int = TITLE_CHARS) -> str:
-    """Return ``text`` with whitespace collapsed, cut to ``limit`` characters (``…`` if cut)."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
 FAILED_STATUSES = ("interrupted", "killed", "timeout", "timed_out", "cancelled", "error", "failed")
@@ -137,6 +134,43 @@ def unique_call_id(source_id: str, used: dict[str, int]) -> str:
     return source_id if n == 1 else f"{source_id}#{n}"
 
 
+def numbered_call(
+    call_id: str,
+    name: str,
+    arguments: Any,
+    raw_arguments: str | None,
+    meta: dict[str, Any],
+    *,
+    used: dict[str, int],
+    pending: dict[str, str],
+    source_ref: str,
+) -> ParsedEntry:
+    """The ``tool_call`` entry of an OpenAI call under its journal id.
+
+    The journal id is :func:`unique_call_id` (``meta["source_tool_call_id"]`` keeps the
+    source's id when they differ); ``raw_arguments`` (arguments that were not JSON) goes in
+    ``meta["raw_arguments"]``; ``pending`` maps the source id to the journal id, so the
+    call's result finds it. Chat Completions and Responses call this.
+    """
+    if raw_arguments is not None:
+        meta["raw_arguments"] = raw_arguments
+    journal_id = unique_call_id(call_id, used)
+    if journal_id != call_id:
+        meta["source_tool_call_id"] = call_id
+    pending[call_id] = journal_id
+    return tool_call(journal_id, name, arguments, source_ref=source_ref, metadata=meta)
+
+
+def result_call_id(call_id: str, pending: dict[str, str], meta: dict[str, Any]) -> str:
+    """The journal id of the call a result answers (taken from ``pending``, filled by
+    :func:`numbered_call`; ``call_id`` itself when no call claimed it), noting the source's
+    id in ``meta["source_tool_call_id"]`` when they differ."""
+    journal_id = pending.pop(call_id, call_id)
+    if journal_id != call_id:
+        meta["source_tool_call_id"] = call_id
+    return journal_id
+
+
 def _list_key(data: Any) -> tuple[str | None, str] | None:
     """Where the message list of ``data`` is: ``(top-level key or None, location prefix)``."""
     if isinstance(data, list):
@@ -181,7 +215,7 @@ def detect(source: Source) -> bool:
     return bool(items) and all(isinstance(m, dict) and "role" in m for m in items)
 
 
-def content_text(path: Path, where: str, field: str, value: Any) -> tuple[str, list[Any] | None]:
+def chat_text(path: Path, where: str, field: str, value: Any) -> tuple[str, list[Any] | None]:
     """Turn Chat Completions ``content`` (string or list of parts) into text.
 
     Returns:
@@ -199,17 +233,7 @@ def content_text(path: Path, where: str, field: str, value: Any) -> tuple[str, l
         raise FormatError(
             path, where, field, f"expected a string or a list, got {type(value).__name__}"
         )
-    texts: list[str] = []
-    for i, part in enumerate(value):
-        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-            raise FormatError(path, where, f"{field}[{i}].type", "content part has no type")
-        if part["type"] in ("text", "input_text", "output_text"):
-            if not isinstance(part.get("text"), str):
-                raise FormatError(path, where, f"{field}[{i}].text", "expected a string")
-            texts.append(part["text"])
-        elif part["type"] == "refusal" and isinstance(part.get("refusal"), str):
-            texts.append(part["refusal"])
-    return "\n".join(texts), value
+    return parts_text(path, where, field, value, TEXT_PARTS), value
 
 
 def _tool_calls(
@@ -240,14 +264,17 @@ def _tool_calls(
         extra_fn = {k2: v for k2, v in fn.items() if k2 not in ("name", arg_key)}
         if extra_fn:
             meta[fn_key] = extra_fn
-        if raw_kept is not None:
-            meta["raw_arguments"] = raw_kept
-        journal_id = unique_call_id(call_id, used)
-        if journal_id != call_id:
-            meta["source_tool_call_id"] = call_id
-        pending[call_id] = journal_id
         entries.append(
-            tool_call(journal_id, name, arguments, source_ref=f"{where}.{field}", metadata=meta)
+            numbered_call(
+                call_id,
+                name,
+                arguments,
+                raw_kept,
+                meta,
+                used=used,
+                pending=pending,
+                source_ref=f"{where}.{field}",
+            )
         )
     return entries
 
@@ -285,20 +312,14 @@ def stream(source: Source) -> EntryStream:
     title = ""
     for i, m in enumerate(items):
         where = _where(prefix, i)
-        if not isinstance(m, dict):
-            raise FormatError(path, where, "", f"expected an object, got {type(m).__name__}")
-        role = m.get("role")
-        if role is None:
-            raise FormatError(path, where, "role", "field is missing")
-        if role not in ROLES:
-            raise FormatError(path, where, "role", f"unknown role {role!r}")
+        role = role_of(path, where, m, ROLES)
         made: list[ParsedEntry] = []
         meta = {k: v for k, v in m.items() if k not in ("role", "content", "tool_calls")}
         if role == "tool":
             call_id = m.get("tool_call_id")
             if not isinstance(call_id, str) or not call_id:
                 raise FormatError(path, where, "tool_call_id", "tool message has no tool_call_id")
-            output, blocks = content_text(path, where, "content", m.get("content"))
+            output, blocks = chat_text(path, where, "content", m.get("content"))
             meta.pop("tool_call_id")
             name = meta.pop("name", "")
             if not isinstance(name, str):
@@ -315,11 +336,8 @@ def stream(source: Source) -> EntryStream:
             elif status in FAILED_STATUSES:
                 is_error = True
                 meta["is_error_from"] = f"JSON content has status {status!r}"
-            journal_id = pending.pop(call_id, call_id)
-            if journal_id != call_id:
-                meta["source_tool_call_id"] = call_id
             entry = tool_result(
-                journal_id,
+                result_call_id(call_id, pending, meta),
                 output,
                 is_error=is_error,
                 exit_code=exit_code,
@@ -345,7 +363,7 @@ def stream(source: Source) -> EntryStream:
                 if "content" in m:
                     meta["content"] = None
             else:
-                text, blocks = content_text(path, where, "content", content)
+                text, blocks = chat_text(path, where, "content", content)
             if text or blocks is not None or not has_calls:
                 entry = message(role, text, source_ref=where)
                 if blocks is not None:

@@ -43,14 +43,15 @@ from journal_app.formats.base import (
     ParsedEntry,
     ParsedSession,
     message,
-    tool_call,
+    parts_text,
+    short_title,
     tool_result,
 )
 from journal_app.formats.openai_chat import (
     json_exit_code,
+    numbered_call,
     parse_arguments,
-    short_title,
-    unique_call_id,
+    result_call_id,
 )
 from journal_app.formats.source import Source
 
@@ -99,18 +100,9 @@ def _text(path: Path, where: str, field: str, value: Any) -> tuple[str, list[Any
         raise FormatError(
             path, where, field, f"expected a string or a list of parts, got {type(value).__name__}"
         )
-    texts: list[str] = []
-    for j, part in enumerate(value):
-        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-            raise FormatError(path, where, f"{field}[{j}].type", "content part has no type")
-        if part["type"] in TEXT_PARTS:
-            if not isinstance(part.get("text"), str):
-                raise FormatError(path, where, f"{field}[{j}].text", "expected a string")
-            texts.append(part["text"])
-        elif part["type"] == "refusal" and isinstance(part.get("refusal"), str):
-            texts.append(part["refusal"])
+    text = parts_text(path, where, field, value, TEXT_PARTS)
     plain = len(value) == 1 and set(value[0]) == {"type", "text"}
-    return "\n".join(texts), None if plain else value
+    return text, None if plain else value
 
 
 def _item(
@@ -145,13 +137,9 @@ def _item(
             raise FormatError(path, where, key, "field is missing")
         arguments, raw = parse_arguments(item[key])
         meta = {k: v for k, v in item.items() if k not in ("call_id", "name", key)}
-        if raw is not None:
-            meta["raw_arguments"] = raw
-        journal_id = unique_call_id(call_id, used)
-        if journal_id != call_id:
-            meta["source_tool_call_id"] = call_id
-        pending[call_id] = journal_id
-        return tool_call(journal_id, name, arguments, source_ref=where, metadata=meta)
+        return numbered_call(
+            call_id, name, arguments, raw, meta, used=used, pending=pending, source_ref=where
+        )
     if kind in OUTPUTS:
         call_id = item.get("call_id")
         if not isinstance(call_id, str) or not call_id:
@@ -161,11 +149,8 @@ def _item(
         output, blocks = _text(path, where, "output", item["output"])
         code = json_exit_code(output)
         meta = {k: v for k, v in item.items() if k not in ("call_id", "output")}
-        journal_id = pending.pop(call_id, call_id)
-        if journal_id != call_id:
-            meta["source_tool_call_id"] = call_id
         entry = tool_result(
-            journal_id,
+            result_call_id(call_id, pending, meta),
             output,
             is_error=bool(code),
             exit_code=code,

@@ -37,19 +37,21 @@ Every field not modelled is kept in ``metadata`` (ids, timestamps, ``llm_metrics
 
 from __future__ import annotations
 
-import json
-import re
 from pathlib import Path
 from typing import Any
 
 from journal_app.formats.base import (
+    OPENAI_USAGE,
     FormatError,
     ParsedEntry,
     ParsedSession,
     message,
+    object_arguments,
     require_str,
+    task_title,
     tool_call,
     tool_result,
+    usage_counts,
 )
 from journal_app.formats.source import Source
 
@@ -159,7 +161,7 @@ def parse(source: Source) -> ParsedSession:
     return ParsedSession(
         format=NAME,
         entries=state.entries,
-        title=_title(title_text or ""),
+        title=task_title(title_text or ""),
         source_session_id=instance_id if isinstance(instance_id, str) else "",
         metadata=metadata,
     )
@@ -291,16 +293,6 @@ def _model_message(response: Any) -> dict[str, Any]:
     return {}
 
 
-def _parse_arguments(raw: Any) -> Any:
-    if isinstance(raw, str):
-        try:
-            parsed = json.loads(raw)
-        except ValueError:
-            return raw
-        return parsed if isinstance(parsed, dict) else raw
-    return raw
-
-
 def _usage(response: Any, llm_metrics: Any) -> dict[str, Any] | None:
     """Usage of one model call: ``model_response.usage``, else the matching (or last)
     ``llm_metrics.token_usages`` item. ``accumulated_token_usage`` is cumulative: not used."""
@@ -313,16 +305,14 @@ def _usage(response: Any, llm_metrics: Any) -> dict[str, Any] | None:
         usage = candidates[-1] if candidates else None
     if not isinstance(usage, dict):
         return None
-    out: dict[str, Any] = {}
-    for src, dst in (
-        ("prompt_tokens", "input_tokens"),
-        ("completion_tokens", "output_tokens"),
-        ("total_tokens", "total_tokens"),
-        ("cache_read_tokens", "cache_read_tokens"),
-        ("cache_write_tokens", "cache_write_tokens"),
-    ):
-        if isinstance(usage.get(src), int):
-            out[dst] = usage[src]
+    out = usage_counts(
+        usage,
+        (
+            *OPENAI_USAGE,
+            ("cache_read_tokens", "cache_read_tokens"),
+            ("cache_write_tokens", "cache_write_tokens"),
+        ),
+    )
     return out if "input_tokens" in out or "output_tokens" in out else None
 
 
@@ -353,7 +343,7 @@ def _tool_action(
         if isinstance(call, dict) and call.get("id") == source_id:
             function = call.get("function") or {}
             if isinstance(function, dict) and "arguments" in function:
-                arguments = _parse_arguments(function["arguments"])
+                arguments = object_arguments(function["arguments"])
             break
     if arguments is None:
         arguments = {k: v for k, v in args.items() if k != "thought" or action == "think"}
@@ -480,21 +470,3 @@ def _observation(path: str | Path, where: str, event: dict[str, Any], state: _St
     state.entries.append(
         ParsedEntry(kind="event", role="runtime", content=body, source_ref=where, metadata=meta)
     )
-
-
-_MARKERS = ("<issue_description>", "<pr_description>", "<issue>", "ISSUE:")
-
-
-def _title(text: str) -> str:
-    """A short form of the task: the first real line after an issue marker, 80 chars max."""
-    for marker in _MARKERS:
-        pos = text.find(marker)
-        if pos >= 0:
-            text = text[pos + len(marker) :]
-            break
-    for line in text.splitlines():
-        line = " ".join(line.split())
-        if not line or re.fullmatch(r"</?[\w-]+>", line) or line.endswith(":"):
-            continue
-        return line if len(line) <= 80 else line[:79] + "…"
-    return ""

@@ -43,11 +43,10 @@ from journal_app.formats.base import (
     ParsedSession,
     message,
     message_fields,
+    task_title,
     tool_call,
     tool_result,
-)
-from journal_app.formats.base import (
-    task_title as _title,
+    top_list,
 )
 from journal_app.formats.source import Source
 
@@ -95,13 +94,13 @@ def parse(source: Source) -> ParsedSession:
     """
     path = source.path
     data = source.data
-    if not isinstance(data, dict):
-        raise FormatError(path, "", "", "expected a JSON object with history[]")
-    history = data.get("history")
-    if history is None:
-        raise FormatError(path, "", "history", "missing: a SWE-agent trajectory needs history[]")
-    if not isinstance(history, list):
-        raise FormatError(path, "", "history", f"expected a list, got {type(history).__name__}")
+    history = top_list(
+        path,
+        data,
+        "history",
+        what="history[]",
+        missing="missing: a SWE-agent trajectory needs history[]",
+    )
 
     entries: list[ParsedEntry] = []
     latest: dict[str, str] = {}  # source call id -> unique call id of its latest call
@@ -223,7 +222,7 @@ def parse(source: Source) -> ParsedSession:
     return ParsedSession(
         format=NAME,
         entries=entries,
-        title=_title(first_user),
+        title=task_title(first_user),
         source_session_id=session_id if isinstance(session_id, str) else "",
         metadata=metadata,
     )

@@ -45,10 +45,6 @@ class VerifyReport:
         return self.first_failure is None
 
 
-def _stored_chunks(entry: Entry) -> list[StoredChunk]:
-    return [StoredChunk(c.position, c.offset, c.length, c.hash) for c in entry.chunks.all()]
-
-
 def entry_check(entry: Entry, *, chain: bool = False) -> list[str]:
     """Recompute one entry's hashes and its figures hash now (the UI's "hash verified" badge).
 
@@ -66,27 +62,7 @@ def entry_check(entry: Entry, *, chain: bool = False) -> list[str]:
             .first()
             or ""
         )
-    journal = entry.journal
-    return figures_check(entry) + check_entry(
-        scope=journal.scope_fields(),
-        seq=entry.seq,
-        kind=entry.kind,
-        role=entry.role,
-        tool_call_id=entry.tool_call_id,
-        derived=entry.derived,
-        tool_name=entry.tool_name,
-        is_error=entry.is_error,
-        body=entry.body,
-        body_hash_stored=entry.body_hash,
-        byte_length=entry.byte_length,
-        meta=entry.meta,
-        meta_hash_stored=entry.meta_hash,
-        parent_hash=entry.parent_hash,
-        entry_hash_stored=entry.entry_hash,
-        chunks=_stored_chunks(entry),
-        expected_parent=expected_parent,
-        chunk_bytes=journal.chunk_bytes,
-    )
+    return figures_check(entry) + entry.hash_problems(expected_parent=expected_parent)
 
 
 #: the stored columns :func:`journal_verify` reads per entry, artifact figures joined
@@ -201,21 +177,8 @@ def _verify_one(
         if row.seq != expected_seq:
             problems.append(f"seq: expected {expected_seq}, found {row.seq} (gap)")
         problems += check_entry(
+            row,
             scope=scope,
-            seq=row.seq,
-            kind=row.kind,
-            role=row.role,
-            tool_call_id=row.tool_call_id,
-            derived=row.derived,
-            tool_name=row.tool_name,
-            is_error=row.is_error,
-            body=row.body,
-            body_hash_stored=row.body_hash,
-            byte_length=row.byte_length,
-            meta=row.meta,
-            meta_hash_stored=row.meta_hash,
-            parent_hash=row.parent_hash,
-            entry_hash_stored=row.entry_hash,
             chunks=chunks,
             expected_parent=expected_parent,
             chunk_bytes=journal.chunk_bytes,

@@ -2,14 +2,15 @@
 
 Pure module (no Django). OpenAI Chat Completions (``[{"role", "content", "tool_calls"?,
 "tool_call_id"?}]``) or Anthropic Messages (``{"system"?, "messages": [...]}`` or a bare list
-with typed ``text`` / ``tool_use`` / ``tool_result`` / ``thinking`` blocks). Per-message checks
-are here; the pairing of calls and results is the shared core of
-:mod:`ledger_app.validation.pairing` (DESIGN.md section 6).
+with typed ``text`` / ``tool_use`` / ``tool_result`` / ``thinking`` blocks). The per-message
+checks are one walk (``_walk``) given each format's rules and words (``_Format``); the
+pairing of calls and results is the shared core of :mod:`ledger_app.validation.pairing`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from journal_app import privacy
 from ledger_app.validation.budget import SURROGATE, TEXT_PARTS
@@ -125,12 +126,61 @@ def _empty_text_blocks(content: Any) -> list[int]:
     ]
 
 
-def openai_structure(messages: list[Any], names: EntryNames) -> list[Problem]:
-    """Problems of an OpenAI message list: malformed, empty or reasoning-only messages, lone
-    surrogates, duplicate call ids, then unpaired calls and results (in that order)."""
-    problems: list[Problem] = []
+def _empty_text_problems(
+    content: Any, at: str, noun: str, i: int | None, entry: str, out: list[Problem]
+) -> None:
+    for k in _empty_text_blocks(content):
+        out.append(
+            Problem("empty_message", f"{at}[{k}] is an empty text {noun}", i, f"{at}[{k}]", entry)
+        )
+
+
+def _reasoning_only(where: str, i: int, names: EntryNames) -> Problem:
+    return Problem(
+        "reasoning_only_message",
+        f"{where}: an assistant message holding only reasoning",
+        i,
+        where,
+        names.of_message(i),
+    )
+
+
+def _blocks(content: Any) -> list[Any]:
+    return content if isinstance(content, list) else []
+
+
+class _Format(NamedTuple):
+    """One format's rules and words for :func:`_walk`; the walk itself is shared.
+
+    Attributes:
+        roles: the roles a message may have.
+        call: what a call is called in the format's sentences (``"call"``, ``"tool_use"``).
+        no_id: the sentence for a call without an id (``{at}``: where the call is).
+        content: the checks of a message's content before its calls, appending to the
+            problems; ``False`` skips the rest of that message.
+        calls: ``(where, id)`` of each call a message issues (appending a problem for a
+            malformed list of calls).
+        after: the checks of a message once its call ids are known, if any.
+    """
+
+    roles: tuple[str, ...]
+    call: str
+    no_id: str
+    content: Callable[[dict[str, Any], str, str, int, EntryNames, list[Problem]], bool]
+    calls: Callable[[dict[str, Any], str, str, int, list[Problem]], list[tuple[str, Any]]]
+    after: (
+        Callable[[dict[str, Any], str, str, int, list[str], EntryNames, list[Problem]], None] | None
+    )
+
+
+def _walk(
+    messages: list[Any], names: EntryNames, fmt: _Format, problems: list[Problem]
+) -> dict[int, list[str]]:
+    """Append the per-message problems of ``messages`` to ``problems`` (malformed messages,
+    unknown roles, lone surrogates, the format's content checks, calls without an id or
+    outside an assistant message, duplicate call ids); return message index -> call ids."""
     seen_ids: dict[str, int] = {}
-    calls_at: dict[int, list[str]] = {}
+    issued: dict[int, list[str]] = {}
     for i, m in enumerate(messages):
         where = f"messages[{i}]"
         if not isinstance(m, dict):
@@ -138,56 +188,30 @@ def openai_structure(messages: list[Any], names: EntryNames) -> list[Problem]:
             continue
         surrogate_problems(m, where, i, problems)
         role = m.get("role")
-        if role not in OPENAI_ROLES:
+        if role not in fmt.roles:
             problems.append(
                 Problem("malformed_message", f"{where}: unknown role {role!r}", i, f"{where}.role")
             )
             continue
-        content = m.get("content")
-        if content is not None and not isinstance(content, str | list):
-            problems.append(
-                Problem(
-                    "malformed_message",
-                    f"{where}.content must be a string, a list of parts or null",
-                    i,
-                    f"{where}.content",
-                    names.of_message(i),
-                )
-            )
-        for k in _empty_text_blocks(content):
-            problems.append(
-                Problem(
-                    "empty_message",
-                    f"{where}.content[{k}] is an empty text part",
-                    i,
-                    f"{where}.content[{k}]",
-                    names.of_message(i),
-                )
-            )
-        raw_calls = m.get("tool_calls") if role == "assistant" else None
-        if raw_calls is not None and not isinstance(raw_calls, list):
-            problems.append(
-                Problem("malformed_message", f"{where}.tool_calls must be a list", i, where)
-            )
-            raw_calls = None
+        if not fmt.content(m, role, where, i, names, problems):
+            continue
         ids: list[str] = []
-        for k, call in enumerate(raw_calls or []):
-            cid = call.get("id") if isinstance(call, dict) else None
+        for at, cid in fmt.calls(m, role, where, i, problems):
             if not isinstance(cid, str) or not cid:
                 problems.append(
-                    Problem(
-                        "malformed_message",
-                        f"{where}.tool_calls[{k}] has no id",
-                        i,
-                        f"{where}.tool_calls[{k}].id",
-                    )
+                    Problem("malformed_message", fmt.no_id.format(at=at), i, f"{at}.id")
+                )
+                continue
+            if role != "assistant":
+                problems.append(
+                    Problem("malformed_message", f"{at}: {fmt.call} in a {role} message", i, cid)
                 )
                 continue
             if cid in seen_ids:
                 problems.append(
                     Problem(
                         "duplicate_tool_call_id",
-                        f"{where}.tool_calls[{k}]: call id {cid!r} was already used by "
+                        f"{at}: {fmt.call} id {cid!r} was already used by "
                         f"messages[{seen_ids[cid]}]",
                         i,
                         cid,
@@ -197,28 +221,129 @@ def openai_structure(messages: list[Any], names: EntryNames) -> list[Problem]:
             seen_ids[cid] = i
             ids.append(cid)
         if ids:
-            calls_at[i] = ids
-        if _is_empty_content(content) and not ids and not m.get("function_call"):
-            if role == "assistant" and any(m.get(k) for k in REASONING_FIELDS):
-                problems.append(
-                    Problem(
-                        "reasoning_only_message",
-                        f"{where}: an assistant message holding only reasoning",
-                        i,
-                        where,
-                        names.of_message(i),
-                    )
-                )
-            else:
-                problems.append(
-                    Problem(
-                        "empty_message",
-                        f"{where} ({role}) has no content",
-                        i,
-                        where,
-                        names.of_message(i),
-                    )
-                )
+            issued[i] = ids
+        if fmt.after is not None:
+            fmt.after(m, role, where, i, ids, names, problems)
+    return issued
+
+
+def _openai_content(
+    m: dict[str, Any], role: str, where: str, i: int, names: EntryNames, out: list[Problem]
+) -> bool:
+    content = m.get("content")
+    if content is not None and not isinstance(content, str | list):
+        out.append(
+            Problem(
+                "malformed_message",
+                f"{where}.content must be a string, a list of parts or null",
+                i,
+                f"{where}.content",
+                names.of_message(i),
+            )
+        )
+    _empty_text_problems(content, f"{where}.content", "part", i, names.of_message(i), out)
+    return True
+
+
+def _openai_calls(
+    m: dict[str, Any], role: str, where: str, i: int, out: list[Problem]
+) -> list[tuple[str, Any]]:
+    raw_calls = m.get("tool_calls") if role == "assistant" else None
+    if raw_calls is not None and not isinstance(raw_calls, list):
+        out.append(Problem("malformed_message", f"{where}.tool_calls must be a list", i, where))
+        return []
+    return [
+        (f"{where}.tool_calls[{k}]", call.get("id") if isinstance(call, dict) else None)
+        for k, call in enumerate(raw_calls or [])
+    ]
+
+
+def _openai_after(
+    m: dict[str, Any],
+    role: str,
+    where: str,
+    i: int,
+    ids: list[str],
+    names: EntryNames,
+    out: list[Problem],
+) -> None:
+    if not _is_empty_content(m.get("content")) or ids or m.get("function_call"):
+        return
+    if role == "assistant" and any(m.get(k) for k in REASONING_FIELDS):
+        out.append(_reasoning_only(where, i, names))
+    else:
+        out.append(
+            Problem(
+                "empty_message", f"{where} ({role}) has no content", i, where, names.of_message(i)
+            )
+        )
+
+
+def _anthropic_content(
+    m: dict[str, Any], role: str, where: str, i: int, names: EntryNames, out: list[Problem]
+) -> bool:
+    content = m.get("content")
+    if not isinstance(content, str | list):
+        out.append(
+            Problem(
+                "malformed_message",
+                f"{where}.content must be a string or blocks",
+                i,
+                f"{where}.content",
+            )
+        )
+        return False
+    if _is_empty_content(content):
+        out.append(
+            Problem(
+                "empty_message", f"{where} ({role}) has no content", i, where, names.of_message(i)
+            )
+        )
+        return False
+    _empty_text_problems(content, f"{where}.content", "block", i, names.of_message(i), out)
+    blocks = _blocks(content)
+    if (
+        role == "assistant"
+        and blocks
+        and all(isinstance(b, dict) and b.get("type") in REASONING_BLOCKS for b in blocks)
+    ):
+        out.append(_reasoning_only(where, i, names))
+    return True
+
+
+def _anthropic_calls(
+    m: dict[str, Any], role: str, where: str, i: int, out: list[Problem]
+) -> list[tuple[str, Any]]:
+    return [
+        (f"{where}.content[{k}]", b.get("id"))
+        for k, b in enumerate(_blocks(m.get("content")))
+        if isinstance(b, dict) and b.get("type") == "tool_use"
+    ]
+
+
+_OPENAI = _Format(
+    roles=OPENAI_ROLES,
+    call="call",
+    no_id="{at} has no id",
+    content=_openai_content,
+    calls=_openai_calls,
+    after=_openai_after,
+)
+_ANTHROPIC = _Format(
+    roles=ANTHROPIC_ROLES,
+    call="tool_use",
+    no_id="{at} tool_use has no id",
+    content=_anthropic_content,
+    calls=_anthropic_calls,
+    after=None,
+)
+
+
+def openai_structure(messages: list[Any], names: EntryNames) -> list[Problem]:
+    """Problems of an OpenAI message list: malformed, empty or reasoning-only messages, lone
+    surrogates, duplicate call ids, then unpaired calls and results (in that order)."""
+    problems: list[Problem] = []
+    issued = _walk(messages, names, _OPENAI, problems)
 
     # pairing: the results of an assistant message's calls are the tool messages after it
     def block_end(i: int) -> int:
@@ -236,12 +361,8 @@ def openai_structure(messages: list[Any], names: EntryNames) -> list[Problem]:
         if isinstance(m, dict) and m.get("role") == "tool":
             cid = m.get("tool_call_id")
             results.append((k, cid if isinstance(cid, str) and cid else None))
-    problems += pairing_problems(Calls(calls_at, results, block_end), names, OPENAI)
+    problems += pairing_problems(Calls(issued, results, block_end), names, OPENAI)
     return problems
-
-
-def _blocks(content: Any) -> list[Any]:
-    return content if isinstance(content, list) else []
 
 
 def anthropic_structure(messages: list[Any], system: Any, names: EntryNames) -> list[Problem]:
@@ -256,12 +377,7 @@ def anthropic_structure(messages: list[Any], system: Any, names: EntryNames) -> 
                     "malformed_message", "system must be a string or text blocks", None, "system"
                 )
             )
-        for k in _empty_text_blocks(system):
-            problems.append(
-                Problem(
-                    "empty_message", f"system[{k}] is an empty text block", None, f"system[{k}]"
-                )
-            )
+        _empty_text_problems(system, "system", "block", None, "", problems)
     if messages and isinstance(messages[0], dict) and messages[0].get("role") != "user":
         problems.append(
             Problem(
@@ -272,106 +388,7 @@ def anthropic_structure(messages: list[Any], system: Any, names: EntryNames) -> 
                 names.of_message(0),
             )
         )
-    seen_ids: dict[str, int] = {}
-    uses: dict[int, list[str]] = {}
-    for i, m in enumerate(messages):
-        where = f"messages[{i}]"
-        if not isinstance(m, dict):
-            problems.append(Problem("malformed_message", f"{where} is not an object", i, where))
-            continue
-        surrogate_problems(m, where, i, problems)
-        role = m.get("role")
-        if role not in ANTHROPIC_ROLES:
-            problems.append(
-                Problem("malformed_message", f"{where}: unknown role {role!r}", i, f"{where}.role")
-            )
-            continue
-        content = m.get("content")
-        if not isinstance(content, str | list):
-            problems.append(
-                Problem(
-                    "malformed_message",
-                    f"{where}.content must be a string or blocks",
-                    i,
-                    f"{where}.content",
-                )
-            )
-            continue
-        if _is_empty_content(content):
-            problems.append(
-                Problem(
-                    "empty_message",
-                    f"{where} ({role}) has no content",
-                    i,
-                    where,
-                    names.of_message(i),
-                )
-            )
-            continue
-        for k in _empty_text_blocks(content):
-            problems.append(
-                Problem(
-                    "empty_message",
-                    f"{where}.content[{k}] is an empty text block",
-                    i,
-                    f"{where}.content[{k}]",
-                    names.of_message(i),
-                )
-            )
-        blocks = _blocks(content)
-        if (
-            role == "assistant"
-            and blocks
-            and all(isinstance(b, dict) and b.get("type") in REASONING_BLOCKS for b in blocks)
-        ):
-            problems.append(
-                Problem(
-                    "reasoning_only_message",
-                    f"{where}: an assistant message holding only reasoning",
-                    i,
-                    where,
-                    names.of_message(i),
-                )
-            )
-        ids = []
-        for k, b in enumerate(blocks):
-            if not isinstance(b, dict) or b.get("type") != "tool_use":
-                continue
-            cid = b.get("id")
-            if not isinstance(cid, str) or not cid:
-                problems.append(
-                    Problem(
-                        "malformed_message",
-                        f"{where}.content[{k}] tool_use has no id",
-                        i,
-                        f"{where}.content[{k}].id",
-                    )
-                )
-                continue
-            if role != "assistant":
-                problems.append(
-                    Problem(
-                        "malformed_message",
-                        f"{where}.content[{k}]: tool_use in a user message",
-                        i,
-                        cid,
-                    )
-                )
-                continue
-            if cid in seen_ids:
-                problems.append(
-                    Problem(
-                        "duplicate_tool_call_id",
-                        f"{where}.content[{k}]: tool_use id {cid!r} was already used by messages[{seen_ids[cid]}]",
-                        i,
-                        cid,
-                        names.of_call(cid, i),
-                    )
-                )
-            seen_ids[cid] = i
-            ids.append(cid)
-        if ids:
-            uses[i] = ids
+    issued = _walk(messages, names, _ANTHROPIC, problems)
     # pairing: the results of an assistant message's tool_use blocks are in the next message
     results: list[tuple[int, str | None]] = []
     for k, m in enumerate(messages):
@@ -381,5 +398,5 @@ def anthropic_structure(messages: list[Any], system: Any, names: EntryNames) -> 
             if isinstance(b, dict) and b.get("type") == "tool_result":
                 cid = b.get("tool_use_id")
                 results.append((k, cid if isinstance(cid, str) and cid else None))
-    problems += pairing_problems(Calls(uses, results, lambda i: i + 2), names, ANTHROPIC)
+    problems += pairing_problems(Calls(issued, results, lambda i: i + 2), names, ANTHROPIC)
     return problems

@@ -143,7 +143,8 @@ def _hits(leads: Sequence[Lead], q: Query) -> list[dict[str, Any]]:
 
 @dataclass
 class ReadResult:
-    """An entry re-read in full, verified, and filtered for the caller."""
+    """An entry re-read in full, verified, and filtered for the caller; the read API answers
+    it as is (``recovery_app.schemas.ReadOut`` is derived from these fields)."""
 
     revision: int
     seq: int
