@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections import namedtuple
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from django.db import transaction
 
 from journal_app.chain import (
     ArtifactFigures,
     StoredChunk,
+    StoredFields,
     check_entry,
     check_figures,
 )
@@ -177,7 +178,7 @@ def _verify_one(
         if row.seq != expected_seq:
             problems.append(f"seq: expected {expected_seq}, found {row.seq} (gap)")
         problems += check_entry(
-            row,
+            cast(StoredFields, row),  # _Row is built from _COLUMNS at import: mypy sees no fields
             scope=scope,
             chunks=chunks,
             expected_parent=expected_parent,
