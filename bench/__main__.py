@@ -1,10 +1,10 @@
-"""``python -m bench [NAME ...] [--small | --full] [--keepdb]``: run the benchmarks (issues 8, 13).
+"""``python -m bench [NAME ...] [--small | --full] [--keepdb]``: run the benchmarks.
 
 Prints each benchmark's own figures as it goes, then ONE table of every benchmark's summary
 rows (benchmark, metric, goal, measured, unit, baseline measured in the same run, ratio,
 met) and writes everything to ``bench/results/latest.json``.
 
-Sizes: the default run fits in 10 minutes on a 2-core machine (issue 13, item 6);
+Sizes: the default run fits in 10 minutes on a 2-core machine;
 ``--full`` adds the long sizes (the 1,000,000-entry search tenant and verify memory
 journal, and each benchmark's other long sizes); ``--small`` is a smoke run of a minute or
 two.

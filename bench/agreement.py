@@ -1,4 +1,4 @@
-"""Does an outside count agree with the ``ingest`` and ``storage`` rows? (issue 29, "done when")
+"""Does an outside count agree with the ``ingest`` and ``storage`` rows?
 
 Runs ``bench/outside.py`` (which imports nothing of the bench or the product: the user's
 commands as subprocesses, plain SQL through ``psycopg``) in a subprocess over the same

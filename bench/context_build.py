@@ -194,7 +194,7 @@ def exponent(rows: list[dict[str, Any]]) -> float | None:
     return round(sum((x - mx) * (y - my) for x, y in pts) / den, 3) if den else None
 
 
-#: Goals (issue 13): seconds at 20,000 entries, and the scaling exponent.
+#: Goals: seconds at 20,000 entries, and the scaling exponent.
 GOAL_SECONDS_20K = 2.0
 GOAL_EXPONENT = 1.1
 #: Goal: the build at most this many times ``trim_messages``' CPU time at every size.

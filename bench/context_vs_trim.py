@@ -1,4 +1,4 @@
-"""Our context builder against LangChain's ``trim_messages`` on the same corpus (issue 9).
+"""Our context builder against LangChain's ``trim_messages`` on the same corpus.
 
 For every transcript of ``tests/fixtures/corpus/`` and budgets of 8,000, 32,000 and 128,000
 tokens, both build the request for the next model call:
@@ -337,7 +337,7 @@ def run() -> dict[str, Any]:
     }
 
 
-#: The goal row of ``make bench`` (issue 13): our build at most twice ``trim_messages``' time
+#: The goal row of ``make bench``: our build at most twice ``trim_messages``' time
 #: on the same messages and budget, with no orphan call or result and no instruction lost.
 TIME_GOAL = 2.0
 

@@ -1,4 +1,4 @@
-"""Fold overhead excluding model time, for a 24-entry fold (issue 4, "Measure").
+"""Fold overhead excluding model time, for a 24-entry fold.
 
 A 24-entry range (a system rule, a user goal, 11 tool calls with their results: reads, a
 pytest run, a failed command) is folded by the model writer against the scripted

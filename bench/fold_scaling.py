@@ -1,4 +1,4 @@
-"""Fold cost against ledger size (issue 18): deltas and checkpoints, not a state per fold.
+"""Fold cost against ledger size: deltas and checkpoints, not a state per fold.
 
 On generated sessions (:mod:`bench.generator`), with the offline writer and no recovery scan:
 
@@ -418,7 +418,7 @@ def run(small: bool = False) -> dict[str, Any]:
     return result
 
 
-# Seeding a large ledger fast (issue 18: one fold at 100k facts) ---------------------------
+# Seeding a large ledger fast (one fold at 100k facts) ---------------------------
 
 #: template facts must serialise their id and command key as plain JSON strings
 _PLAIN = re.compile(r'^[^"\\\x00-\x1f]+$')

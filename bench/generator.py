@@ -1,4 +1,4 @@
-"""Realistic synthetic agent journals at any size, shaped like the real corpus (issue 8).
+"""Realistic synthetic agent journals at any size, shaped like the real corpus.
 
 Pure module: no Django, no database. :func:`iter_session` streams
 :class:`~journal_app.formats.base.ParsedEntry` items (so a 1,000,000-entry journal never has
@@ -346,7 +346,7 @@ def write_large(
 ) -> int:
     """Write a synthetic session of about ``target_bytes`` (at least; stops after the first
     complete round past it) to ``path``, one entry at a time (constant memory, for the
-    import memory benchmark of issue 13, item 2). Returns the bytes written.
+    import memory benchmark, ``bench/memory.py``). Returns the bytes written.
 
     Args:
         fmt: ``"claude-code"`` (JSON Lines, ``claude-code-jsonl``) or ``"openai-chat"`` (one

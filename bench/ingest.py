@@ -1,4 +1,4 @@
-"""Ingest rate through the append path against raw ``psycopg`` COPY of the same rows (issue 8).
+"""Ingest rate through the append path against raw ``psycopg`` COPY of the same rows.
 
 Ours: ``journal_app.services.journal_append`` over a synthetic session
 (:mod:`bench.generator`), in batches of 1,000 entries per call (an import's shape) and, on a
@@ -7,7 +7,7 @@ append does is timed: validation, RFC 8785 canonicalisation, hashing, token coun
 chunking, artifact storage, the ``COPY`` of entries and chunks, the head and unfolded-token
 counter update and the ``entries_appended`` receivers (the fold threshold is raised so no
 fold runs inside). The derived rows (identifiers, search index) are queued as a task after
-commit, as with a broker and a worker (issue 13, item 3: not in the append transaction);
+commit, as with a broker and a worker (not in the append transaction);
 their throughput is measured on its own (``derived rows``, the task run in-process), and so
 is what an embedded, eager install pays for both in one call (``append + derived``).
 The tokenizer is loaded before timing (a server process has it loaded).
@@ -18,7 +18,7 @@ beforehand and sent with ``COPY ... FROM STDIN`` into scratch tables made ``LIKE
 ones (indexes included), in one transaction, best of three: the database's own write of the
 rows, no Python per row.
 
-**The whole import** (the row a user pays, issue 29):
+**The whole import** (the row a user pays):
 :func:`ledger_app.services.reimport.transcript_import` (what ``manage.py import_journal`` runs) of a generated ``openai-chat`` file of
 ``IMPORT_ENTRIES`` entries (4,000; 20,000 with ``--full``): reading and parsing the file,
 hashing, token counting, chunking, artifacts, the COPY of entries and chunks, and the derived
@@ -64,7 +64,7 @@ from journal_app.tokens import count_tokens
 from recovery_app.tasks import derive_appended
 
 TARGET = 1 / 3
-#: the whole import's goal, a share of COPY of its entry and chunk rows (issue 29, item 4)
+#: the whole import's goal, a share of COPY of its entry and chunk rows
 IMPORT_TARGET = 1 / 10
 #: entries of the generated file the whole-import row imports (``--full``: the second)
 IMPORT_ENTRIES = (4_000, 20_000)

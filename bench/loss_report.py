@@ -1,4 +1,4 @@
-"""The loss report as a measure: what the offline ledger keeps of folded entries (issue 15, item 9).
+"""The loss report as a measure: what the offline ledger keeps of folded entries.
 
 Every corpus transcript (``tests/fixtures/corpus``) is parsed by its importer and folded whole,
 without a database, the way :func:`ledger_app.services.ledger_fold` folds with the offline
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "corpus"
-#: kind -> (goal share, public summary-compaction baseline share), issue 15 item 9
+#: kind -> (goal share, public summary-compaction baseline share)
 GOALS = {"path": (0.90, 0.098), "command": (0.90, 0.002), "number": (0.60, 0.019)}
 
 

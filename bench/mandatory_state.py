@@ -15,7 +15,7 @@ the offline writer (the one fold path, consolidation included). Per length:
 and over the lengths the fitted exponent of mandatory tokens against entries (goal: at most
 0.3 from 2k to 100k entries).
 
-**The context page** (issue 29, item 1), on the same folded journals: ``GET .../context/``
+**The context page**, on the same folded journals: ``GET .../context/``
 through Django's test client (login, middleware, :func:`ledger_app.context_service.context_preview`
 at the default budgets, the template), median of ``PAGE_REPEAT``, and the service call alone;
 goal under 2 s at 20,000 entries. Baseline, same run: what a page built by plain trimming

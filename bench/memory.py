@@ -1,5 +1,5 @@
-"""Peak memory of importing the largest corpus source, and how it grows with size (issue 8;
-issue 13, item 2: streaming import, goal flat growth, at most +200 MB).
+"""Peak memory of importing the largest corpus source, and how it grows with size (streaming
+import: goal flat growth, at most +200 MB).
 
 Each import runs ``journal_app.services.journal_import`` in a fresh process against the
 bench database; the figure is the peak resident set the import adds (Linux: the high-water
@@ -12,13 +12,13 @@ is reset (about 80 MB once per process, not per import).
 Sources: the largest source in ``tests/fixtures/corpus`` (by bytes; a folder export counts
 as the sum of its files), then synthetic Claude Code JSONL transcripts of 10, 20 and 40 MB
 (5 and 10 MB with ``--small``; the issue's 20, 80 and 400 MB with ``BENCH_IMPORT_MB=20,80,400``,
-about 0.5 s per MB on this 2-core machine since issue 13's hashing and identifier work, so
+about 0.5 s per MB on this 2-core machine since the hashing and identifier rework, so
 several minutes: not by default) written entry by entry by
 :func:`bench.generator.write_large` from the corpus-measured profile. The child imports
 through ``journal_import`` in the embedded default, so the post-commit derivation
 (identifiers, search index) runs in the same process and counts too. The fitted exponent of
 peak growth on file size says whether the import streams (about 0) or holds the whole source
-in memory (about 1; 0.88 before issue 13). Baseline: the file size itself (peak / file bytes).
+in memory (about 1; 0.88 before the streaming import). Baseline: the file size itself (peak / file bytes).
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ def _measure_import(path: Path, media: str) -> dict[str, Any]:
     }
 
 
-#: the goal of issue 13: peak growth flat in file size (exponent) and at most this many MB
+#: the goal: peak growth flat in file size (exponent) and at most this many MB
 GOAL_EXPONENT = 0.1
 GOAL_PEAK_MB = 200.0
 

@@ -1,4 +1,4 @@
-"""Reducer time against the number of deltas (issue 3, "Measure").
+"""Reducer time against the number of deltas.
 
 10, 100, 1,000 and 10,000 deltas of 20 operations each (16 adds, 2 closes, 2 supersedes).
 Baseline, measured in the same run: inserting the same fact dicts into a plain dict (the

@@ -1,4 +1,4 @@
-"""Recovery search latency and a full recovery attempt's time (issue 5, "Measure").
+"""Recovery search latency and a full recovery attempt's time.
 
 PostgreSQL only (the production backend). Builds, in the scratch database the runner made:
 
@@ -246,7 +246,7 @@ def run(
         small: a quick run (2,000-entry session, 20,000-entry tenant, 10 repeats).
         full: build the tenant up to ``tenant_entries`` (default 1,000,000); by default the
             tenant holds the session alone, so ``make bench`` stays within 10 minutes
-            (issue 13, item 6).
+           .
 
     Returns:
         ``{"session": {...}, "tenant": {...}, "recovery": {...}, "build_seconds": ...,

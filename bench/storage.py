@@ -1,4 +1,4 @@
-"""What the ledger costs on disk, measured by PostgreSQL itself (issue 29, items 1 and 2).
+"""What the ledger costs on disk, measured by PostgreSQL itself.
 
 A generated ``openai-chat`` file of ``ENTRIES`` entries (4,000; the size of the outside count)
 is imported by :func:`journal_app.services.journal_import` (what ``import_journal`` runs:
@@ -13,7 +13,7 @@ caused, measured before and after on the same database:
   without page overhead, indexes or free space).
 
 Both over the bytes of every delta of the journal's folds (``octet_length(delta)``, the
-canonical JSON the ledger replays from). Goals (issue 29, item 2): row data at most 3x the
+canonical JSON the ledger replays from). Goals: row data at most 3x the
 deltas, on disk at most 5x. The per-table figures say what would cut it. PostgreSQL only
 (``{"skipped": ...}`` elsewhere). ``ENTRIES`` can be set with ``BENCH_STORAGE_ENTRIES``.
 """

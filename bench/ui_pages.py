@@ -1,4 +1,4 @@
-"""Server time of the operator UI's heaviest pages (issue 6, "Measure"; issue 13 goal row
+"""Server time of the operator UI's heaviest pages (goal row
 "timeline, facts, fold detail, diff pages at 100k entries: p95 <= 150 ms").
 
 A session of ``entries`` synthetic entries (:mod:`bench.generator`, shaped like the corpus;
@@ -48,7 +48,7 @@ from ledger_app.models import Fold, LedgerFact
 from ledger_app.services import ledger_fold
 
 BATCH = 2000
-#: issue 13: "timeline, facts, fold detail, diff pages at 100k entries: p95 <= 150 ms"
+#: the goal: "timeline, facts, fold detail, diff pages at 100k entries: p95 <= 150 ms"
 GOAL_P95_MS = 150.0
 
 

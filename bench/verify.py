@@ -1,13 +1,13 @@
 """``journal_verify`` throughput against a raw fetch + SHA-256 of the same rows, and its peak memory.
 
-Throughput (issue 8): a synthetic journal (:mod:`bench.generator`, 20,000 entries; 2,000
+Throughput: a synthetic journal (:mod:`bench.generator`, 20,000 entries; 2,000
 with ``--small``) appended through ``journal_append`` (so it holds chunks and artifacts),
 then ``journal_app.services.journal_verify`` timed over it. Baselines measured in the same
 run over the same bytes (every entry body and metadata, every artifact's stored bytes):
 
 * ``fetch + hashlib``: one ``sha256`` per body, metadata and artifact, the bytes read by a
   plain psycopg server-side cursor first (the honest limit: the bytes must come out of the
-  database; the target is at least half of its rate, issue 13);
+  database; the target is at least half of its rate);
 * ``hashlib``: the same hashes over bytes already in memory (for reference).
 
 Memory: the peak resident set a fresh process adds while it verifies (Linux: the high-water
@@ -138,7 +138,7 @@ def run(
     Args:
         small: 2,000 entries for throughput and 50,000 (and 5,000) for memory.
         full: 1,000,000 (and 100,000) entries for memory; by default 100,000 (and 10,000),
-            which keeps ``make bench`` within 10 minutes (issue 13, item 6).
+            which keeps ``make bench`` within 10 minutes.
         entries: throughput journal size (overrides ``small``).
         memory_entries: the larger memory journal (a tenth of it is measured too).
     """

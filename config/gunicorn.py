@@ -11,7 +11,7 @@ The Dockerfile, docker-compose.yml, README "Run in production" and tests/test_to
 start gunicorn with it. Command-line flags still override any value here (``--bind``,
 ``--workers``).
 
-Request limits (issue 16): the URL limit is the API's own (414 in the error shape); under
+Request limits: the URL limit is the API's own (414 in the error shape); under
 uvicorn workers the request line is read up to h11's 16 KiB event limit, above gunicorn's
 maximum. The values below are what a synchronous gunicorn worker would use: gunicorn answers a request line or header over its limits itself,
 in plain text, before the application sees it. The request line is read up to gunicorn's

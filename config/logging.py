@@ -1,4 +1,4 @@
-"""Structured logs (issue 7): JSON lines in production, readable key=value lines locally.
+"""Structured logs: JSON lines in production, readable key=value lines locally.
 
 Pure module (structlog and the standard library only). :func:`logging_config` returns the
 ``LOGGING`` dict for Django's ``dictConfig``; :func:`configure_structlog` routes

@@ -1,7 +1,7 @@
 """Rules a production start must pass (pure, no Django): the secret key, the request limits.
 
 Read by ``config/settings.py`` (the secret key, the URL limit) and ``config/gunicorn.py``
-(the request-line limit), so the two processes of one deployment agree (issue 16).
+(the request-line limit), so the two processes of one deployment agree.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ DEVELOPMENT_SECRET_KEY = "embedded-default-not-secret-change-me-" + "x" * 20
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", DEVELOPMENT_SECRET_KEY)
 if not DEBUG:
     # a weak key signs sessions, CSRF tokens and recovery cursors anyone can forge: refuse to
-    # start rather than warn (Django's check W009 only warns; issue 16)
+    # start rather than warn (Django's check W009 only warns)
     _weak = secret_key_problem(SECRET_KEY, development_default=DEVELOPMENT_SECRET_KEY)
     if _weak is not None:
         raise SettingError(
@@ -133,7 +133,7 @@ DATABASES = {
         env_str("DATABASE_URL", f"sqlite:///{DATA_DIR / 'ledgerkeep.sqlite3'}"),
         conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 0),
         # a kept connection is pinged before a request reuses it: a connection the server
-        # dropped in between is replaced instead of failing the request (issue 16)
+        # dropped in between is replaced instead of failing the request
         conn_health_checks=True,
     )
 }
@@ -234,7 +234,7 @@ TOKEN_ENCODING = env_str("TOKEN_ENCODING", "o200k_base")
 LEDGER_WINDOW_TOKENS = env_int("LEDGER_WINDOW_TOKENS", 270_000)
 LEDGER_CONSOLIDATE_AT_TOKENS = env_int("LEDGER_CONSOLIDATE_AT_TOKENS", 67_500)
 LEDGER_CHECKPOINT_TARGET_TOKENS = env_int("LEDGER_CHECKPOINT_TARGET_TOKENS", 20_000)
-# Full ledger state is stored only at checkpoints (issue 18): every this many folds at most,
+# Full ledger state is stored only at checkpoints: every this many folds at most,
 # or when the deltas since the last checkpoint pass this ratio of its size.
 LEDGER_CHECKPOINT_EVERY_FOLDS = env_int("LEDGER_CHECKPOINT_EVERY_FOLDS", 1000)
 LEDGER_CHECKPOINT_DELTA_RATIO = env_float("LEDGER_CHECKPOINT_DELTA_RATIO", 2.0)
@@ -280,7 +280,7 @@ MODEL_STALL_SECONDS = env_float("MODEL_STALL_SECONDS", 60.0)
 WRITER_WINDOW_TOKENS = env_int("WRITER_WINDOW_TOKENS", 0)
 VERIFIER_WINDOW_TOKENS = env_int("VERIFIER_WINDOW_TOKENS", 0)
 
-# The compacting proxy (issue 14, proxy_app): where requests are forwarded, and the context
+# The compacting proxy (proxy_app): where requests are forwarded, and the context
 # window per model (a JSON map ``{"model": tokens}``; unknown models get the default).
 UPSTREAM_OPENAI_BASE_URL = env_str("UPSTREAM_OPENAI_BASE_URL", "https://api.openai.com/v1")
 UPSTREAM_OPENAI_API_KEY = env_str("UPSTREAM_OPENAI_API_KEY", "")
@@ -298,8 +298,8 @@ try:
 except PriceTableError as _exc:
     raise SettingError(f"LEDGER_MODEL_PRICES: {_exc}") from None
 
-# REST API (issue 7): URLs (path and query) over this many bytes are 414 in the error shape;
-# gunicorn (config/gunicorn.py) reads request lines long enough for every one (issue 16).
+# REST API: URLs (path and query) over this many bytes are 414 in the error shape;
+# gunicorn (config/gunicorn.py) reads request lines long enough for every one.
 API_MAX_URL_BYTES = env_int("API_MAX_URL_BYTES", MAX_URL_BYTES)
 try:
     request_line_limit(API_MAX_URL_BYTES)

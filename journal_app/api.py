@@ -133,7 +133,7 @@ def entry_detail(entry: Entry) -> dict[str, Any]:
     """An entry with content, chunks and its hashes recomputed now (``entry_check``).
 
     ``content``, ``text`` and ``metadata`` are filtered (:func:`journal_app.privacy.filter_entry`);
-    the verification is over the stored bytes (DESIGN.md section 4; issue 12 item 3).
+    the verification is over the stored bytes (DESIGN.md section 4).
     """
     problems = entry_check(entry, chain=True)
     shown = filter_entry(
@@ -264,7 +264,7 @@ def _refuse_unknown_fields(request: HttpRequest, form: set[str], files: set[str]
     SCOPE + "/import",
     response={200: ImportOut, **ERRORS},
     summary="Import a transcript",
-    # the form takes ``file`` and ``format`` only (_refuse_unknown_fields): say so (issue 16)
+    # the form takes ``file`` and ``format`` only (_refuse_unknown_fields): say so
     openapi_extra={
         "requestBody": {
             "content": {"multipart/form-data": {"schema": {"additionalProperties": False}}}

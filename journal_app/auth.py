@@ -29,7 +29,7 @@ operation, before any body is read, so an oversized request is refused (HTTP 413
 reading it.
 
 A key is refused like an unknown one (401) when its user is no longer active, or no longer
-a member of the key's tenant with a role the key needs (issue 16: keys follow their users).
+a member of the key's tenant with a role the key needs (keys follow their users).
 Once the key is known, its requests are counted (django-ratelimit, in the ``default``
 cache): over ``settings.API_RATE_LIMIT`` per key the request is refused with HTTP 429
 ``rate_limited`` and ``Retry-After``, before any work.
@@ -180,7 +180,7 @@ def api_key_revoke(*, prefix: str) -> ApiKey:
 
 
 def api_key_holder_ok(key: ApiKey) -> bool:
-    """Does the key's user still stand behind it? (issue 16: keys follow their users)
+    """Does the key's user still stand behind it? (keys follow their users)
 
     A key with no user (a client key made for a runtime) stands on its own. A key with a
     user counts only while that user is active and still a member of the key's tenant with

@@ -8,7 +8,7 @@ mismatch, which is what ``verify_journal`` and the "hash verified" badge rely on
 The figures derived at append (``token_count``, ``token_source``, ``source_ref`` and the
 artifact an oversized result was moved to, with its size and token figures) are not part
 of the entry header: they depend on the tokenizer and the artifact threshold, not on what
-was said. :func:`figures_hash` binds them to the entry instead (issue 16, item 5), and
+was said. :func:`figures_hash` binds them to the entry instead, and
 :func:`check_figures` recomputes it, so a change to any of them is reported at its entry
 without recounting tokens.
 """
@@ -325,7 +325,7 @@ def _figures_text(
     """The figures record's RFC 8785 text written directly (keys in sorted order, strings
     through the JSON string encoder :func:`canonical_record` uses), or ``None`` when a value
     is not of the plain type it must be (then the general encoder decides). Every append and
-    every verify hashes one figures record per entry (issue 13)."""
+    every verify hashes one figures record per entry."""
     ints = (
         [token_count]
         if artifact is None

@@ -36,7 +36,7 @@ AUTHORITATIVE_ROLES = ("system", "developer", "user")
 
 #: Version of the pin rules (:func:`is_authoritative`) a fold's delta is written against
 #: (``delta["pin_rules"]``): 1 pinned every non-derived system/developer/user message; 2
-#: leaves harness records out (issue 15, item 5); 3 also leaves the harness blocks inside a
+#: leaves harness records out; 3 also leaves the harness blocks inside a
 #: message out of the pin's text (:func:`pin_text`) and gives each pin a ``pin_kind`` and
 #: its ``attachments`` (DESIGN.md 5.2). ``verify_ledger`` checks a delta against the rules
 #: it names, so ledgers folded before a change still verify; a pin fact with ``pin_kind``
@@ -51,9 +51,8 @@ def is_authoritative(
 
     A system, developer or user *message* that is not derived (summaries, compaction
     markers) and not a harness record (:func:`journal_app.harness.harness_kind`: Claude
-    Code ``isMeta`` caveats and command markup, interrupt markers, format-error nags, ...;
-    issue 15 item 5). ``text`` is the entry's :func:`content_text`; ``rules`` the pin rules
-    to judge by (:data:`PIN_RULES`; a check of an earlier fold passes the rules it names).
+    Code ``isMeta`` caveats and command markup, interrupt markers, format-error nags, ...).
+    ``text`` is the entry's :func:`content_text`; ``rules`` the pin rules to judge by (:data:`PIN_RULES`; a check of an earlier fold passes the rules it names).
     """
     return (
         kind == "message"

@@ -1,6 +1,6 @@
 """The filter expression language of the operator UI, and its fields over journal entries.
 
-Pure module (issue 6, item 6: "a filter expression over facts and entries with a clear error
+Pure module ("a filter expression over facts and entries with a clear error
 for a bad expression"). The language lives here, in the base app, because journal entries
 are filtered with it; the ledger's fact fields are in :mod:`ledger_app.filters`. A small
 hand-written tokenizer: the grammar is one level deep, and a parser generator would cost a

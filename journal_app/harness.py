@@ -2,7 +2,7 @@
 
 Agent harnesses journal their own bookkeeping as user or developer messages. They are kept in
 the journal verbatim (they reached the model), but they are not instructions: never a P0 pin,
-never the user's goal or decision (issue 15, item 5; DESIGN.md 5.2, "authoritative message").
+never the user's goal or decision (DESIGN.md 5.2, "authoritative message").
 :func:`harness_kind` names the kind of one such record from what the importers already store
 (the text and the entry metadata); :func:`journal_app.content.is_authoritative` calls it, so
 every pin decision (fold, refold, validation, integrity check, context) agrees.

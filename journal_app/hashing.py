@@ -157,7 +157,7 @@ def canonical_record(record: Mapping[str, Any]) -> bytes:
     only ``"``, ``\\`` and controls (``\\b \\f \\n \\r \\t``, else ``\\u00xx``), the
     rest verbatim. About ten times faster than ``rfc8785.dumps`` on an entry header, which
     matters because every append canonicalises a body, a metadata object and a header per
-    entry, and every verify a header and figures (issue 13, items 3 and 4). Anything else (floats, large integers, lists, non-ASCII keys) and any string
+    entry, and every verify a header and figures. Anything else (floats, large integers, lists, non-ASCII keys) and any string
     that is not valid Unicode (a lone surrogate) goes through :func:`canonical_body`, so the
     result and the errors are always those of RFC 8785.
 
@@ -207,8 +207,8 @@ def header_hash(
     The header's RFC 8785 form with its keys in sorted order, each string through the
     standard library's JSON string encoder (what :func:`canonical_record` uses), the
     scope's part made once per scope: about five times faster than building the dict and
-    encoding it, and every append and every verify hashes one header per entry (issue 13,
-    items 3 and 4). Arguments of other types than annotated (or out of the safe integer
+    encoding it, and every append and every verify hashes one header per entry.
+    Arguments of other types than annotated (or out of the safe integer
     range), and strings with no UTF-8 form, go the general way, so the result and errors
     are always those of :func:`entry_hash`; ``tests/journal_app/test_hashing.py`` checks the
     two agree on generated headers.

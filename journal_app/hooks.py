@@ -5,7 +5,7 @@ cannot call the ledger. Recovery registers here, at start-up (``recovery_app.app
 import service every entry point calls (:func:`recovery_app.session_transfer.transcript_import`:
 the journal import, then, for a ledgerkeep export, its folds, verdicts, retirements, comments
 and receipts, in one transaction). The upload API (``journal_app.api``) and the
-``import_journal`` command both go through it (issue 16). With nothing registered
+``import_journal`` command both go through it. With nothing registered
 (ledger_app not installed) the API imports the journal alone.
 """
 

@@ -2,7 +2,7 @@
 
 Extracted once per entry, when it is appended (:func:`identifiers_of`, stored in
 :class:`journal_app.models.EntryIdentifiers`), since an entry's bytes never change: the
-per-fold loss report (:mod:`ledger_app.loss`) then only compares (issue 18). Every pattern
+per-fold loss report (:mod:`ledger_app.loss`) then only compares. Every pattern
 is compiled once, at import.
 
 Identifier kinds (:data:`KINDS`): ``path``, ``url``, ``hash``, ``flag``, ``command``,
@@ -63,7 +63,7 @@ _MIGRATION = re.compile(r"(?<![\w./\\-])(?:[A-Za-z_][A-Za-z0-9_]*\.)?\d{4}_\w+(?
 # word, a flag or a URL and may not end on punctuation ("see a.py." gives "a.py"). The
 # lookahead skips runs with no dot, slash or backslash: no path _is_path accepts lacks all
 # three, and without it every word of the text was a candidate (7.4 million _is_path calls
-# in one 10,000-entry fold, issue 18); the tokens it lets through are unchanged.
+# in one 10,000-entry fold); the tokens it lets through are unchanged.
 _PATH_TOKEN = re.compile(
     r"(?<![\w.~/\\:@+-])(?=(?:[A-Za-z]:)?[\w.~/\\@+-]*[./\\])(?:[A-Za-z]:)?[\w.~/\\@+-]*[\w/\\]"
 )

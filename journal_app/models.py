@@ -133,13 +133,13 @@ class Journal(models.Model):
         blank=True,
         help_text="the source's time of the newest timed entry appended "
         "(journal_app.times.entry_time); null: the source gives no times. The sessions "
-        "list's last activity sorts and filters on it (issue 17)",
+        "list's last activity sorts and filters on it",
     )
     unfolded_tokens = models.PositiveBigIntegerField(
         null=True,
         default=0,
         help_text="sum of token_count of the entries after the last fold's seq_end, kept by "
-        "the append and by each fold (issue 13); null: not counted yet (a journal from before "
+        "the append and by each fold; null: not counted yet (a journal from before "
         "the column), counted once by the fold scheduler",
     )
     ended_at = models.DateTimeField(
@@ -346,7 +346,7 @@ class EntryIdentifiers(AppendOnlyModel):
     Derived from the entry's immutable bytes by :func:`journal_app.identifiers.identifiers_of`
     (rules version ``rules``), written at append, or once by the first fold that reads an
     entry appended before this table existed; never changed. The per-fold loss report reads
-    them instead of scanning the covered text again (issue 18).
+    them instead of scanning the covered text again.
     """
 
     entry = models.OneToOneField(

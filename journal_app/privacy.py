@@ -3,7 +3,7 @@
 Pure module (no Django). Every surface that shows or sends an entry's text (the frontend
 view, recovery reads, search and the analyst, ``/validate``, the UI pages and API endpoints
 that render bodies, export, the writer and verifier prompts, ledger fact text) calls these
-functions and nothing else, so the same input gets the same verdict everywhere (issue 12).
+functions and nothing else, so the same input gets the same verdict everywhere.
 
 Two kinds of private data:
 
@@ -197,7 +197,7 @@ _KEYWORD = re.compile(
 )
 #: The part of a :data:`_KEYWORD` match from its keyword on: a window without one cannot hold
 #: a match, and this leads with the keyword, so the regex engine skips ahead to it (5x faster
-#: than trying the lazy name prefix at every position of the window; issue 13).
+#: than trying the lazy name prefix at every position of the window).
 _KEYWORD_TAIL = re.compile(
     r"(?i)(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|auth[_-]?key"
     r"|private[_-]?key|client[_-]?secret|credentials?|(?<![a-z])(?:pass|pwd)(?![a-z]))"

@@ -4,7 +4,7 @@ DESIGN.md sections 3, 4 and 9. Input schemas are strict (no type coercion: ``"1"
 an integer, ``"yes"`` is not a boolean) and forbid unknown fields, so a typo in a field
 name is an error, not a silently ignored value. Hashes are written ``sha256:<hex>``.
 
-The server accepts exactly what the OpenAPI document says (issue 16, item 10). The document
+The server accepts exactly what the OpenAPI document says. The document
 is JSON Schema 2020-12, where a number with a zero fractional part *is* an integer
 (``5668.0`` validates against ``{"type": "integer"}``; no keyword can tell it from ``5668``),
 so an integer field takes ``5668.0`` as ``5668`` and refuses ``5668.5``, ``"5668"`` and
@@ -116,7 +116,7 @@ class EntryIn(StrictIn):
     ``metadata.pending`` (boolean, tool_call entries): the runtime declares the call pending,
     legitimately waiting for its result (an approval, a long job). The context then says
     "pending since seq N" instead of "did not complete", and the result, when it arrives,
-    closes the call's obligation (issue 15, item 4).
+    closes the call's obligation.
     """
 
     kind: Kind
@@ -272,7 +272,7 @@ class EntryPageOut(Schema):
 
 
 class LedgerReimportOut(Schema):
-    """What the import of a ledgerkeep export re-created beside one journal (issue 16)."""
+    """What the import of a ledgerkeep export re-created beside one journal."""
 
     journal: str = Field(description="the journal's scope, tenant/session/lane/branch")
     folds: int

@@ -356,7 +356,7 @@ def may_export(user: User, tenant: Tenant) -> bool:
     """True when ``user`` may export the tenant's sessions: the ``audit_app.export_session``
     permission and an admin membership (the raw-read role: the export holds stored bytes), a
     superuser always; the export view's rule, so its button is shown only to those it
-    would not refuse (issue 17, fresh-eyes finding)."""
+    would not refuse (fresh-eyes finding)."""
     if getattr(user, "is_superuser", False):
         return True
     return _is_admin(user, tenant) and user.has_perm("audit_app.export_session")

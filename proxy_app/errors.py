@@ -1,4 +1,4 @@
-"""The proxy's domain errors (issue 14): each carries its HTTP status and code, and the proxy
+"""The proxy's domain errors: each carries its HTTP status and code, and the proxy
 answers them in the API's one shape ``{code, message, field, entry}`` (config/api.py)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Live follow of growing agent logs: Claude Code and Codex JSONL files (issue 14).
+"""Live follow of growing agent logs: Claude Code and Codex JSONL files.
 
 :func:`follow_file` reads a file's **complete** lines (a half-written last line waits for its
 newline), parses them with the journal's own importer (format detected or given), and places

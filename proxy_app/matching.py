@@ -1,4 +1,4 @@
-"""Matching a runtime's resent history against a branch of the journal (issue 14). Pure.
+"""Matching a runtime's resent history against a branch of the journal. Pure.
 
 Agent runtimes resend the whole conversation on every model call. The proxy turns the
 request into journal items with the importers the journal already has

@@ -1,4 +1,4 @@
-"""The MCP server for the history tools (issue 14; DESIGN.md section 7, "Agent tools").
+"""The MCP server for the history tools (DESIGN.md section 7, "Agent tools").
 
 Built with the official ``mcp`` SDK (:class:`mcp.server.fastmcp.FastMCP`). Four tools, each
 one call of the service the REST API calls, with the same budgets, cursors and filtering:
@@ -193,7 +193,7 @@ def bearer_guard(app: Any, key: ApiKey) -> Any:
     anything else is 401 in the API's error shape, before the MCP layer sees it.
 
     Over stdio the launching process owns the pipe; over HTTP anyone who reaches the port
-    would otherwise act with the key the server was started with (issue 16, fresh eyes).
+    would otherwise act with the key the server was started with (fresh eyes).
     """
 
     def allowed(token: str) -> bool:

@@ -1,4 +1,4 @@
-"""Every state change the proxy makes (issue 14), through the journal's and ledger's own services.
+"""Every state change the proxy makes, through the journal's and ledger's own services.
 
 * :func:`proxy_scope` resolves the key's tenant, the session (from the header, or derived
   from the first system and user message) and the lane.
@@ -153,7 +153,7 @@ def _scope_header(headers: Mapping[str, str], name: str, part: str) -> str | Non
 def proxy_scope(
     *, key: ApiKey, headers: Mapping[str, str], items: Sequence[ParsedEntry]
 ) -> ProxyScope:
-    """Resolve the scope from the key and the ``X-Ledgerkeep-*`` headers (issue 14).
+    """Resolve the scope from the key and the ``X-Ledgerkeep-*`` headers.
 
     Sessions are per tenant (as in the REST API): the session header is looked up in the
     key's tenant only, and a name the tenant does not have yet is created there on the first
@@ -659,7 +659,7 @@ class Prepared:
 
 
 def budgets_for(*, model: str, output_tokens: int, header: str | None) -> tuple[int, int]:
-    """``(working_budget, window)`` of a call (issue 14).
+    """``(working_budget, window)`` of a call.
 
     The window is ``MODEL_WINDOWS[model]`` (default ``MODEL_WINDOW_DEFAULT``, 270,000); the
     working budget is the ``X-Ledgerkeep-Working-Budget`` header, else the window minus the

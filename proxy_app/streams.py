@@ -1,4 +1,4 @@
-"""Assembling an answer from the upstream's server-sent events (issue 14). Pure.
+"""Assembling an answer from the upstream's server-sent events. Pure.
 
 The proxy passes every byte of the upstream's stream to the client as it arrives and feeds
 the same bytes to an assembler, which rebuilds the answer the stream carried so it can be

@@ -1,4 +1,4 @@
-"""The compacting proxy's endpoints (issue 14): OpenAI Chat Completions and Anthropic Messages.
+"""The compacting proxy's endpoints: OpenAI Chat Completions and Anthropic Messages.
 
 A client changes only its base URL (``http://HOST/proxy/openai/v1``,
 ``http://HOST/proxy/anthropic``) and adds ``X-Ledgerkeep-Key``. Each call, in order:

@@ -80,7 +80,7 @@ def read_by_seq(
     hidden reasoning filtered, and ``filtered`` says so.
 
     An entry is named by its seq here, by its hash on ``read/entry/{entry}``: one route
-    each, so the schema says what the server enforces, exactly one of the two (issue 16)."""
+    each, so the schema says what the server enforces, exactly one of the two."""
     journal = caller_journal(request, session, lane, branch)
     return services.recovery_read(journal=journal, seq=seq).__dict__
 

@@ -1,7 +1,7 @@
 """Celery task deriving what an append committed: identifiers and the search index.
 
-Queued after each append's commit by :func:`recovery_app.receivers.index_appended` (issue 13,
-item 3: derived rows are not written in the append transaction). Eager in the embedded
+Queued after each append's commit by :func:`recovery_app.receivers.index_appended` (derived rows
+are not written in the append transaction). Eager in the embedded
 default, so it runs in-process right after the commit; with a broker a worker runs it.
 Losing a run costs latency, not results: the search index catches up before every search
 (:func:`recovery_app.search.index_sync`) and a fold writes any identifiers row still missing.

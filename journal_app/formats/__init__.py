@@ -97,7 +97,7 @@ def _whole(module: ModuleType, source: Source) -> EntryStream:
 def stream_path(
     path: str | Path, fmt: str | None = None, progress: Callable[[int], None] | None = None
 ) -> tuple[Source, str, EntryStream]:
-    """Open, detect and stream one source (issue 13, item 2: constant memory).
+    """Open, detect and stream one source (constant memory).
 
     Args:
         path: a transcript file, or an OpenCode export folder.

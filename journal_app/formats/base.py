@@ -178,7 +178,7 @@ def check_pairing(path: str | Path, entries: Iterable[ParsedEntry]) -> None:
 
 
 class PairingCheck:
-    """:func:`check_pairing` one entry at a time, for a streamed import (issue 13, item 2).
+    """:func:`check_pairing` one entry at a time, for a streamed import.
 
     Holds the ids of the calls and results seen so far (a few dozen bytes per call), never
     the entries themselves.
@@ -244,7 +244,7 @@ def collect(stream: EntryStream) -> ParsedSession:
 
 
 class Repeats:
-    """Repeated source records (issue 16, item 7): never a second entry, never a fabricated call.
+    """Repeated source records: never a second entry, never a fabricated call.
 
     A record repeated byte for byte (the same JSON) under the same key (a Claude Code
     ``uuid``, a Codex line, an OpenCode part id) is dropped and listed; a *different*
@@ -252,7 +252,7 @@ class Repeats:
     into ``ParsedSession.metadata["duplicates"]`` and the import summary counts it.
 
     Each record is kept as the SHA-256 of its sorted JSON (32 bytes), not its text, so a
-    streamed import holds a few dozen bytes per record (issue 13, item 2).
+    streamed import holds a few dozen bytes per record.
     """
 
     def __init__(self, path: str | Path, what: str, field_name: str) -> None:

@@ -108,7 +108,7 @@ def parse(source: Source) -> ParsedSession:
 def stream(source: Source) -> EntryStream:
     """The entries of a Claude Code session one at a time, reading the file line by line.
 
-    Two passes over the rows (issue 13, item 2): the first keeps only each assistant
+    Two passes over the rows: the first keeps only each assistant
     message's final usage (a few numbers per message id), the second yields the entries.
     Returns the session fields (``entries=[]``) described in :func:`parse`; raises its errors.
     """
@@ -225,7 +225,7 @@ def _is_prompt(obj: dict[str, Any]) -> bool:
 
 
 def _abandoned(parents: dict[str, str | None], leaf: str, prompts: set[str]) -> dict[str, str]:
-    """``uuid -> branch name`` of the records on a rewound branch (issue 15, item 5).
+    """``uuid -> branch name`` of the records on a rewound branch.
 
     The live path runs from the last user/assistant record (``leaf``) up its ``parentUuid``
     links (``logicalParentUuid`` across a compaction boundary). A rewind (edit-and-resend)

@@ -122,7 +122,7 @@ def parse(source: Source) -> ParsedSession:
 def stream(source: Source) -> EntryStream:
     """The entries of :func:`parse` one at a time, reading the file line by line.
 
-    Two passes (issue 13, item 2): the first keeps only digests of the response texts that
+    Two passes: the first keeps only digests of the response texts that
     ``event_msg`` records repeat; the second yields each entry once nothing later can attach
     to it (a token count attaches to the latest assistant entry, so entries from it on
     wait for the next one). Returns the session fields (``entries=[]``).

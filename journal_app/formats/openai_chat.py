@@ -186,7 +186,7 @@ def _messages(source: Source) -> tuple[Iterable[Any], str, dict[str, Any]] | Non
     """Locate the message list: ``(messages, location prefix, wrapper fields)`` or None.
 
     A streamed source is shaped from its preview; its messages are then read one at a time
-    and its wrapper fields without building the list (issue 13, item 2).
+    and its wrapper fields without building the list.
     """
     found = _list_key(source.detection_view().data)
     if found is None:
@@ -300,7 +300,7 @@ def parse(source: Source) -> ParsedSession:
 
 def stream(source: Source) -> EntryStream:
     """The entries of :func:`parse`, one message at a time (a large file is streamed with
-    ``ijson``, never held whole: issue 13, item 2). Returns the session fields
+    ``ijson``, never held whole: memory does not grow with the file). Returns the session fields
     (``entries=[]``); raises the errors of :func:`parse`."""
     path = source.path
     found = _messages(source) if source.kind == "json" else None

@@ -3,7 +3,7 @@
 Pure module. :func:`read_source` opens a path into a :class:`Source` that every importer's
 ``detect`` and ``parse`` receive. Small files (below :data:`STREAM_FROM_BYTES`) are decoded
 once into memory, exactly as before, so every error message names the file, line and
-field. Larger files are never held whole (issue 13, item 2): a JSON Lines file is read line
+field. Larger files are never held whole: a JSON Lines file is read line
 by line (:meth:`Source.rows`), a JSON document is streamed with ``ijson``
 (:meth:`Source.items`, :meth:`Source.fields`), and detection sees a bounded preview of it
 (:meth:`Source.detection_view`). The streaming and the in-memory readers yield the same

@@ -197,7 +197,7 @@ def _insert(
     """Write the entries and chunks of ``prepared`` (DESIGN.md section 4).
 
     PostgreSQL: primary keys drawn from the sequence in one query, then one ``COPY`` for the
-    entries and one for the chunks per batch (issue 13, item 3). Elsewhere (SQLite):
+    entries and one for the chunks per batch. Elsewhere (SQLite):
     ``bulk_create``. The same rows either way; derived rows (identifiers, the search index)
     are written after commit by the ``entries_appended`` receivers.
     """
@@ -260,7 +260,7 @@ def _insert(
 
 def entry_identifiers_row(entry: Entry, text: str | None = None) -> EntryIdentifiers:
     """The (unsaved) :class:`EntryIdentifiers` row of ``entry``: its identifiers extracted
-    once from its immutable bytes (issue 18). ``text`` is the entry's readable text when the
+    once from its immutable bytes. ``text`` is the entry's readable text when the
     caller has it already (else it is derived from the body)."""
     content = entry.content if entry.kind == "tool_call" else {}
     found = identifiers_of(
@@ -275,10 +275,10 @@ def entry_identifiers_row(entry: Entry, text: str | None = None) -> EntryIdentif
 
 def identifiers_fill(*, journal: Journal, first_seq: int, last_seq: int) -> int:
     """Write the missing :class:`EntryIdentifiers` rows of ``journal``'s entries in
-    ``first_seq..last_seq`` (derived once from their immutable bytes, issue 18).
+    ``first_seq..last_seq`` (derived once from their immutable bytes).
 
     Called after an append commits (a queued task, :mod:`recovery_app.tasks`), so the
-    extraction is not in the append transaction (issue 13, item 3); a fold that reads an
+    extraction is not in the append transaction; a fold that reads an
     entry whose row is still missing writes it itself. Idempotent (conflicts ignored).
 
     Returns:
@@ -363,7 +363,7 @@ def journal_append(
 
     The journal row is locked for the transaction; entries and chunks are written with
     ``COPY`` on PostgreSQL (``bulk_create`` elsewhere); ``Journal.unfolded_tokens`` grows by
-    the new entries' ``token_count`` in the same transaction (issue 13, item 3). Identifiers
+    the new entries' ``token_count`` in the same transaction. Identifiers
     and the search index are derived after commit (``entries_appended`` receivers).
 
     Returns:

@@ -25,7 +25,7 @@ class DatabaseUnavailable(JournalError):
     """The database connection was lost in the middle of a write; nothing written (HTTP 503).
 
     The transaction is rolled back by the server; the same request may succeed once the
-    database answers again (issue 16: a dropped connection is a clear error, not a traceback).
+    database answers again (a dropped connection is a clear error, not a traceback).
     """
 
     status = 503

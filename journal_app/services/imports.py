@@ -1,5 +1,5 @@
 """Importing a transcript file: streamed, then appended in bounded batches inside one
-transaction (DESIGN.md section 4; issue 13, item 2: memory does not grow with the file)."""
+transaction (DESIGN.md section 4; memory does not grow with the file)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from journal_app.services.scope import journal_ensure, session_ensure, tenant_en
 Progress = Callable[[int, int], None]
 
 #: entries per ``journal_append`` batch, and the body bytes at which a batch is written
-#: early: what the import holds in memory at once (issue 13, item 2)
+#: early: what the import holds in memory at once
 BATCH_ENTRIES = 1_000
 BATCH_BYTES = 8 * 1024 * 1024
 
@@ -129,7 +129,7 @@ def journal_import(
     chunked and written by :func:`journal_append` in batches of at most
     :data:`BATCH_ENTRIES` entries / about :data:`BATCH_BYTES` bytes, each continuing the
     chain at the lane's next seq, all inside the one transaction; so memory stays flat
-    however large the file (issue 13, item 2) and the hashes are those of one append.
+    however large the file and the hashes are those of one append.
 
     Args:
         path: a transcript file, or an OpenCode export folder.

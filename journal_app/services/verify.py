@@ -142,8 +142,7 @@ def journal_verify(
 
     Reads raw columns through server-side cursors (two queries per journal whatever its
     length, the artifacts' columns joined) inside one read transaction; each
-    body is encoded once and its chunk hashes are computed from the same bytes (issue 13,
-    item 4).
+    body is encoded once and its chunk hashes are computed from the same bytes.
 
     Returns:
         :class:`VerifyReport`; memory stays flat in journal size (:data:`FETCH` rows held).

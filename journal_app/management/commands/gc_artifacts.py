@@ -1,7 +1,7 @@
 """``gc_artifacts``: list (and with ``--delete`` remove) artifact files nothing references.
 
 An import that fails or is killed rolls back its artifact rows but not the files it wrote
-(issue 16). Those files, and temporary files of an interrupted write, are never referenced;
+. Those files, and temporary files of an interrupted write, are never referenced;
 this command finds them (:func:`journal_app.artifact_storage.artifact_orphans`). A dry run
 by default: it prints what it would delete. Files younger than ``--min-age`` minutes are
 left alone, since an import still in its transaction holds them.

@@ -1,4 +1,4 @@
-"""``manage.py mcp_server --key KEY --session S``: the history tools over MCP (issue 14).
+"""``manage.py mcp_server --key KEY --session S``: the history tools over MCP.
 
 Speaks MCP over stdio (what Claude Code and Codex launch); ``--http`` serves Streamable HTTP
 on ``--host``/``--port`` instead. Stdout carries the protocol only: nothing else is printed.
