@@ -13,23 +13,13 @@ section 9).
 
 from __future__ import annotations
 
+from ledger_app.errors import FoldFailed, FoldRefused, LedgerError, ReviewError, ReviewForbidden
 from ledger_app.model_writer import FALLBACK_NOTE
-from ledger_app.services.common import (
-    FoldFailed,
-    FoldRefused,
-    FoldResult,
-    LedgerError,
-    ReviewError,
-    ReviewForbidden,
-    entry_view,
-    instructions_check,
-    latest_fold,
-    ledger_state,
-    range_hash,
-)
 from ledger_app.services.compact import CompactReport, CompactRow, ledger_compact
 from ledger_app.services.consolidate import ledger_consolidate
-from ledger_app.services.fold import fold_context, ledger_fold
+from ledger_app.services.entries import entry_view, fold_context, range_hash
+from ledger_app.services.fold import ledger_fold
+from ledger_app.services.pins_check import instructions_check
 from ledger_app.services.refold import RefoldRefused, ledger_refold_apply, ledger_refold_fallbacks
 from ledger_app.services.review import (
     ReviewCommentInvalid,
@@ -37,6 +27,8 @@ from ledger_app.services.review import (
     can_review,
     retirement_review,
 )
+from ledger_app.services.state import latest_fold, ledger_state
+from ledger_app.services.store import FoldResult
 from ledger_app.services.verify import (
     LedgerVerifyReport,
     first_difference,

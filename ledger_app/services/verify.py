@@ -24,8 +24,8 @@ from ledger_app.budget import render_fact
 from ledger_app.loss import ledger_terms
 from ledger_app.model_writer import FALLBACK_NOTE as FALLBACK_NOTE  # re-exported: views
 from ledger_app.models import Fold, LedgerFact, LedgerTerm
-from ledger_app.services.common import _verdicts, fact_columns
 from ledger_app.services.records import fold_records_verify
+from ledger_app.services.store import delta_verdicts, fact_columns
 
 CHECKS = [
     "replay from scratch",
@@ -200,7 +200,7 @@ def _replay(
             )
         if reducer.hash_of(acc, state) != stored_hash:
             return _mismatch(number, "state_hash", "state_hash does not match the stored state")
-        if rows is not None and _verdicts(reducer.Reduction(state, results)) != verdicts:
+        if rows is not None and delta_verdicts(reducer.Reduction(state, results)) != verdicts:
             return _mismatch(number, "verdicts", "stored op verdicts differ from the reducer's")
         if checkpoint is not None:
             plain = {**state, "facts": dict.copy(facts)}
