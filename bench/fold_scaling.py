@@ -465,7 +465,7 @@ def seed_ledger(journal: Any, facts: int, *, template_entries: int = 600) -> int
     The first ``template_entries`` entries are folded 24 at a time by the offline writer
     (real facts, rows, terms). Their active P0/P1 non-pin facts are the template: one seed
     fold (writer ``bench-seed``, covering the next round of entries with their pins, stored
-    by :func:`ledger_app.services.common.fold_store`) adds copies of them under new ids
+    by :func:`ledger_app.services.store.fold_store`) adds copies of them under new ids
     (``<id>~<n>``, command keys made distinct the same way), written in one
     ``INSERT ... SELECT`` instead of one op each. Its accumulator and state hash are those
     of the seeded state (MuHash over the copies' canonical bytes), it is a checkpoint (the

@@ -8,7 +8,16 @@
 * :mod:`.verify`: ``ledger_verify``, replay against what is stored.
 
 Each locks the journal row, so there is one ledger change at a time per branch (DESIGN.md
-section 9).
+section 9). The pieces they share, each module saying whether it writes:
+
+* :mod:`.fold_stages`: the stages ``ledger_fold`` runs (plan, compose, judge, reduce,
+  store); :mod:`.fold_attempts`: a fold's attempt rows (writes);
+* :mod:`.state`: reads of the stored ledger (latest fold, current facts, writer state);
+* :mod:`.store`: a delta applied to the facts it reads, the running figures, and the writes
+  of every fold (``fold_store``, ``facts_store``); ``FoldResult``;
+* :mod:`.entries`: the journal's entries as a fold reads them (views, range hash, evidence);
+* :mod:`.pins_check`: the pins re-hashed against their entries (reads);
+* :mod:`ledger_app.errors`: the ledger's domain errors.
 """
 
 from __future__ import annotations

@@ -84,7 +84,7 @@ def _info(e: Entry, fold_number: int) -> dict[str, Any]:
         "fold": fold_number,
     }
     if e.kind == "message" and e.role in AUTHORITATIVE_ROLES and not e.derived:
-        if not e.authoritative:  # a harness record (issue 15): never authorises a retirement
+        if not e.authoritative:  # a harness record: never authorises a retirement
             info["harness"] = True
     return info
 

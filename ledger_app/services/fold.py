@@ -1,4 +1,4 @@
-"""The one fold service (DESIGN.md 5.2, 5.3): every fold, whoever asks, runs here.
+"""The one fold service: every fold, whoever asks, runs here.
 
 :func:`ledger_fold` runs the stages of :mod:`ledger_app.services.fold_stages` in order
 (plan -> compose -> judge -> reduce -> store; docs/architecture.md, "Data flow of a fold"),
@@ -43,7 +43,8 @@ def ledger_fold(
         journal: the scope to fold.
         upto: highest seq the fold may cover (default: head).
         writer: ``None`` for the configured default, a name (``"offline"``, ``"model"``,
-            ``"mechanical"``), or a writer object (:func:`~ledger_app.services.writers.writer_resolve`).
+            ``"mechanical"``), or a writer object
+            (:func:`~ledger_app.services.writers.writer_resolve`).
         recover: ``False`` skips the recovery hook.
         recovery_options: passed to the hook (``model``, ``budget``, ``clock``).
 
@@ -103,7 +104,7 @@ def _with_receipt(result: FoldResult, recovery: hooks.FoldRecovery | None) -> Fo
 
 
 def consolidation_due(manifest: dict[str, Any]) -> bool:
-    """Whether a fold with this manifest is followed by a consolidation (DESIGN.md 5.4).
+    """Whether a fold with this manifest is followed by a consolidation.
 
     Consolidation starts by itself once the ledger passes ``LEDGER_CONSOLIDATE_AT_TOKENS``
     (67,500 tokens of active fact text, ``manifest["tokens"]["ledger_active"]``), as a fold
@@ -116,8 +117,8 @@ def consolidation_due(manifest: dict[str, Any]) -> bool:
     A ledger below the target after consolidating behaves as before (it grows by 47,500
     tokens before the start); one whose P0/P1 facts alone pass the start
     (``target_unreachable``) used to be rebuilt and re-planned after every fold, evicting
-    one fold's P2 facts at a time: now once per 47,500 tokens of growth (issue 18: fold
-    cost independent of ledger size). ``compact`` still runs the full check at its end.
+    one fold's P2 facts at a time: now once per 47,500 tokens of growth (a fold's cost
+    does not depend on the ledger's size). ``compact`` still runs the full check at its end.
     """
     start = settings.LEDGER_CONSOLIDATE_AT_TOKENS
     active = int((manifest.get("tokens") or {}).get("ledger_active") or 0)

@@ -10,11 +10,13 @@
   judged by the reducer, and the pins re-hashed against their entries (:class:`Judged`);
 * :func:`reduce`: the run reduced to the fold's manifest, the record its readers read;
 * :func:`store`: the fold, its fact rows, its attempt, its audit event and its pending
-  retirements, in one savepoint.
+  retirements.
 
-The recovery attempt run before them hands :func:`judge` its recovered ops. Only :func:`store` and a failing model writer's
-:func:`compose` write rows of the ledger (and :func:`plan` the identifiers rows of old
-entries: :func:`~ledger_app.services.entries.entry_identifiers`).
+All but a model writer's :func:`plan` and :func:`compose` run under the journal row lock.
+The recovery attempt run before them hands :func:`judge` its recovered ops. Only
+:func:`store` and a failing model writer's :func:`compose` write rows of the ledger (and
+:func:`plan` the identifiers rows of old entries:
+:func:`~ledger_app.services.entries.entry_identifiers`).
 """
 
 from __future__ import annotations
@@ -369,7 +371,7 @@ def reduce(
     if composed.note:
         manifest["note"] = composed.note
     notes = pin_notes(judged.pins) + conservative_notes(judged.ops) + harness_notes(plan.views)
-    if notes:  # bad input, classified conservatively (DESIGN.md 5.2, 5.5)
+    if notes:  # bad input, classified conservatively
         manifest["conservative"] = {"notes": notes}
     if recovery is not None:
         manifest["recovery"] = {

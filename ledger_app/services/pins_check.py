@@ -26,13 +26,14 @@ from ledger_app.services.store import Applied
 def instructions_check(
     journal: Journal, state: Mapping[str, Any], *, pins_total: int | None = None
 ) -> dict[str, Any]:
-    """Re-hash pins against their journal entries (issue 3, "instruction integrity").
+    """Re-hash pins against their journal entries ("instruction integrity").
 
     For each pin in ``state["facts"]`` the cited entry is read, its hashes recomputed, and
     its text compared with the pin's byte for byte (under the pin's rules:
-    :func:`ledger_app.pins.expected_text`), and its attachments with the pin and the entry. A fold passes :func:`pins_to_check`
-    (its own pins and a rotating window of earlier ones: bounded work per fold);
-    ``pins_total`` is then the number of pins in the whole ledger.
+    :func:`ledger_app.pins.expected_text`), and its attachments with the pin and the entry.
+    A fold passes :func:`pins_to_check` (its own pins and a rotating window of earlier
+    ones: bounded work per fold); ``pins_total`` is then the number of pins in the whole
+    ledger.
 
     Returns:
         ``{"pins": pins_total (or the pins checked), "checked": n, "intact": True,
@@ -95,7 +96,7 @@ def pins_to_check(journal: Journal, applied: Applied) -> dict[str, Fact]:
         journal=journal, until__isnull=True, pin=True, lifecycle="active"
     )
     # two queries whatever the window (the pins' keys, then the window's facts): the
-    # fold's query count does not depend on the ledger (issue 18)
+    # fold's query count does not depend on the ledger
     keys = list(earlier.order_by("pk").values_list("pk", flat=True))
     if keys:
         start = (applied.number * PINS_RECHECKED) % len(keys)

@@ -90,7 +90,7 @@ def _current_of(branches: Sequence[QuerySet[LedgerFact]]) -> dict[str, Fact]:
     ``fact_id`` order: ONE statement, the branches joined by ``UNION`` (not ``OR``), the
     current version (``until`` null) kept here rather than in SQL.
 
-    Why (issue 18, a fold's cost independent of the ledger's size): a branch is a lookup by
+    Why (a fold's cost does not depend on the ledger's size): a branch is a lookup by
     key (fact ids on ``ledgerfact_unique_version``, pin entries on ``ledgerfact_pin_entry``,
     command keys on ``ledgerfact_command``) that reads the few versions of those keys. With
     ``until IS NULL`` in the SQL, or the lookups joined by ``OR``, PostgreSQL without
@@ -116,7 +116,7 @@ def writer_state(
     id_prefixes: Sequence[str] = (),
     pin_ids: Callable[[dict[str, Fact]], set[str]] | None = None,
 ) -> dict[str, Any]:
-    """The part of the state a writer reads before a fold, from the rows (issue 18).
+    """The part of the state a writer reads before a fold, from the rows.
 
     ``id_prefixes``: also every active fact whose id starts with one of them (the offline
     writer's open request parts and unused approvals: a few rows). ``pin_ids(pins)``: also

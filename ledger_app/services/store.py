@@ -94,13 +94,14 @@ class Applied:
 def delta_apply(
     journal: Journal, previous: Fold | None, delta: dict[str, Any], *, extra_ids: Iterable[str] = ()
 ) -> Applied:
-    """Apply ``delta`` to the facts it reads and compute the new state hash (issue 18).
+    """Apply ``delta`` to the facts it reads and compute the new state hash.
 
     Loads the current versions of the facts :func:`ledger_app.reducer.delta_reads` names
     (plus ``extra_ids``) and the active facts of the command keys
-    :func:`ledger_app.reducer.delta_keys` names, applies the delta with :func:`ledger_app.reducer.apply_delta`
-    (same rules, same verdicts as on the whole state) and updates the previous fold's
-    accumulator with the changed facts only: the cost follows the delta, not the ledger.
+    :func:`ledger_app.reducer.delta_keys` names, applies the delta with
+    :func:`ledger_app.reducer.apply_delta` (same rules, same verdicts as on the whole
+    state) and updates the previous fold's accumulator with the changed facts only: the
+    cost follows the delta, not the ledger.
 
     Raises:
         PinViolation / DeltaInvalid: as :func:`ledger_app.reducer.apply_delta`.
@@ -203,7 +204,7 @@ def evictable_tokens(
     ["evictable_tokens"]``, carried from fold to fold like ``ledger_active``) or one
     aggregate over the current rows, plus ``applied``'s changes. The fold's consolidation
     gate reads it, so that a ledger whose P0/P1 facts alone are past the start is not
-    rebuilt after every fold for nothing to evict (issue 18)."""
+    rebuilt after every fold for nothing to evict."""
     total = _carried(previous, "storage", "evictable_tokens")
     if total is None:
         total = (
@@ -231,7 +232,7 @@ def facts_count(
     previous fold did not record it (0 before the first fold), plus the facts ``applied``
     creates minus those it removes (evictions). The facts page and the API read it as the
     total of the facts after a fold (:func:`ledger_app.selectors.facts_at`) instead of
-    counting 100,000 rows per request (issue 18)."""
+    counting 100,000 rows per request."""
     n = _carried(previous, "storage", "facts")
     if n is None:
         n = (
@@ -302,7 +303,7 @@ def _checkpoint_text(journal: Journal, applied: Applied) -> str:
 def fact_columns(fact: Fact) -> dict[str, Any]:
     """The :class:`LedgerFact` columns derived from a fact (its ``data`` is the fact's
     canonical JSON): what a fold stores beside ``data`` so that pages filter with SQL, and
-    what ``verify_ledger`` re-derives from ``data`` to check them (issue 16, item 5).
+    what ``verify_ledger`` re-derives from ``data`` to check them.
 
     Returns:
         ``{category, priority, lifecycle, confidence, pin, pin_entry, origin_fold,
@@ -358,7 +359,7 @@ def facts_store(journal: Journal, applied: Applied) -> None:
     LedgerFact.objects.bulk_create(rows, batch_size=500)
     if applied.terms:
         # read the counts, then one upsert of the new ones (same queries whichever terms
-        # exist already: a fold's query count does not depend on the ledger, issue 18)
+        # exist already: a fold's query count does not depend on the ledger)
         counts = Counter({_term(k): n for k, n in applied.terms.items()})
         counts.update(
             dict(
@@ -393,7 +394,7 @@ def fold_store(
     *, journal: Journal, applied: Applied, checkpoint: bool | None = None, **fields: Any
 ) -> Fold:
     """Store one fold: its delta (with the reducer's verdicts), the state hash and
-    accumulator, the full state when it is a checkpoint, and its fact rows (issue 18).
+    accumulator, the full state when it is a checkpoint, and its fact rows.
 
     Args:
         applied: from :func:`delta_apply`.

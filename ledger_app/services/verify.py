@@ -150,7 +150,7 @@ def _rows(journal: Journal) -> tuple[dict[int, dict[str, str]], dict[int, set[st
 
 
 def _change(old: dict[str, Any] | None, new: dict[str, Any]) -> str:
-    """The ``change`` a fact row records (as ``ledger_app.services.common.facts_store``)."""
+    """The ``change`` a fact row records (as ``ledger_app.services.store.facts_store``)."""
     if old is None:
         return "born"
     if old.get("lifecycle") != new.get("lifecycle"):
@@ -239,7 +239,7 @@ def _replay(
 
 def _terms_mismatch(journal: Journal, facts: dict[str, Any], number: int) -> dict[str, Any] | None:
     """The loss index (:class:`LedgerTerm`) against the replayed facts: every active fact's
-    terms counted (``ledger_app.services.common.facts_store``'s rule); the first term whose
+    terms counted (``ledger_app.services.store.facts_store``'s rule); the first term whose
     stored count differs, or ``None``."""
     want: Counter[str] = Counter()
     for fact in dict.values(facts):
@@ -260,7 +260,7 @@ def _terms_mismatch(journal: Journal, facts: dict[str, Any], number: int) -> dic
 
 def _columns_mismatch(journal: Journal) -> dict[str, Any] | None:
     """The first :class:`LedgerFact` version whose columns are not those its ``data``
-    gives (:func:`ledger_app.services.common.fact_columns`): the columns pages filter,
+    gives (:func:`ledger_app.services.store.fact_columns`): the columns pages filter,
     search and budget with, changed in place below the application. Streams the rows."""
     names = list(fact_columns({}))
     rows = (
