@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -185,14 +185,11 @@ def active_tokens(
             or 0
         )
     if applied is not None:
-        for sign, changed in ((-1, applied.removed), (1, applied.added)):
-            for _, fact in changed:
-                if fact.get("lifecycle", "active") == "active":
-                    total += sign * _tokens(fact)
+        total += _tokens_changed(applied, lambda f: f.get("lifecycle", "active") == "active")
     return total
 
 
-#: priorities consolidation may evict (DESIGN.md 5.4; :func:`ledger_app.budget.plan_consolidation`)
+#: priorities consolidation may evict (:func:`ledger_app.budget.plan_consolidation`)
 EVICTABLE_PRIORITIES = ("P2", "P3")
 
 
@@ -216,11 +213,18 @@ def evictable_tokens(
             or 0
         )
     if applied is not None:
-        for sign, changed in ((-1, applied.removed), (1, applied.added)):
-            for _, fact in changed:
-                if fact.get("priority") in EVICTABLE_PRIORITIES:
-                    total += sign * _tokens(fact)
+        total += _tokens_changed(applied, lambda f: f.get("priority") in EVICTABLE_PRIORITIES)
     return total
+
+
+def _tokens_changed(applied: Applied, counts: Callable[[Fact], bool]) -> int:
+    """Tokens ``applied`` adds minus those it removes, of the facts ``counts`` selects."""
+    return sum(
+        sign * _tokens(fact)
+        for sign, changed in ((-1, applied.removed), (1, applied.added))
+        for _, fact in changed
+        if counts(fact)
+    )
 
 
 def facts_count(
