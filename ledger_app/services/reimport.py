@@ -6,8 +6,8 @@ entry header, DESIGN.md 4; body hashes never change). :func:`ledger_reimport` th
 re-creates what the export holds beside the journal, for one re-imported journal:
 
 * **folds**, in number order, each through the storage helpers every fold uses
-  (:func:`~ledger_app.services.common.delta_apply`, then
-  :func:`~ledger_app.services.common.fold_store`): the exported delta with every entry hash
+  (:func:`~ledger_app.services.store.delta_apply`, then
+  :func:`~ledger_app.services.store.fold_store`): the exported delta with every entry hash
   (and the 16-hex prefixes fact ids carry, ``pin:<16 hex>``) mapped old -> new, its verdicts
   re-derived by the reducer and compared with the exported ones, the manifest mapped the
   same way with its range hash re-derived from the new journal;
