@@ -56,18 +56,23 @@ from ledger_app.budget import render_fact
 from ledger_app.loss import ledger_terms
 from ledger_app.mechanical import is_pin_source, pin_fact, required_pins
 from ledger_app.models import Fold, LedgerFact, LedgerTerm
-from ledger_app.services import fold as fold_module
-from ledger_app.services import ledger_compact, ledger_consolidate, ledger_fold, ledger_verify
-from ledger_app.services.common import (
+from ledger_app.services import (
+    fold_stages,
+    ledger_compact,
+    ledger_consolidate,
+    ledger_fold,
+    ledger_verify,
+)
+from ledger_app.services.entries import delta_evidence
+from ledger_app.services.fold import consolidation_due
+from ledger_app.services.store import (
     _checkpoint_text,
-    _evidence,
     active_tokens,
     delta_apply,
     facts_store,
     fold_store,
     pins_count,
 )
-from ledger_app.services.fold import consolidation_due
 
 FOLD_ENTRIES = 24
 WINDOW = 20
@@ -156,9 +161,9 @@ def _reads(
 
 
 def _timed_compose() -> tuple[list[float], Any]:
-    """Patch the fold's ``compose`` to add its time to the returned cell; returns (cell, undo)."""
+    """Patch the fold's compose stage to add its time to the returned cell; returns (cell, undo)."""
     cell = [0.0]
-    compose = fold_module.compose
+    compose = fold_stages.compose
 
     def timed(*args: Any, **kwargs: Any) -> Any:
         t0 = time.perf_counter()
@@ -167,10 +172,10 @@ def _timed_compose() -> tuple[list[float], Any]:
         finally:
             cell[0] += time.perf_counter() - t0
 
-    fold_module.compose = timed  # type: ignore[assignment]
+    fold_stages.compose = timed  # type: ignore[assignment]
 
     def undo() -> None:
-        fold_module.compose = compose  # type: ignore[assignment]
+        fold_stages.compose = compose  # type: ignore[assignment]
 
     return cell, undo
 
@@ -460,7 +465,7 @@ def seed_ledger(journal: Any, facts: int, *, template_entries: int = 600) -> int
     The first ``template_entries`` entries are folded 24 at a time by the offline writer
     (real facts, rows, terms). Their active P0/P1 non-pin facts are the template: one seed
     fold (writer ``bench-seed``, covering the next round of entries with their pins, stored
-    by :func:`ledger_app.services.common.fold_store`) adds copies of them under new ids
+    by :func:`ledger_app.services.store.fold_store`) adds copies of them under new ids
     (``<id>~<n>``, command keys made distinct the same way), written in one
     ``INSERT ... SELECT`` instead of one op each. Its accumulator and state hash are those
     of the seeded state (MuHash over the copies' canonical bytes), it is a checkpoint (the
@@ -498,14 +503,14 @@ def seed_ledger(journal: Any, facts: int, *, template_entries: int = 600) -> int
     copies = max(0, -(-(facts - have) // len(template)))
     with transaction.atomic():
         journal = type(journal).objects.select_for_update().get(pk=journal.pk)
-        plan = fold_module._plan(journal, upto + FOLD_ENTRIES)
-        if not isinstance(plan, fold_module._Plan):
+        plan = fold_stages.plan(journal, upto + FOLD_ENTRIES)
+        if not isinstance(plan, fold_stages.Plan):
             raise ValueError(f"seed_ledger: nothing to fold after seq {upto}: {plan.reason}")
         pins = [{"op": "add", "fact": pin_fact(v)} for v in plan.views if is_pin_source(v)]
         delta = {
             "fold": plan.number,
             "revision": journal.head_seq,
-            "evidence": _evidence(journal, plan.covered, pins, plan.number, journal.head_seq),
+            "evidence": delta_evidence(journal, plan.covered, pins, plan.number, journal.head_seq),
             "required_pins": required_pins(plan.views),
             "ops": pins,
             "seed": {"template_facts": len(template), "copies_each": copies},

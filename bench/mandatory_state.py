@@ -77,7 +77,7 @@ def page_times(journal: Any) -> dict[str, Any]:
     from bench.context_vs_trim import _baseline, journal_messages
     from journal_app.models import Entry, Membership
     from ledger_app.context_service import context_budgets, context_preview
-    from ledger_app.services.common import entry_view
+    from ledger_app.services.entries import entry_view
 
     try:
         from langchain_core.messages import convert_to_messages

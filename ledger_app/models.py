@@ -245,7 +245,7 @@ class LedgerFact(models.Model):
             models.Index(fields=["journal", "pin_entry"], name="ledgerfact_pin_entry"),
             # the writer state's lookups by command key (issue 18: a fold reads a few rows):
             # every version (the current one is picked after reading, see
-            # ledger_app.services.common._current_of); a key can be a long command, so the
+            # ledger_app.services.state._current_of); a key can be a long command, so the
             # index holds its first COMMAND_KEY_INDEXED characters (a btree row must stay
             # under PostgreSQL's 2,704 bytes)
             models.Index(

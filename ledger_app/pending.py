@@ -8,7 +8,7 @@ the obligation with the result as its completion evidence (DESIGN.md 5.2). Inter
 (no result, not declared pending) close the same way when a late result arrives.
 
 The obligation carries ``command_key`` ``call:<call id>``: the writers' state holds the
-active facts with a command key (:func:`ledger_app.services.common.writer_state`), so the
+active facts with a command key (:func:`ledger_app.services.state.writer_state`), so the
 fold that holds the result finds the obligation by its call id without reading the ledger.
 """
 

@@ -2,7 +2,7 @@
 
 A table rather than an ``Entry`` column: entries are append-only (migration 0002's trigger),
 so the rows of entries appended before this migration are written lazily, once, by the
-first fold that reads them (``ledger_app.services.common.entry_identifiers``).
+first fold that reads them (``ledger_app.services.entries.entry_identifiers``).
 """
 
 import django.db.models.deletion

@@ -1,7 +1,7 @@
 """Indexes for the writer state's lookups of current facts (issue 18).
 
 A fold loads only the active facts whose command keys its writer declares, and the active
-pins (:func:`ledger_app.services.common.writer_state`); these partial indexes over the
+pins (:func:`ledger_app.services.state.writer_state`); these partial indexes over the
 current rows keep both lookups a few index reads whatever the ledger's size. A command key
 can be a long command, so its index holds the first 600 characters (a PostgreSQL btree row
 must stay under 2,704 bytes); the lookup compares that prefix, then the whole key.

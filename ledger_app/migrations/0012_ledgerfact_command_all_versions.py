@@ -3,7 +3,7 @@
 ``ledgerfact_command`` replaces ``ledgerfact_now_command``: the same key (journal, first 600
 characters of the command key) over every version instead of the current ones only. A
 fold's lookups by key no longer say ``until IS NULL`` in SQL (they read the few versions of
-the keys and keep the current one: :func:`ledger_app.services.common._current_of`), because
+the keys and keep the current one: :func:`ledger_app.services.state._current_of`), because
 with that condition PostgreSQL without planner statistics read every current row of the
 journal through ``ledgerfact_now`` (100-200 ms at 100,000 facts). Reversible.
 """

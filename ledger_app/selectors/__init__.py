@@ -169,7 +169,7 @@ def _fact_term_q(term: Any) -> tuple[Q, bool] | None:
 
     Exact (the same answer as :func:`ledger_app.filters.fact_matches`, negated or not):
     ``category``, ``priority``, ``confidence`` and ``lifecycle`` (the row's columns, written
-    by ``ledger_app.services.common._row`` with the same defaults), ``pin`` and ``fold``
+    by ``ledger_app.services.store._row`` with the same defaults), ``pin`` and ``fold``
     (``origin_fold``; ``NULL`` satisfies no comparison, so a negated one holds, as in
     :func:`ledger_app.filters.compare_int`). A positive ``text`` or ``id`` term with an ASCII
     value is a narrowing ``icontains`` (a fact the matcher keeps passes it, save text holding
@@ -297,7 +297,7 @@ def facts_at(
 
 def _facts_total(fold: Fold) -> int | None:
     """The number of facts after ``fold`` as the fold recorded it (``manifest["storage"]
-    ["facts"]``, :func:`ledger_app.services.common.facts_count`), or ``None`` when its
+    ["facts"]``, :func:`ledger_app.services.store.facts_count`), or ``None`` when its
     manifest is not loaded or predates the figure (the caller counts the rows then)."""
     if "manifest" in fold.get_deferred_fields():
         return None

@@ -21,6 +21,7 @@ from typing import Any
 from journal_app.hashing import display
 from journal_app.models import Entry
 from journal_app.privacy import filter_content, filter_text
+from ledger_app.errors import LedgerError
 from ledger_app.facts import CATEGORIES, CONFIDENCES, LIFECYCLES, PRIORITIES, Fact, priority_rank
 from ledger_app.filters import FilterError, fact_matches, filter_facts, parse_facts
 from ledger_app.models import Fold, RetirementRequest
@@ -44,7 +45,6 @@ from ledger_app.selectors.verifier import (
     attempt_rows,
     items_window,
 )
-from ledger_app.services.common import LedgerError
 
 __all__ = [  # the re-exported names first, then this module's own
     "JUDGES",

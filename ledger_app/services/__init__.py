@@ -8,28 +8,27 @@
 * :mod:`.verify`: ``ledger_verify``, replay against what is stored.
 
 Each locks the journal row, so there is one ledger change at a time per branch (DESIGN.md
-section 9).
+section 9). The pieces they share, each module saying whether it writes:
+
+* :mod:`.fold_stages`: the stages ``ledger_fold`` runs (plan, compose, judge, reduce,
+  store); :mod:`.fold_attempts`: a fold's attempt rows (writes);
+* :mod:`.state`: reads of the stored ledger (latest fold, current facts, writer state);
+* :mod:`.store`: a delta applied to the facts it reads, the running figures, and the writes
+  of every fold (``fold_store``, ``facts_store``); ``FoldResult``;
+* :mod:`.entries`: the journal's entries as a fold reads them (views, range hash, evidence);
+* :mod:`.pins_check`: the pins re-hashed against their entries (reads);
+* :mod:`ledger_app.errors`: the ledger's domain errors.
 """
 
 from __future__ import annotations
 
+from ledger_app.errors import FoldFailed, FoldRefused, LedgerError, ReviewError, ReviewForbidden
 from ledger_app.model_writer import FALLBACK_NOTE
-from ledger_app.services.common import (
-    FoldFailed,
-    FoldRefused,
-    FoldResult,
-    LedgerError,
-    ReviewError,
-    ReviewForbidden,
-    entry_view,
-    instructions_check,
-    latest_fold,
-    ledger_state,
-    range_hash,
-)
 from ledger_app.services.compact import CompactReport, CompactRow, ledger_compact
 from ledger_app.services.consolidate import ledger_consolidate
-from ledger_app.services.fold import fold_context, ledger_fold
+from ledger_app.services.entries import entry_view, fold_context, range_hash
+from ledger_app.services.fold import ledger_fold
+from ledger_app.services.pins_check import instructions_check
 from ledger_app.services.refold import RefoldRefused, ledger_refold_apply, ledger_refold_fallbacks
 from ledger_app.services.review import (
     ReviewCommentInvalid,
@@ -37,6 +36,8 @@ from ledger_app.services.review import (
     can_review,
     retirement_review,
 )
+from ledger_app.services.state import latest_fold, ledger_state
+from ledger_app.services.store import FoldResult
 from ledger_app.services.verify import (
     LedgerVerifyReport,
     first_difference,

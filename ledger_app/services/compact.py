@@ -16,10 +16,11 @@ from django.db import reset_queries
 
 from journal_app.models import Entry, Journal
 from journal_app.rounds import group_rounds
+from ledger_app.errors import FoldFailed
 from ledger_app.models import Fold, FoldAttempt
-from ledger_app.services.common import FoldFailed, latest_fold
 from ledger_app.services.consolidate import ledger_consolidate
 from ledger_app.services.fold import ledger_fold
+from ledger_app.services.state import latest_fold
 from ledger_app.services.writers import writer_resolve
 
 

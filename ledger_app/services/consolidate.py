@@ -12,16 +12,9 @@ from journal_app.tokens import count_tokens, source_label
 from ledger_app.budget import plan_consolidation
 from ledger_app.model_writer import FALLBACK_NOTE as FALLBACK_NOTE  # re-exported: views
 from ledger_app.models import Fold
-from ledger_app.services.common import (
-    FoldResult,
-    active_tokens,
-    delta_apply,
-    fold_store,
-    instructions_check,
-    latest_fold,
-    ledger_state,
-    pins_count,
-)
+from ledger_app.services.pins_check import instructions_check
+from ledger_app.services.state import latest_fold, ledger_state
+from ledger_app.services.store import FoldResult, active_tokens, delta_apply, fold_store, pins_count
 
 
 def ledger_consolidate(

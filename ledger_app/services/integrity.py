@@ -59,7 +59,7 @@ from ledger_app.services.checks import (
     claim_fresh,
     claim_not_queued,
 )
-from ledger_app.services.common import range_hash
+from ledger_app.services.entries import range_hash
 
 #: the checks :func:`ledger_integrity` runs, in the order they are reported
 CHECKS = (

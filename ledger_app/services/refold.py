@@ -18,26 +18,13 @@ from django.db.models import Q
 from journal_app.models import Entry, Journal
 from journal_app.services import entry_check
 from ledger_app import reducer
+from ledger_app.errors import LedgerError
 from ledger_app.model_writer import compose
 from ledger_app.models import Fold
-from ledger_app.services.common import (
-    FoldResult,
-    LedgerError,
-    _evidence,
-    active_tokens,
-    current_facts,
-    delta_apply,
-    entry_view,
-    facts_known,
-    fold_store,
-    instructions_check,
-    latest_fold,
-    pins_count,
-    pins_to_check,
-    range_hash,
-    writer_state,
-)
-from ledger_app.services.fold import fold_context
+from ledger_app.services.entries import delta_evidence, entry_view, fold_context, range_hash
+from ledger_app.services.pins_check import instructions_check, pins_to_check
+from ledger_app.services.state import current_facts, facts_known, latest_fold, writer_state
+from ledger_app.services.store import FoldResult, active_tokens, delta_apply, fold_store, pins_count
 from ledger_app.services.writers import writer_resolve
 
 
@@ -121,7 +108,7 @@ def ledger_refold_apply(*, journal: Journal, fold: Fold, writer: Any = None) -> 
             "fold": number,
             "revision": journal.head_seq,
             "refold_of": fold.number,
-            "evidence": _evidence(journal, covered, ops, number, journal.head_seq),
+            "evidence": delta_evidence(journal, covered, ops, number, journal.head_seq),
             "ops": ops,
         }
         try:

@@ -45,16 +45,13 @@ from journal_app.services import journal_import
 from journal_app.services.errors import _write_transaction
 from journal_app.services.imports import ImportResult
 from ledger_app import reducer
+from ledger_app.errors import LedgerError
 from ledger_app.models import Fold, FoldAttempt, Proposal, RetirementRequest, Verdict
-from ledger_app.services.common import (
-    LedgerError,
-    delta_apply,
-    fold_store,
-    latest_fold,
-    range_hash,
-)
+from ledger_app.services.entries import range_hash
 from ledger_app.services.integrity import ledger_integrity
 from ledger_app.services.records import folds_seal
+from ledger_app.services.state import latest_fold
+from ledger_app.services.store import delta_apply, fold_store
 from ledger_app.services.verify import ledger_verify
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")

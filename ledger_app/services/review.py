@@ -19,14 +19,10 @@ from audit_app.roles import REVIEW_PERMISSION, tenant_role
 from audit_app.services import COMMENT_MAX_CHARS, audit_record
 from journal_app.auth import ApiCaller
 from journal_app.models import ApiKey, Journal, Membership, Tenant
+from ledger_app.errors import ReviewError, ReviewForbidden
 from ledger_app.models import Fold, RetirementRequest
-from ledger_app.services.common import (
-    ReviewError,
-    ReviewForbidden,
-    delta_apply,
-    fold_store,
-    latest_fold,
-)
+from ledger_app.services.state import latest_fold
+from ledger_app.services.store import delta_apply, fold_store
 
 DECISIONS = ("approve", "refuse")
 _REVIEW_ROLES = (Membership.Role.REVIEWER, Membership.Role.ADMIN)

@@ -24,8 +24,8 @@ from ledger_app.budget import render_fact
 from ledger_app.loss import ledger_terms
 from ledger_app.model_writer import FALLBACK_NOTE as FALLBACK_NOTE  # re-exported: views
 from ledger_app.models import Fold, LedgerFact, LedgerTerm
-from ledger_app.services.common import _verdicts, fact_columns
 from ledger_app.services.records import fold_records_verify
+from ledger_app.services.store import delta_verdicts, fact_columns
 
 CHECKS = [
     "replay from scratch",
@@ -150,7 +150,7 @@ def _rows(journal: Journal) -> tuple[dict[int, dict[str, str]], dict[int, set[st
 
 
 def _change(old: dict[str, Any] | None, new: dict[str, Any]) -> str:
-    """The ``change`` a fact row records (as ``ledger_app.services.common.facts_store``)."""
+    """The ``change`` a fact row records (as ``ledger_app.services.store.facts_store``)."""
     if old is None:
         return "born"
     if old.get("lifecycle") != new.get("lifecycle"):
@@ -200,7 +200,7 @@ def _replay(
             )
         if reducer.hash_of(acc, state) != stored_hash:
             return _mismatch(number, "state_hash", "state_hash does not match the stored state")
-        if rows is not None and _verdicts(reducer.Reduction(state, results)) != verdicts:
+        if rows is not None and delta_verdicts(reducer.Reduction(state, results)) != verdicts:
             return _mismatch(number, "verdicts", "stored op verdicts differ from the reducer's")
         if checkpoint is not None:
             plain = {**state, "facts": dict.copy(facts)}
@@ -239,7 +239,7 @@ def _replay(
 
 def _terms_mismatch(journal: Journal, facts: dict[str, Any], number: int) -> dict[str, Any] | None:
     """The loss index (:class:`LedgerTerm`) against the replayed facts: every active fact's
-    terms counted (``ledger_app.services.common.facts_store``'s rule); the first term whose
+    terms counted (``ledger_app.services.store.facts_store``'s rule); the first term whose
     stored count differs, or ``None``."""
     want: Counter[str] = Counter()
     for fact in dict.values(facts):
@@ -260,7 +260,7 @@ def _terms_mismatch(journal: Journal, facts: dict[str, Any], number: int) -> dic
 
 def _columns_mismatch(journal: Journal) -> dict[str, Any] | None:
     """The first :class:`LedgerFact` version whose columns are not those its ``data``
-    gives (:func:`ledger_app.services.common.fact_columns`): the columns pages filter,
+    gives (:func:`ledger_app.services.store.fact_columns`): the columns pages filter,
     search and budget with, changed in place below the application. Streams the rows."""
     names = list(fact_columns({}))
     rows = (

@@ -382,7 +382,7 @@ def test_a_ledger_folded_under_the_earlier_pin_rules_still_verifies(settings, mo
     (it pinned them, and its delta names no ``pin_rules``) is checked against the rules it
     was written under, so upgrading never makes a sound ledger fail ``verify_ledger``."""
     from journal_app import content
-    from ledger_app.services import fold as fold_service
+    from ledger_app.services import fold_stages
 
     settings.LEDGER_FOLD_THRESHOLD_TOKENS = 10**9
     current = _harness_journal("now")
@@ -392,7 +392,7 @@ def test_a_ledger_folded_under_the_earlier_pin_rules_still_verifies(settings, mo
     assert ledger_verify(journal=current).ok and ledger_integrity(journal=current) == []
 
     monkeypatch.setattr(content, "harness_kind", lambda **kw: "")  # rules 1: no harness
-    monkeypatch.setattr(fold_service, "PIN_RULES", None)  # and the delta names none
+    monkeypatch.setattr(fold_stages, "PIN_RULES", None)  # and the delta names none
     old = _harness_journal("old")
     ledger_fold(journal=old)
     monkeypatch.undo()

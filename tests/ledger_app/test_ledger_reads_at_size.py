@@ -13,7 +13,7 @@ from journal_app.services import journal_append, journal_ensure, session_ensure,
 from ledger_app import selectors
 from ledger_app.models import Fold, LedgerFact, LedgerTerm
 from ledger_app.services import ledger_fold, ledger_verify
-from ledger_app.services.common import current_facts, latest_fold, writer_state
+from ledger_app.services.state import current_facts, latest_fold, writer_state
 
 pytestmark = pytest.mark.django_db
 

@@ -199,7 +199,7 @@ def test_a_refused_request_fails_the_fold_and_leaves_the_ledger_unchanged():
 
 def _views(journal):
     from journal_app.models import Entry
-    from ledger_app.services.common import entry_view
+    from ledger_app.services.entries import entry_view
 
     return [entry_view(e) for e in Entry.objects.filter(journal=journal).order_by("seq")]
 

@@ -97,18 +97,18 @@ def test_a_ledger_folded_under_pin_rules_2_still_verifies(settings, monkeypatch)
     """Rules 2 pinned each message whole and wrote no pin_kind: checked against the rules
     its delta names, it still verifies after the upgrade."""
     from ledger_app import mechanical
-    from ledger_app.services import fold as fold_service
+    from ledger_app.services import fold_stages
 
     settings.LEDGER_FOLD_THRESHOLD_TOKENS = 10**9
-    monkeypatch.setattr(fold_service, "PIN_RULES", 2)
+    monkeypatch.setattr(fold_stages, "PIN_RULES", 2)
     monkeypatch.setattr(
-        fold_service,
+        fold_stages,
         "pin_facts",
         lambda vs, **kw: [
             mechanical.pin_fact(v, rules=2) for v in vs if mechanical.is_pin_source(v, 2)
         ],
     )
-    monkeypatch.setattr(fold_service, "required_pins", lambda vs: mechanical.required_pins(vs, 2))
+    monkeypatch.setattr(fold_stages, "required_pins", lambda vs: mechanical.required_pins(vs, 2))
     old = _journal("old")
     ledger_fold(journal=old)
     monkeypatch.undo()

@@ -18,9 +18,10 @@ from journal_app.formats.base import ParsedEntry, message
 from journal_app.models import Entry
 from journal_app.services import journal_append, journal_ensure, session_ensure, tenant_ensure
 from ledger_app import reducer
+from ledger_app.errors import FoldRefused
 from ledger_app.reducer import DeltaInvalid, PinViolation, apply_delta
 from ledger_app.services import ledger_fold
-from ledger_app.services.common import FoldRefused, instructions_check
+from ledger_app.services.pins_check import instructions_check
 from ledger_app.validation import Expectations, validate_request
 from tests.support.writers import ScriptedWriter
 

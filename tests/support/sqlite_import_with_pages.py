@@ -71,12 +71,12 @@ def main() -> None:
     if fail_fold:  # the fold cannot be written: every automatic fold fails
         from django.db import OperationalError
 
-        from ledger_app.services import fold as fold_service
+        from ledger_app.services import fold_stages
 
         def locked(*args, **kwargs):
             raise OperationalError("disk I/O error (forced by the test)")
 
-        fold_service.fold_store = locked
+        fold_stages.fold_store = locked
 
     done = threading.Event()
     statuses: Counter[str] = Counter()

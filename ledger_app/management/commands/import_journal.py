@@ -23,8 +23,8 @@ from journal_app.models import Journal
 from journal_app.progress import Progress
 from journal_app.services import CommitUnconfirmed, ConflictError, JournalError
 from journal_app.services.imports import default_session_key, import_committed_lost
+from ledger_app.errors import LedgerError
 from ledger_app.models import Fold, TaskRun
-from ledger_app.services.common import LedgerError
 from ledger_app.services.reimport import ReimportResult, transcript_import
 
 
