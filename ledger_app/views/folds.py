@@ -20,7 +20,7 @@ from ledger_app import selectors
 from ledger_app.context_service import ContextError, fold_invariants
 from ledger_app.runs import BrokerUnavailable, task_run_enqueue
 from ledger_app.selectors import presenters, ui
-from ledger_app.services.integrity import ledger_warnings
+from ledger_app.services.full_check import ledger_warnings
 from ledger_app.services.review import can_review
 from ledger_app.tasks import fold_journal
 from ledger_app.views.common import FALLBACK_NOTICE, partial, scope_context
