@@ -104,7 +104,7 @@ def authoritative_later(
             and info.get("kind") == "message"
             and info.get("role") in AUTHORITATIVE_ROLES
             and not info.get("derived")
-            and not info.get("harness")  # harness records speak for no one (issue 15)
+            and not info.get("harness")  # harness records speak for no one
             and int(info.get("fold", 0)) > after_fold
         ):
             return True

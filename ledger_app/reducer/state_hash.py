@@ -23,7 +23,7 @@ def state_bytes(state: Mapping[str, Any]) -> bytes:
 
 # The state hash ------------------------------------------------------------------------------
 #
-# ``state_hash`` must not need the whole state serialised at every fold (issue 18), so it is
+# ``state_hash`` must not need the whole state serialised at every fold, so it is
 # built from a *multiplicative set hash* over the facts (MuHash, Bellare and Micciancio, "A
 # New Paradigm for Collision-free Hashing: Incrementality at Reduced Cost", EUROCRYPT 1997;
 # the construction Bitcoin Core uses for its UTXO-set hash, MuHash3072):

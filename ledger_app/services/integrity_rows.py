@@ -50,7 +50,7 @@ class EntryRow:
     pin_text: str | None = None
     #: the pin text under pin rules 3 (harness blocks inside the message left out)
     pin_text3: str | None = None
-    #: the pin text under pin rules 1 (before harness records were told apart, issue 15):
+    #: the pin text under pin rules 1 (before harness records were told apart):
     #: what a delta without ``pin_rules`` was written against
     legacy_pin_text: str | None = None
 
@@ -60,7 +60,7 @@ def entry_rows(journal: Journal) -> tuple[dict[int, EntryRow], dict[str, EntryRo
 
     Each entry's figures (token count and source, source position, its artifact's figures)
     are checked against its ``figures_hash`` as they stream by: the ledger's token figures
-    come from them (issue 16: a tampered figure warns on the pages too).
+    come from them (a tampered figure warns on the pages too).
     """
     artifacts = {
         pk: ArtifactFigures(content_hash, size, tokens, source)
