@@ -142,7 +142,7 @@ def journal_messages(entries: list[Any]) -> list[dict[str, Any]]:
 
 def _pins(entries: list[Any], ledger: Any = None, *, listed_verbatim: bool = False) -> list[str]:
     """The pins a request must carry byte for byte, as
-    :func:`ledger_app.context_service.session_pins` says for a stored journal: each
+    :func:`ledger_app.services.context_reads.session_pins` says for a stored journal: each
     authoritative message's pin as a context shows it (harness blocks such as Codex's
     ``<environment_context>`` left out, attachments as receipts:
     :func:`ledger_app.mechanical.pin_fact`, :func:`ledger_app.pins.pin_shown_text`), less the

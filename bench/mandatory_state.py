@@ -8,7 +8,7 @@ the offline writer (the one fold path, consolidation included). Per length:
   pins and active P1 facts, tokens (P0 shown verbatim + P1);
 * whether it stays under ``LEDGER_CHECKPOINT_TARGET_TOKENS`` unless governing text alone
   exceeds it;
-* whether :func:`ledger_app.context_service.context_build` builds a context at the default
+* whether :func:`ledger_app.services.context.context_build` builds a context at the default
   window (``LEDGER_WINDOW_TOKENS``, 270,000) and at 128,000 tokens (the window as both the
   working budget and the hard limit: the request only has to fit the model);
 
@@ -16,7 +16,7 @@ and over the lengths the fitted exponent of mandatory tokens against entries (go
 0.3 from 2k to 100k entries).
 
 **The context page**, on the same folded journals: ``GET .../context/``
-through Django's test client (login, middleware, :func:`ledger_app.context_service.context_preview`
+through Django's test client (login, middleware, :func:`ledger_app.services.context.context_preview`
 at the default budgets, the template), median of ``PAGE_REPEAT``, and the service call alone;
 goal under 2 s at 20,000 entries. Baseline, same run: what a page built by plain trimming
 pays: the journal's rows read (``Entry`` rows of the journal, bodies included) as Chat
@@ -45,8 +45,8 @@ from bench.generator import iter_session
 from bench.reducer_scaling import fit_exponent
 from journal_app.services import journal_append, journal_ensure, session_ensure, tenant_ensure
 from ledger_app.budget import mandatory_state
-from ledger_app.context_service import context_build
 from ledger_app.services import ledger_compact, ledger_state
+from ledger_app.services.context import context_build
 
 #: the windows a context must build at (the default and a common smaller model's)
 WINDOWS = (270_000, 128_000)
@@ -76,7 +76,8 @@ def page_times(journal: Any) -> dict[str, Any]:
 
     from bench.context_vs_trim import _baseline, journal_messages
     from journal_app.models import Entry, Membership
-    from ledger_app.context_service import context_budgets, context_preview
+    from ledger_app.services.context import context_preview
+    from ledger_app.services.context_records import context_budgets
     from ledger_app.services.entries import entry_view
 
     try:

@@ -94,7 +94,7 @@ from journal_app.errors import DomainError, MalformedBody
 from journal_app.formats import FormatError
 from journal_app.waterfall_api import router as waterfall_router
 from ledger_app.api import router as ledger_router
-from ledger_app.context_api import router as context_router
+from ledger_app.api_context import router as context_router
 from recovery_app.api import router as recovery_router
 from recovery_app.receipts_api import router as receipts_router
 from recovery_app.tenant_search_api import router as tenant_search_router

@@ -222,7 +222,7 @@ CELERY_BEAT_SCHEDULE = {
 # Journal (DESIGN.md section 4).
 JOURNAL_CHUNK_BYTES = env_int("JOURNAL_CHUNK_BYTES", 4096)
 #: a stored ledger check older than this is run again on the next page view (seconds;
-#: ledger_app.services.integrity.ledger_warnings): in-place database edits show by then
+#: ledger_app.services.full_check.ledger_warnings): in-place database edits show by then
 LEDGER_CHECK_MAX_AGE_SECONDS = env_int("LEDGER_CHECK_MAX_AGE_SECONDS", 3600)
 ARTIFACT_THRESHOLD_TOKENS = env_int("ARTIFACT_THRESHOLD_TOKENS", 2000)
 #: attached material in a pinned message (a pasted log, file or fenced code block) over this

@@ -21,7 +21,6 @@ from ninja.responses import Status
 from journal_app.hashing import display
 from journal_app.schemas import ERRORS, MAX_SEQ, ScopePart
 from ledger_app import selectors
-from ledger_app.context_service import fold_invariants
 from ledger_app.facts import CATEGORIES, CONFIDENCES, LIFECYCLES, PRIORITIES
 from ledger_app.models import TaskRun
 from ledger_app.runs import task_run_enqueue
@@ -43,6 +42,7 @@ from ledger_app.schemas import (
 )
 from ledger_app.selectors import presenters
 from ledger_app.services import ledger_verify, retirement_review, writer_resolve
+from ledger_app.services.context import fold_invariants
 from ledger_app.tasks import fold_journal
 
 router = Router(tags=["ledger"])

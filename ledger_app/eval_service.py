@@ -4,7 +4,7 @@ The one path ``manage.py eval_ledger``, its tests and ``make bench`` take. Each 
 (:mod:`ledger_app.evaluation`) is written as a transcript file and imported into a fresh
 journal through :func:`journal_app.services.journal_import`, folded by
 :func:`ledger_app.services.ledger_compact` with the chosen writer, and its context built by
-:func:`ledger_app.context_service.context_build` at the item's small budget; the ledger state
+:func:`ledger_app.services.context.context_build` at the item's small budget; the ledger state
 and the model view are then scored by the pure :func:`ledger_app.evaluation.score`.
 
 Nothing stays behind: the whole run is one transaction rolled back at the end (journal rows
@@ -26,7 +26,6 @@ from django.db import transaction
 
 from journal_app.errors import DomainError
 from journal_app.services import journal_import
-from ledger_app.context_service import context_build
 from ledger_app.evaluation import (
     HARD_RULES,
     EvalItem,
@@ -37,6 +36,7 @@ from ledger_app.evaluation import (
     totals,
 )
 from ledger_app.services import ledger_compact, ledger_state, writer_resolve
+from ledger_app.services.context import context_build
 
 #: where a checkout keeps the copy of shared/cases and the scenarios
 CASES_DIR = Path(settings.BASE_DIR) / "tests" / "fixtures" / "cases"

@@ -438,9 +438,9 @@ class FoldInvariants(models.Model):
     """The invariants panel of one fold, computed once and stored with it (issue 13: it is a
     property of the fold, not of a page view).
 
-    ``panel`` is :func:`ledger_app.context_service.fold_invariants`'s result (the context as
+    ``panel`` is :func:`ledger_app.services.context.fold_invariants`'s result (the context as
     of the fold, validated read-only); ``budgets`` the budgets it was computed at (tokens,
-    :func:`ledger_app.context_service.context_budgets`): a change of the default budgets
+    :func:`ledger_app.services.context_records.context_budgets`): a change of the default budgets
     recomputes it on the next read. Written lazily on the first read of a fold's panel.
     """
 

@@ -28,7 +28,7 @@ from ledger_app.background import run_in_background
 from ledger_app.models import Fold
 from ledger_app.runs import task_run_enqueue
 from ledger_app.services.checks import check_not_queued
-from ledger_app.services.integrity import check_wanted
+from ledger_app.services.full_check import check_wanted
 from ledger_app.tasks import check_ledger, fold_journal
 
 log = structlog.get_logger(__name__)

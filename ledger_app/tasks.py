@@ -176,7 +176,7 @@ def _mark_lost_on_start(sender: Any = None, **kwargs: Any) -> None:
 def check_ledger(journal_id: int) -> dict[str, Any]:
     """Run the full check of a journal's ledger and store it for the pages (issue 16).
 
-    One call of :func:`ledger_app.services.integrity.ledger_check`; queued by a page that
+    One call of :func:`ledger_app.services.full_check.ledger_check`; queued by a page that
     finds no stored check for the ledger's current state. Read-only and idempotent, so it
     leaves no ``TaskRun`` (it changes nothing a run would account for).
 
@@ -184,7 +184,7 @@ def check_ledger(journal_id: int) -> dict[str, Any]:
         The stored check (``state``, ``problems``, ``checked_at``), or ``{"journal_id": id,
         "reason": "journal gone"}``.
     """
-    from ledger_app.services.integrity import ledger_check
+    from ledger_app.services.full_check import ledger_check
 
     journal = Journal.objects.filter(pk=journal_id).first()
     if journal is None:

@@ -1,7 +1,7 @@
 """Prompt-cache markers on a compacted Anthropic request, and the shared prefix of two
 requests. Pure (README "Prompt caching through the proxy").
 
-The context builder (:func:`ledger_app.context_service.context_build`) writes the compacted
+The context builder (:func:`ledger_app.services.context.context_build`) writes the compacted
 request afresh, without the client's ``cache_control`` markers. The proxy puts them back:
 
 * a block of the compacted request equal to a block the client marked (the marker aside)

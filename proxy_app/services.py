@@ -7,7 +7,7 @@
   nothing, and a history that diverges opens a new branch at the divergence point
   (:mod:`proxy_app.matching`).
 * :func:`request_compact` decides whether the request goes out as sent or as the context
-  :func:`ledger_app.context_service.context_build` makes (pins verbatim, ledger checkpoint
+  :func:`ledger_app.services.context.context_build` makes (pins verbatim, ledger checkpoint
   with support hashes, artifact receipts, verbatim tail); folds happen there and in the
   automatic fold after an append, never here.
 * :func:`answer_record` journals the upstream's answer (text, tool calls, provider usage),
@@ -44,8 +44,8 @@ from journal_app.services import (
 )
 from journal_app.tokens import count_tokens, source_label
 from ledger_app.context.common import short
-from ledger_app.context_service import context_build
 from ledger_app.services import latest_fold
+from ledger_app.services.context import context_build
 from ledger_app.validation import Meter
 from proxy_app.caching import client_marks, marks_place, stable_end
 from proxy_app.errors import (
@@ -765,7 +765,7 @@ def request_compact(
 ) -> Prepared:
     """The request to forward: as sent when it fits the working budget, else the context.
 
-    Over budget, :func:`ledger_app.context_service.context_build` builds the request as of
+    Over budget, :func:`ledger_app.services.context.context_build` builds the request as of
     the history's revision (it folds through ``ledger_fold`` when it must) and its messages
     (and, for Anthropic, ``system``) replace the sent ones; every other field is kept.
     The build aims at the working budget less :data:`COMPACT_HEADROOM` (the whole budget
@@ -829,7 +829,7 @@ def request_compact(
 def _context(
     surface: str, recorded: Recorded, working: int, window: int, output_tokens: int
 ) -> Any:
-    """:func:`ledger_app.context_service.context_build` of the recorded revision."""
+    """:func:`ledger_app.services.context.context_build` of the recorded revision."""
     with sqlite_serial():
         return context_build(
             journal=recorded.journal,

@@ -21,8 +21,8 @@ from audit_app.reads import RawReadDenied, raw_export_allow
 from journal_app.auth import api_key_create
 from journal_app.formats.base import message
 from journal_app.models import ApiKey, Membership
-from ledger_app.context_service import context_preview
 from ledger_app.models import Fold
+from ledger_app.services.context import context_preview
 from proxy_app.mcp_server import ledger_read
 from tests.factories import TenantFactory, UserFactory, fold_build, journal_build
 from tests.journal_app.test_privacy_forms import ORDINARY

@@ -65,25 +65,21 @@ Modules, one reason to change each:
 * :mod:`.projection`: artifact receipts and the shrinking of tool results.
 * :mod:`.continuation`: the continuation record at the head of the checkpoint.
 * :mod:`.checkpoint`: the ledger checkpoint message.
-* :mod:`.builder`: the state of one build (rounds, costs, the request and its validation).
+* :mod:`.builder`: the state of one build (rounds, how each is shown, costs, decisions).
 * :mod:`.compaction`: the compaction steps (project, shrink, fold, recovery compaction).
+* :mod:`.final_request`: the request assembled from the plan, the last pass and its
+  validation (step 5).
+* :mod:`.calibration`: the provider's reported usage calibrating the plan.
 * :mod:`.build`: :func:`build_context`, the steps in order.
+* :mod:`.trace`: the debug trace bounded for the API (:func:`bounded_trace`).
 * :mod:`.frontend`: :func:`frontend_view`, filtered by :mod:`journal_app.privacy`.
 """
 
 from __future__ import annotations
 
 from ledger_app.context.assembly import CONTINUED, EMPTY_OUTPUT, Assembled, Part, assemble
-from ledger_app.context.build import (
-    TAIL_SHARE,
-    TRACE_CAP,
-    ContextBuild,
-    bounded_trace,
-    build_context,
-    capped,
-    provider_usage,
-)
-from ledger_app.context.builder import FILL_MARGIN
+from ledger_app.context.build import TAIL_SHARE, ContextBuild, build_context
+from ledger_app.context.calibration import provider_usage
 from ledger_app.context.checkpoint import CHECKPOINT_MARK, OMITTED
 from ledger_app.context.common import (
     TARGETS,
@@ -91,6 +87,7 @@ from ledger_app.context.common import (
     ContextInputError,
     FoldCallback,
 )
+from ledger_app.context.final_request import FILL_MARGIN
 from ledger_app.context.frontend import frontend_view
 from ledger_app.context.projection import excerpt, shrink_text
 from ledger_app.context.task_state import (
@@ -100,6 +97,7 @@ from ledger_app.context.task_state import (
     interruption_of,
     pending_approvals,
 )
+from ledger_app.context.trace import TRACE_CAP, bounded_trace, capped
 
 __all__ = [
     "ARGS_CHARS",

@@ -15,6 +15,7 @@ from typing import Any
 
 from ledger_app import reducer
 from ledger_app.context.builder import Builder
+from ledger_app.context.calibration import calibrate
 from ledger_app.context.common import (
     TARGETS,
     ArtifactResolver,
@@ -23,6 +24,7 @@ from ledger_app.context.common import (
     short,
 )
 from ledger_app.context.compaction import cut, drop, project, recover, shrink
+from ledger_app.context.final_request import fill_share, rebuild
 from ledger_app.mechanical import EntryView, is_pin_source
 from ledger_app.validation import (
     ARTIFACT_CHECKS,
@@ -37,9 +39,6 @@ TAIL_SHARE = 4
 #: Passes of the compaction steps (a pass repeats only when the built request counted more
 #: than its plan).
 PASSES = 3
-#: The most the provider's figures may lower the planning limit by (a factor): a larger
-#: ratio says the figure covers more than the journal (a runtime prompt, another request).
-MAX_CALIBRATION = 4.0
 
 
 @dataclass
@@ -114,12 +113,12 @@ def build_context(
         end_status: the source's own end status (``exit_status`` of a SWE-agent or
             mini-swe-agent run; ``""`` for none), stated in the continuation record.
 
-    Budget honesty (issue 15): the plan counts the request as it will be sent (secrets
+    Budget honesty: the plan counts the request as it will be sent (secrets
     redacted, call ids, notes and the tools schema counted); a last pass counts the built
     request and trims P2/P3 facts until it fits, then compacts again against the real figure.
-    When the journal holds provider-reported usage (:func:`provider_usage`) and the provider
+    When the journal holds provider-reported usage (:func:`~ledger_app.context.calibration.provider_usage`) and the provider
     counted more than our estimate of the same request, the plan aims at the limit divided by
-    that ratio (at most :data:`MAX_CALIBRATION`); the trace's ``tokens.calibration`` names the
+    that ratio (at most :data:`~ledger_app.context.calibration.MAX_CALIBRATION`); the trace's ``tokens.calibration`` names the
     source of the figures the decisions used.
 
     Returns:
@@ -224,7 +223,7 @@ def build_context(
             project(b, outside, 2, limit)
             project(b, tail_plans, 2, limit)
         if b.total() > limit:
-            cut(b, 4, limit - b.fill_share(), tail_start - 1)
+            cut(b, 4, limit - fill_share(b), tail_start - 1)
         if b.total() > limit:
             shrink(b, outside, 3, limit, consumed_only=True)
         if b.total() > limit:
@@ -254,7 +253,7 @@ def build_context(
             b.decide(1, "none", why, b.total(), b.total())
         planned = b.total()
         correction = b.correction
-        view, a, left, report = b.rebuild()
+        view, a, left, report = rebuild(b)
         reports.append(report.to_dict())
         b.decide(
             5,
@@ -279,7 +278,7 @@ def build_context(
         recovered = True
         before = report.tokens or 0
         recover(b, report, limit, tail_start)
-        view, a, left, report = b.rebuild()
+        view, a, left, report = rebuild(b)
         reports.append(report.to_dict())
         b.decide(
             6,
@@ -394,160 +393,3 @@ def mandatory_tokens(b: Builder) -> int:
         + sum(p.cost for p in b.plans if not p.dropped and p.round.kind == "message")
         + b.text_cost(b.task_text)
     )
-
-
-def calibrate(b: Builder) -> dict[str, Any]:
-    """Provider figures first (DESIGN.md 4, issue 15): compare the provider-reported input
-    tokens of the journal's last model call with our estimate of the same request (the
-    uncompacted rounds before that call, counted as the plan counts them). When the provider
-    counted more, lower ``b.limit`` by that ratio (at most :data:`MAX_CALIBRATION`) so the
-    decisions use the provider's scale; a lower ratio is reported and not applied (the request
-    must fit the budget by our own count as well).
-
-    Returns:
-        ``{"provider", "estimate", "ratio", "applied", "limit", "decisions_source"}``, for the
-        debug trace.
-    """
-    usage = provider_usage(b.entries)
-    out: dict[str, Any] = {
-        "provider": usage,
-        "estimate": None,
-        "ratio": None,
-        "applied": False,
-        "limit": b.limit,
-        "decisions_source": f"{b.meter.label} estimate (no provider-reported usage in the journal)",
-    }
-    if usage is None:
-        return out
-    seq = usage["seq"]
-    estimate = b.meter.per_request + b.tools_cost
-    for p, cost in zip(b.plans, b.original_costs, strict=True):
-        if p.round.first_seq >= seq:
-            break
-        if p.round.last_seq < seq:
-            estimate += cost
-        else:
-            estimate += b.cost([x for x in p.parts if x.entry is None or x.entry.seq < seq])
-    ratio = usage["input_tokens"] / estimate if estimate > 0 else 1.0
-    out["estimate"] = estimate
-    out["ratio"] = round(ratio, 4)
-    if ratio <= 1.0:
-        out["decisions_source"] = (
-            f"{b.meter.label} estimate: the provider-reported usage at seq {seq} "
-            f"({usage['input_tokens']} input tokens) is not above our estimate of that request "
-            f"({estimate}), so our own count decides"
-        )
-        return out
-    scale = min(ratio, MAX_CALIBRATION)
-    b.limit = max(1, int(b.budget_limit / scale))
-    out.update(applied=True, limit=b.limit, scale=round(scale, 4))
-    out["decisions_source"] = (
-        f"provider-calibrated: the provider reported {usage['input_tokens']} input tokens at seq "
-        f"{seq} where we count {estimate}; decisions aim at {b.limit} of our tokens "
-        f"(the limit {b.budget_limit} / {scale:.3f})"
-    )
-    b.decide(
-        1,
-        "calibrate",
-        out["decisions_source"],
-        b.total(),
-        b.total(),
-    )
-    return out
-
-
-def provider_usage(entries: Sequence[EntryView]) -> dict[str, Any] | None:
-    """The provider-reported usage of the journal's last model call that carries one
-    (``input_tokens``/``prompt_tokens``), labelled as such; ``None`` when none does."""
-    for e in reversed(entries):
-        usage = e.meta.get("usage") if isinstance(e.meta, dict) else None
-        if isinstance(usage, dict):
-            inp = usage.get("input_tokens", usage.get("prompt_tokens"))
-            out = usage.get("output_tokens", usage.get("completion_tokens"))
-            if isinstance(inp, int):
-                return {
-                    "input_tokens": inp,
-                    "output_tokens": out if isinstance(out, int) else None,
-                    "seq": e.seq,
-                    "source": "provider-reported usage of that call (the uncompacted request then)",
-                }
-    return None
-
-
-#: Most entries of each list a bounded debug trace keeps (issue 13: the API's response must
-#: not grow with the session); the first half and the last half are kept.
-TRACE_CAP = 100
-
-
-def capped(items: Sequence[Any], cap: int = TRACE_CAP) -> tuple[list[Any], int]:
-    """``items`` cut to at most ``cap``: the first ``cap // 2`` and the last ``cap - cap // 2``
-    (a session's oldest and newest decisions are the telling ones), and how many were left
-    out. ``cap`` 0 keeps nothing."""
-    if len(items) <= cap:
-        return list(items), 0
-    head = cap // 2
-    tail = cap - head
-    return list(items[:head]) + (list(items[-tail:]) if tail else []), len(items) - cap
-
-
-def bounded_trace(trace: Mapping[str, Any], cap: int = TRACE_CAP) -> dict[str, Any]:
-    """The debug trace of :func:`build_context` with every list bounded (issue 13), for the
-    API: its size depends on ``cap``, not on the session.
-
-    * ``decisions``: at most ``cap`` (first and last halves), with ``decisions_summary``:
-      one row per step and action, ``{"step", "action", "count", "effect"}`` (tokens), over
-      all of them;
-    * ``rounds.folded_out``, ``notes``, ``artifacts``, ``sources``, ``ledger.facts_left_out``,
-      each ``validation[i].problems``: at most ``cap`` each;
-    * ``request``: the model view is not repeated: ``{"messages": n, "same_as": "model_view"}``;
-    * ``left_out``: how many items each bounded list lost (``{"decisions": 12000, ...}``; an
-      empty dict when nothing was cut).
-
-    The input is not changed; lists kept are shallow copies.
-    """
-    out = dict(trace)
-    left: dict[str, int] = {}
-
-    def cut(name: str, items: Any) -> Any:
-        if not isinstance(items, list):
-            return items
-        shown, n = capped(items, cap)
-        if n:
-            left[name] = n
-        return shown
-
-    decisions = list(trace.get("decisions") or [])
-    summary: dict[tuple[Any, Any], dict[str, Any]] = {}
-    for d in decisions:
-        key = (d.get("step"), d.get("action"))
-        row = summary.setdefault(key, {"step": key[0], "action": key[1], "count": 0, "effect": 0})
-        row["count"] += 1
-        row["effect"] += d.get("effect") or 0
-    out["decisions_summary"] = list(summary.values())
-    out["decisions"] = cut("decisions", decisions)
-    for name in ("notes", "artifacts", "sources"):
-        if name in trace:
-            out[name] = cut(name, trace[name])
-    if isinstance(trace.get("rounds"), Mapping):
-        rounds = dict(trace["rounds"])
-        rounds["folded_out_count"] = len(rounds.get("folded_out") or [])
-        rounds["folded_out"] = cut("rounds.folded_out", rounds.get("folded_out"))
-        out["rounds"] = rounds
-    if isinstance(trace.get("ledger"), Mapping):
-        ledger = dict(trace["ledger"])
-        ledger["facts_left_out"] = cut("ledger.facts_left_out", ledger.get("facts_left_out"))
-        out["ledger"] = ledger
-    reports = []
-    for i, r in enumerate(trace.get("validation") or []):
-        r = dict(r)
-        r["problems"] = cut(f"validation[{i}].problems", r.get("problems"))
-        reports.append(r)
-    out["validation"] = reports
-    request = trace.get("request")
-    if isinstance(request, Mapping):
-        out["request"] = {
-            "messages": len(request.get("messages") or []),
-            "same_as": "model_view",
-        }
-    out["left_out"] = left
-    return out

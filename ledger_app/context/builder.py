@@ -1,11 +1,12 @@
-"""The state of one context build: rounds, how each is shown, costs, the request and its checks.
+"""The state of one context build: rounds, how each is shown, costs and decisions.
 
 Pure module: no Django, no database (DESIGN.md section 6). :class:`Builder` holds the journal's
 rounds as :class:`Plan` s (parts plus whether the round is protected or dropped), the ledger's
 facts (:class:`~ledger_app.context.checkpoint.Checkpoint`), the task state, the token cost of
 the request as planned, and every decision taken with its reason and token effect. The
-compaction steps that change a plan are in :mod:`ledger_app.context.compaction`; the order
-they run in is :func:`ledger_app.context.build.build_context`.
+compaction steps that change a plan are in :mod:`ledger_app.context.compaction`, the request
+assembled from it and validated in :mod:`ledger_app.context.final_request`; the order they
+run in is :func:`ledger_app.context.build.build_context`.
 """
 
 from __future__ import annotations
@@ -21,47 +22,27 @@ from journal_app.privacy import REASONING_MARK, reasoning_spans
 from journal_app.rounds import Round, group_rounds
 from ledger_app.context.assembly import (
     CONTINUED,
-    Assembled,
     Part,
     anthropic_ids,
     assemble,
     round_parts,
-    starts_with_assistant,
 )
 from ledger_app.context.checkpoint import Checkpoint, fact_line, imported_summaries
-from ledger_app.context.common import TARGETS, ArtifactResolver, FoldCallback
+from ledger_app.context.common import ArtifactResolver, FoldCallback
 from ledger_app.context.continuation import done_request_line, is_closed_request
-from ledger_app.context.projection import receipt_again
 from ledger_app.context.task_state import current_goal, pending_approvals, task_state_text
 from ledger_app.context.thinking import loop_thinking, thinking_part
 from ledger_app.mechanical import EntryView, is_pin_source, pin_fact
-from ledger_app.pins import expected_text, open_requests_split, pin_shown_text
+from ledger_app.pins import open_requests_split, pin_shown_text
 from ledger_app.validation import (
-    BUDGET_CHECKS,
-    ArtifactInfo,
-    Expectations,
     Meter,
-    Problem,
-    ValidationReport,
-    budget_problems,
     memo_scanner,
-    message_texts,
     redact,
-    validate_request,
 )
 
-#: Tokens kept back when filling the checkpoint with P2/P3 facts.
-FILL_MARGIN = 8
-#: P2/P3 facts fill at most 1/FILL_SHARE of the budget: a fixed share, not the room the
-#: tail leaves, keeps the checkpoint the same from call to call between folds.
-FILL_SHARE = 8
 #: The last deliverable is shown whole in the continuation record when it takes at most
 #: 1/DELIVERABLE_SHARE of the budget; over that, as a receipt that ``read`` restores.
 DELIVERABLE_SHARE = 8
-#: The context-side check that a done request is never shown as current (DESIGN.md 5.2).
-DONE_REQUEST_CHECK = "done_request_current"
-#: Tries of the last pass (fewer P2/P3 facts) before the compaction steps run again.
-LAST_PASS_TRIES = 4
 
 
 @dataclass
@@ -114,7 +95,7 @@ class Builder:
         self.hard = hard
         self.reserve = reserve
         #: the budget's own limit; ``limit`` is what the plan aims at (lowered by
-        #: :meth:`calibrate` when the provider counts more than we do)
+        #: :func:`~ledger_app.context.calibration.calibrate` when the provider counts more than we do)
         self.budget_limit = min(working, hard - reserve)
         self.limit = self.budget_limit
         self.tail_tokens = tail_tokens
@@ -126,7 +107,7 @@ class Builder:
         self.by_seq = {e.seq: e for e in self.entries}
         self.by_hash = {e.entry_hash: e for e in self.entries}
         self.ids = anthropic_ids(self.entries) if fmt == "anthropic" else {}
-        self._redacted: dict[str, str] = {}
+        self.redacteded: dict[str, str] = {}
         self.redactions = 0
         self.scan = memo_scanner()
         self.tools = tools
@@ -141,7 +122,7 @@ class Builder:
         #: tokens the built request was found over its plan by (the last pass), added to
         #: every planned total from then on
         self.correction = 0
-        # running sums (issue 13): the cost of the rounds shown and how many are left out,
+        # running sums: the cost of the rounds shown and how many are left out,
         # kept up to date by set_cost/set_dropped instead of re-summed at each step
         self.body = 0
         self.n_dropped = 0
@@ -188,7 +169,7 @@ class Builder:
             self.notes += notes
             self.plans.append(Plan(round=r, parts=parts))
         self._drop_harness()
-        if self.fmt == "anthropic" and self.plans:  # the tool loop's thinking blocks (issue 15)
+        if self.fmt == "anthropic" and self.plans:  # the tool loop's thinking blocks
             kept = loop_thinking([p.round for p in self.plans], self.by_seq)
             self.plans[-1].parts[:0] = [thinking_part(e, block) for e, block in kept]
         for p in self.plans:
@@ -324,7 +305,7 @@ class Builder:
             lambda f: fact_line(f, self.scan),
             by_seq=self.by_seq,
             summaries=self.summaries,
-            clean=self._redact,
+            clean=self.redacted,
             by_hash=self.by_hash,
             end_status=self.end_status,
             deliverable_tokens=max(1, self.budget_limit // DELIVERABLE_SHARE),
@@ -354,8 +335,8 @@ class Builder:
 
     def cost(self, parts: Sequence[Part], redacted: bool = False) -> int:
         """Tokens of ``parts`` assembled in the target format, call ids counted; with
-        ``redacted``, as they will be sent: secrets redacted except in pins (issue 15: plan
-        against the final bytes). Only rounds still shown are scanned (:meth:`settle`):
+        ``redacted``, as they will be sent: secrets redacted except in pins (plan against
+        the final bytes). Only rounds still shown are scanned (:meth:`settle`):
         scanning a whole long session for secrets would cost more than the build."""
         shown: Sequence[Part] = parts
         if redacted:
@@ -365,7 +346,7 @@ class Builder:
                     shown.append(part)
                 else:
                     q = copy.copy(part)
-                    q.text = self._redact(part.text)
+                    q.text = self.redacted(part.text)
                     shown.append(q)
         a = assemble(shown, self.fmt, self.ids)
         return sum(self.meter.message(m) for m in a.messages) + sum(
@@ -429,7 +410,7 @@ class Builder:
 
     def total(self, dropped: int | None = None) -> int:
         """The request's tokens as planned (P2/P3 facts not counted: they only fill room).
-        Constant time: every term is a running sum or remembered (issue 13)."""
+        Constant time: every term is a running sum or remembered."""
         k = self.n_dropped if dropped is None else dropped
         return self.planned(k, self.body)
 
@@ -478,250 +459,18 @@ class Builder:
         """How many droppable rounds are left out (always the oldest ones)."""
         return self.n_dropped
 
-    # ---------------------------------------------------------------- assembly
+    # ---------------------------------------------------------------- redaction
 
-    def _redact(self, text: str) -> str:
+    def redacted(self, text: str) -> str:
         """``text`` as the model receives it: secrets redacted and hidden reasoning
         (``<thinking>`` blocks in message text) left out, the same verdict as every other
         surface (journal_app.privacy). Pins never come here (they stay verbatim)."""
-        out = self._redacted.get(text)
+        out = self.redacteded.get(text)
         if out is None:
             out, kinds = redact(text, self.scan)
             spans = reasoning_spans(out)
             for a, b in reversed(spans):
                 out = out[:a] + REASONING_MARK + out[b:]
-            self._redacted[text] = out
+            self.redacteded[text] = out
             self.redactions += len(kinds) + len(spans)
         return out
-
-    def final_parts(self, fill: int | None) -> tuple[list[Part], list[str]]:
-        """The request's parts in order (secrets redacted except in pins, a repeated receipt
-        shortened, the checkpoint after the last dropped round, the task state last) and
-        the ids of P2/P3 facts left out."""
-        k = self.dropped_count()
-        ckpt, left, _ = self.checkpoint_text(k, fill)
-        last_dropped = max((i for i, p in enumerate(self.plans) if p.dropped), default=-1)
-        parts: list[Part] = []
-        first_receipt: dict[str, int] = {}
-        for i, p in enumerate(self.plans):
-            if not p.dropped:
-                for part in p.parts:
-                    if (
-                        p.round.kind == "message"
-                        and part.entry is not None
-                        and part.entry.entry_hash in self.inactive_pins
-                        and i < last_dropped
-                    ):
-                        continue  # a retired pin or a done request: the record lists it
-                    q = copy.copy(part)
-                    if not q.pin:
-                        q.text = self._redact(q.text)
-                    if q.form == "receipt" and q.entry is not None:
-                        receipt = self.receipts[q.entry.entry_hash]
-                        if q.reference in first_receipt:
-                            q.text = self._redact(
-                                receipt_again(receipt, q.entry.seq, first_receipt[q.reference])
-                            )
-                        else:
-                            first_receipt[q.reference] = q.entry.seq
-                    parts.append(q)
-            if i == last_dropped and ckpt:
-                parts.append(Part(role="user", kind="text", text=ckpt))
-        if last_dropped < 0 and ckpt:  # imported summaries only: after the system text
-            at = next((j for j, q in enumerate(parts) if q.role not in ("system", "developer")), 0)
-            parts.insert(at, Part(role="user", kind="text", text=ckpt))
-        if self.task_text:
-            parts.append(Part(role="user", kind="text", text=self.task_text))
-        return parts, left
-
-    def expectations(self, a: Assembled) -> Expectations:
-        """What the journal and ledger say the request must hold (pins, goal, interrupted
-        calls, approvals), for :func:`validate_request`."""
-        pins: list[tuple[str, str, str]] = []
-        for e in self.entries:
-            if not is_pin_source(e) or e.entry_hash in self.inactive_pins:
-                continue
-            fid = self.pin_of(e)["id"]
-            ledger_pin = self.facts.pins.get(e.entry_hash)
-            # governing text verbatim as the context shows it (attachments as receipts)
-            shown = pin_shown_text(ledger_pin if ledger_pin is not None else self.pin_of(e))
-            pins.append((fid, e.entry_hash, shown))
-            if ledger_pin is not None and ledger_pin.get("text") != expected_text(
-                ledger_pin, e.text
-            ):
-                # a ledger pin that differs from what its entry gives (harness blocks out,
-                # DESIGN.md 5.2): the journal's bytes are required
-                pins.append((str(ledger_pin.get("id")), e.entry_hash, e.text))
-        goal = None
-        if self.goal is not None:
-            ledger_goal = self.facts.pins.get(self.goal.entry_hash) or self.pin_of(self.goal)
-            shown = pin_shown_text(ledger_goal)
-            goal = (self.goal.entry_hash, shown)
-        return Expectations(
-            pins=pins,
-            goal=goal,
-            interrupted=[(cid, call.entry_hash) for cid, call, _ in self.interrupted],
-            approvals=[(key, ev.entry_hash) for key, ev in self.approvals],
-            sources=a.sources,
-            calls=a.calls,
-            results=a.results,
-            secrets_exempt=frozenset(text for _, _, text in pins),
-        )
-
-    def resolver(self) -> ArtifactResolver:
-        """The artifact resolver: the store's, or the receipts themselves when none."""
-        if self.resolve is not None:
-            return self.resolve
-        known = {
-            str(r.get("reference")): ArtifactInfo(
-                str(r.get("content_hash", "")).removeprefix("sha256:")
-            )
-            for r in self.receipts.values()
-        }
-        return known.get
-
-    def request(self, fill: int | None) -> tuple[dict[str, Any], Assembled, list[str]]:
-        """The model view (``{"format", "messages", "system"?}``), its assembly and the
-        ids of facts left out, with ``fill`` tokens for P2/P3 facts."""
-        parts, left = self.final_parts(fill)
-        self.omitted = left
-        if self.fmt == "anthropic" and starts_with_assistant(parts):
-            # the Messages API requires a user turn first; say why there is none
-            parts.insert(0, Part(role="user", kind="text", text=CONTINUED))
-        a = assemble(parts, self.fmt, self.ids)
-        if self.fmt == "anthropic":
-            view: dict[str, Any] = {"format": TARGETS["anthropic"], "messages": a.messages}
-            if a.system:
-                view["system"] = a.system
-        else:
-            view = {"format": TARGETS["openai"], "messages": a.messages}
-        return view, a, left
-
-    def validate(self, view: Mapping[str, Any], a: Assembled) -> ValidationReport:
-        """Every invariant of DESIGN.md 6 step 5 on the model view, secrets included, the
-        ``tools`` schema counted against the budgets."""
-        report = validate_request(
-            {k: v for k, v in view.items() if k != "format"},
-            fmt=self.fmt,
-            working_budget=self.working,
-            hard_limit=self.hard,
-            output_reserve=self.reserve,
-            meter=self.meter,
-            expect=self.expectations(a),
-            resolve_artifact=self.resolver(),
-            check_secrets=True,
-            scan=self.scan,
-            tools=self.tools,
-        )
-        report.checks.append(DONE_REQUEST_CHECK)
-        report.problems += self.done_request_problems(a)
-        return report
-
-    def done_request_problems(self, a: Assembled) -> list[Problem]:
-        """``done_request_current``: a closed request's text shown whole in a message (as if
-        it were current, DESIGN.md 5.2); its one line ("done at seq N ...") is what is shown."""
-        if not self.done_requests:
-            return []
-        texts = {t for m in a.messages for t in message_texts(m)}
-        texts |= {str(b.get("text", "")) for b in a.system}
-        # the same words asked again in an open request are that request, shown as current
-        current = {
-            pin_shown_text(f)
-            for h, f in self.facts.pins.items()
-            if h not in self.done_requests and f.get("lifecycle", "active") == "active"
-        } | {
-            e.text for e in self.entries if is_pin_source(e) and e.entry_hash not in self.facts.pins
-        }
-        problems = []
-        for h in sorted(self.done_requests):
-            e = self.by_hash.get(h)
-            if e is not None and e.text in texts and e.text not in current:
-                problems.append(
-                    Problem(
-                        DONE_REQUEST_CHECK,
-                        f"the request at seq {e.seq} is done but shown whole, as if current",
-                        None,
-                        str(self.facts.pins[h].get("id")),
-                        f"sha256:{h}",
-                    )
-                )
-        return problems
-
-    def counted(self, a: Assembled) -> int:
-        """Tokens of an assembled request by our own count (what validation will say)."""
-        return self.meter.request(a.messages, a.system, self.tools)
-
-    def rebuild(self) -> tuple[dict[str, Any] | None, Assembled, list[str], ValidationReport]:
-        """Build and validate the request; a plan already over the limit is not built (its
-        validation can only fail on the budget, and redacting it would be wasted work).
-
-        The last pass (issue 15): the built request is counted as it will be sent; while it
-        is over :attr:`limit` the room for P2/P3 facts shrinks by the excess, down to none
-        (each try is one assembly and one count, at most :data:`LAST_PASS_TRIES`). What is
-        still over after that is kept in :attr:`correction`, so the compaction steps can run
-        again against the real figure.
-        """
-        self.settle()
-        planned = self.total()
-        if planned > self.limit:
-            return self._not_built(planned)
-        fill = self.fill_room()
-        view, a, left = self.request(fill)
-        tokens = self.counted(a)
-        tries = 0
-        while tokens > self.limit and fill > 0 and tries < LAST_PASS_TRIES:
-            tries += 1
-            before = tokens
-            fill = max(0, fill - (tokens - self.limit) - FILL_MARGIN)
-            view, a, left = self.request(fill)
-            tokens = self.counted(a)
-            self.decide(
-                5,
-                "trim",
-                f"the built request is {before} tokens, over the limit {self.limit}: fewer "
-                f"P2/P3 facts in the checkpoint (room {fill} tokens)",
-                before,
-                tokens,
-            )
-        if tokens > self.limit:
-            excess = tokens - self.total()
-            if excess > 0:
-                self.correction += excess
-        return view, a, left, self.validate(view, a)
-
-    def _not_built(
-        self, planned: int
-    ) -> tuple[dict[str, Any] | None, Assembled, list[str], ValidationReport]:
-        problems = budget_problems(planned, self.working, self.hard, self.reserve)
-        if not problems:  # within the budgets, over the provider-calibrated limit
-            problems = [
-                Problem(
-                    "within_working_budget",
-                    f"the request is {planned} tokens, over {self.limit}: the working budget "
-                    "calibrated by the provider's figures",
-                    None,
-                    "tokens",
-                )
-            ]
-        report = ValidationReport(
-            view="model",
-            format=self.fmt,
-            problems=problems,
-            checks=list(BUDGET_CHECKS),
-            tokens=planned,
-            token_source=self.meter.label + " (planned, not built)",
-        )
-        return None, Assembled([], [], [], {}, {}), [], report
-
-    def fill_room(self) -> int:
-        """Tokens for P2/P3 facts: the room left (a few kept back: the omission note changes
-        length), at most 1/:data:`FILL_SHARE` of the budget, so that the checkpoint does not
-        change with the tail while that much room is left (DESIGN.md 6)."""
-        room = max(0, self.limit - self.total() - FILL_MARGIN)
-        return min(room, self.fill_share())
-
-    def fill_share(self) -> int:
-        """The most tokens P2/P3 facts fill (:meth:`fill_room`): 1/:data:`FILL_SHARE` of the
-        budget. Step 4 (:func:`ledger_app.context.compaction.cut`) keeps that much free, so
-        the facts shown change with the fold, not with the tail."""
-        return self.budget_limit // FILL_SHARE

@@ -173,7 +173,7 @@ def cut(b: Builder, step: int, target: int, fold_upto: int) -> None:
     droppable round before :func:`fold_cut` (all of them, even when fewer would do: the
     checkpoint then names the fold's range, not one that moves with the tail); when that is
     not enough, ask the ``fold`` callback once (up to ``fold_upto``) and cut again. The
-    build passes the limit less :meth:`~ledger_app.context.builder.Builder.fill_share` as
+    build passes the limit less :func:`~ledger_app.context.final_request.fill_share` as
     ``target``, so a fold leaves room for the P2/P3 facts and for the calls after it. What
     is still over goes to the steps after (:func:`shrink`, :func:`drop`)."""
     while b.total() > target:

@@ -65,5 +65,5 @@ def loop_thinking(
 
 def thinking_part(e: EntryView, block: dict[str, Any]) -> Part:
     """The request part of one kept thinking block (kind ``thinking``; the block verbatim in
-    ``blocks``, never redacted: :meth:`ledger_app.context.builder.Builder.final_parts`)."""
+    ``blocks``, never redacted: :func:`ledger_app.context.final_request.final_parts`)."""
     return Part(role="assistant", kind="thinking", text="", entry=e, blocks=[block])

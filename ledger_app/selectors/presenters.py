@@ -554,7 +554,7 @@ def reports(validation: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def invariants_out(fold: Fold, panel: Mapping[str, Any]) -> dict[str, Any]:
-    """The API's ``InvariantsOut`` from :func:`ledger_app.context_service.fold_invariants`."""
+    """The API's ``InvariantsOut`` from :func:`ledger_app.services.context.fold_invariants`."""
     return {
         "fold": fold.number,
         "status": str(panel.get("status", "")),

@@ -18,6 +18,15 @@ section 9). The pieces they share, each module saying whether it writes:
 * :mod:`.entries`: the journal's entries as a fold reads them (views, range hash, evidence);
 * :mod:`.pins_check`: the pins re-hashed against their entries (reads);
 * :mod:`ledger_app.errors`: the ledger's domain errors.
+
+The context build and the ledger's checks, imported from their modules (not re-exported here):
+
+* :mod:`.context`: ``context_build`` (may fold), ``context_preview``, ``request_validate``,
+  ``fold_invariants`` (stores the panel); :mod:`.context_reads` (read-only) and
+  :mod:`.context_records` (errors, default budgets, ``ContextResult``);
+* :mod:`.integrity`: ``ledger_integrity`` (read-only, with :mod:`.integrity_rows` and
+  :mod:`.integrity_folds`); :mod:`.full_check`: ``ledger_check`` (stores the full check)
+  and ``ledger_warnings`` (reads it for the pages, queues a new one).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 read by every web and worker process, so a restart or another worker never runs a check
 again in a user's request (README, "Settings": ``LEDGER_CHECK_MAX_AGE_SECONDS``).
 
-:func:`ledger_app.services.integrity.ledger_check` writes through :func:`check_store`;
-:func:`ledger_app.services.integrity.ledger_warnings` reads through :func:`check_read` and
+:func:`ledger_app.services.full_check.ledger_check` writes through :func:`check_store`;
+:func:`ledger_app.services.full_check.ledger_warnings` reads through :func:`check_read` and
 queues a check through :func:`check_claim`.
 """
 

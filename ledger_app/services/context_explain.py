@@ -1,6 +1,6 @@
 """Why a context failed, for the context page (README, "Context views"; DESIGN.md 6).
 
-A failed context (:func:`ledger_app.context_service.context_preview`) carries its problems
+A failed context (:func:`ledger_app.services.context.context_preview`) carries its problems
 and figures; this adds what an operator needs next, read from the ledger: the fold that
 reported the cause (a consolidation fold whose target was unreachable), the facts that hold
 the space, and a working budget that would fit. Read-only; a bounded number of queries.

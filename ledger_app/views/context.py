@@ -16,9 +16,10 @@ from journal_app import selectors as journal_selectors
 from journal_app.privacy import filter_text
 from journal_app.views import HtmxHttpRequest, scope_kwargs
 from ledger_app.context import capped
-from ledger_app.context_service import VIEWS, ContextError, context_preview
 from ledger_app.selectors import presenters
+from ledger_app.services.context import context_preview
 from ledger_app.services.context_explain import context_failure_explain
+from ledger_app.services.context_records import VIEWS, ContextError
 from ledger_app.views.common import partial, scope_context
 
 CONTEXT_FORMATS = ("openai", "anthropic")
@@ -143,7 +144,7 @@ def context_views(
     (``model``, ``frontend`` or ``debug``: the view shown open; the others are collapsed to
     their counts) and ``page`` (of the open view, :data:`PER_PAGE` items; each text cut to
     :data:`TEXT_SHOWN` characters with the count of the rest). A budget not given is the
-    settings' default, applied by :func:`ledger_app.context_service.context_preview`
+    settings' default, applied by :func:`ledger_app.services.context.context_preview`
     (the same defaults as a fold's invariants panel); the form then shows the budgets used.
     The frontend view (a privacy scan of every entry) is built only when it is the open one.
 

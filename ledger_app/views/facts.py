@@ -16,7 +16,7 @@ from journal_app.views import HtmxHttpRequest, is_panel, render_panel, scope_kwa
 from ledger_app import selectors
 from ledger_app.filters import FACT_FIELDS, describe, error_parts
 from ledger_app.selectors import presenters
-from ledger_app.services.integrity import ledger_warnings
+from ledger_app.services.full_check import ledger_warnings
 from ledger_app.views.common import FALLBACK_NOTICE, fold_number, partial, scope_context
 
 FACTS_PER_PAGE = 100

@@ -17,10 +17,11 @@ from django.views.decorators.http import require_POST
 from journal_app import selectors as journal_selectors
 from journal_app.views import HtmxHttpRequest, is_panel, render_panel, scope_kwargs
 from ledger_app import selectors
-from ledger_app.context_service import ContextError, fold_invariants
 from ledger_app.runs import BrokerUnavailable, task_run_enqueue
 from ledger_app.selectors import presenters, ui
-from ledger_app.services.integrity import ledger_warnings
+from ledger_app.services.context import fold_invariants
+from ledger_app.services.context_records import ContextError
+from ledger_app.services.full_check import ledger_warnings
 from ledger_app.services.review import can_review
 from ledger_app.tasks import fold_journal
 from ledger_app.views.common import FALLBACK_NOTICE, partial, scope_context

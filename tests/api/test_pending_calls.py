@@ -11,8 +11,8 @@ from journal_app.formats.base import message, tool_call, tool_result
 from journal_app.models import Entry
 from journal_app.services import journal_append
 from ledger_app import selectors
-from ledger_app.context_service import context_build
 from ledger_app.services import latest_fold, ledger_fold
+from ledger_app.services.context import context_build
 from ledger_app.validation import TASK_STATE_MARK, message_texts
 from tests.factories import journal_build
 

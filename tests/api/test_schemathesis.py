@@ -139,7 +139,7 @@ def test_requests_on_real_objects(method, path, reviewer_api, real_objects):
 
 #: Rules relating two fields, which JSON Schema cannot state (it has no keyword comparing
 #: one property with another): ``POST /validate``'s ``output_reserve`` must be below its
-#: ``hard_limit`` (ledger_app.context_api).
+#: ``hard_limit`` (ledger_app.api_context).
 RELATIONS = ("leaves no room in the hard limit",)
 
 

@@ -332,7 +332,7 @@ def _page(client, journal, name, **kw):
     from django.urls import reverse
 
     from journal_app.views import scope_kwargs
-    from ledger_app.services.integrity import ledger_check
+    from ledger_app.services.full_check import ledger_check
 
     ledger_check(journal=journal)  # what the check_ledger task stores; pages only read it
     client.force_login(get_user_model().objects.get(username="rita"))

@@ -16,8 +16,8 @@ from journal_app.formats import claude_code
 from journal_app.formats.source import read_source
 from journal_app.models import Journal
 from journal_app.services import journal_import
-from ledger_app.context_service import context_build
 from ledger_app.services import ledger_fold
+from ledger_app.services.context import context_build
 
 pytestmark = pytest.mark.django_db
 

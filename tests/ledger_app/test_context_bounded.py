@@ -17,7 +17,7 @@ from config.api import api
 from journal_app.auth import api_key_create
 from journal_app.services import tenant_ensure
 from ledger_app.context import TRACE_CAP, bounded_trace, capped
-from ledger_app.context_service import context_preview
+from ledger_app.services.context import context_preview
 from ledger_app.validation import HiddenTexts, validate_frontend
 from tests.factories import journal_build
 

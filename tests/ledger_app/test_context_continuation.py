@@ -217,6 +217,7 @@ def test_a_closed_request_is_one_line_and_never_shown_as_current():
 
 def test_a_closed_request_shown_whole_fails_the_context_check():
     from ledger_app.context.builder import Builder
+    from ledger_app.context.final_request import done_request_problems
     from ledger_app.validation import Meter
 
     entries = waves_session()
@@ -235,20 +236,25 @@ def test_a_closed_request_shown_whole_fails_the_context_check():
         meter=Meter(),
     )
     shown_whole = Assembled([{"role": "user", "content": entries[1].text}], [], [[]], {}, {})
-    problems = b.done_request_problems(shown_whole)
+    problems = done_request_problems(b, shown_whole)
     assert [p.check for p in problems] == ["done_request_current"]
     assert problems[0].entry == f"sha256:{entries[1].entry_hash}"
     one_line = Assembled([{"role": "user", "content": "done at seq 4: Run ..."}], [], [[]], {}, {})
-    assert b.done_request_problems(one_line) == []
+    assert done_request_problems(b, one_line) == []
 
 
 def test_pins_are_shown_through_pin_shown_text(monkeypatch):
     import ledger_app.context.builder as builder
+    import ledger_app.context.final_request as final_request
 
     entries = waves_session()
-    monkeypatch.setattr(
-        builder, "pin_shown_text", lambda f: str(f.get("text", "")).replace("staging", "[S]")
-    )
+
+    def marked(f):
+        return str(f.get("text", "")).replace("staging", "[S]")
+
+    # the shown pins (builder) and the pins the validation expects (final_request) alike
+    monkeypatch.setattr(builder, "pin_shown_text", marked)
+    monkeypatch.setattr(final_request, "pin_shown_text", marked)
     result = built_waves(entries)
     shown = texts(result.model_view)
     assert "Approved: run W4 against [S] now." in shown

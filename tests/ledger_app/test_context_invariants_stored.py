@@ -8,8 +8,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from journal_app.services import tenant_ensure
-from ledger_app.context_service import context_budgets, fold_invariants
 from ledger_app.models import FoldInvariants
+from ledger_app.services.context import fold_invariants
+from ledger_app.services.context_records import context_budgets
 from tests.factories import fold_build, journal_build
 
 pytestmark = pytest.mark.django_db

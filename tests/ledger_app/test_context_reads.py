@@ -13,9 +13,9 @@ from journal_app.formats.base import message, tool_call, tool_result
 from journal_app.models import Entry
 from journal_app.services import tenant_ensure
 from journal_app.tokens import source_label
-from ledger_app import context_service
-from ledger_app.context_service import context_build, context_preview
 from ledger_app.services import entry_view
+from ledger_app.services.context import context_build, context_preview
+from ledger_app.services.context_reads import read_entries
 from tests.factories import journal_build
 
 pytestmark = pytest.mark.django_db
@@ -72,7 +72,7 @@ def test_entry_rows_are_never_model_instances_in_a_build(monkeypatch):
 def test_the_views_stored_counts_and_receipts_equal_a_row_read():
     big = "\n".join(f"row {i}: amount {i * 7} EUR" for i in range(3000))
     journal = journal_build(tenant=tenant_ensure(slug="reads"), items=rounds(4, big=big))
-    views, stored, receipts = context_service._read_entries(journal, journal.head_seq - 2)
+    views, stored, receipts = read_entries(journal, journal.head_seq - 2)
     rows = list(
         Entry.objects.filter(journal=journal, seq__lte=journal.head_seq - 2)
         .select_related("journal", "artifact__tenant")

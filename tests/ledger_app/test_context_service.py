@@ -15,19 +15,17 @@ from journal_app.formats.base import message, tool_call, tool_result
 from journal_app.harness import harness_kind
 from journal_app.models import Artifact
 from journal_app.services import journal_append, journal_import, tenant_ensure
-from ledger_app.context_service import (
-    ContextError,
-    ValidateRequestInvalid,
-    context_budgets,
-    context_build,
-    context_preview,
-    end_status,
-    fold_invariants,
-)
 from ledger_app.mechanical import pin_fact
 from ledger_app.models import Fold
 from ledger_app.pins import pin_shown_text
 from ledger_app.services import entry_view, ledger_state
+from ledger_app.services.context import context_build, context_preview, fold_invariants
+from ledger_app.services.context_reads import end_status
+from ledger_app.services.context_records import (
+    ContextError,
+    ValidateRequestInvalid,
+    context_budgets,
+)
 from ledger_app.validation import TASK_STATE_MARK, message_texts, validate_request
 from tests.factories import fold_build, journal_build
 from tests.ledger_app.test_context import BUDGETS, CORPUS_FILES, padded_items

@@ -204,7 +204,7 @@ def test_the_read_endpoint_takes_the_receipts_range(folded, client):
 
 
 def test_a_context_holds_a_pin_whose_harness_block_the_ledger_left_out():
-    from ledger_app.context_service import context_build
+    from ledger_app.services.context import context_build
 
     journal = journal_build(
         tenant=TenantFactory(slug="ctx"),

@@ -347,10 +347,11 @@ def test_a_replay_pauses_the_cycle_collector_and_restores_it(monkeypatch):
     import gc
 
     from ledger_app import reducer
+    from ledger_app.reducer import apply
 
     seen = []
-    real = reducer._apply
-    monkeypatch.setattr(reducer, "_apply", lambda s, d: seen.append(gc.isenabled()) or real(s, d))
+    real = apply._apply
+    monkeypatch.setattr(apply, "_apply", lambda s, d: seen.append(gc.isenabled()) or real(s, d))
     assert gc.isenabled()
     reducer.reduce(None, [later([], fold=1), later([], fold=2)])
     assert seen == [False, False] and gc.isenabled()

@@ -1,6 +1,6 @@
 """The pages' warning that a ledger does not verify (issue 16, items 4 and 5).
 
-Pages read a stored full check (:func:`ledger_app.services.integrity.ledger_check`, run by
+Pages read a stored full check (:func:`ledger_app.services.full_check.ledger_check`, run by
 the ``check_ledger`` task) and never run it: a facts page costs the same queries whatever
 the journal's size. The check covers the entries' token figures and source positions
 (their ``figures_hash``) as well as the ledger itself.
@@ -19,9 +19,10 @@ from journal_app.models import Entry, Journal, Membership
 from journal_app.views import scope_kwargs
 from ledger_app import receivers
 from ledger_app.models import StoredCheck
-from ledger_app.services import integrity, ledger_fold
+from ledger_app.services import full_check, ledger_fold
 from ledger_app.services.checks import check_claim
-from ledger_app.services.integrity import ledger_check, ledger_integrity, ledger_warnings
+from ledger_app.services.full_check import ledger_check, ledger_warnings
+from ledger_app.services.integrity import ledger_integrity
 from tests.factories import TenantFactory, journal_build
 
 pytestmark = pytest.mark.django_db
@@ -102,8 +103,8 @@ def test_a_page_reads_the_stored_check_and_queues_a_missing_one(
     background: list = []
     monkeypatch.setattr(receivers, "run_in_background", background.append)
     ran: list = []
-    real_check = integrity.ledger_check
-    monkeypatch.setattr(integrity, "ledger_check", lambda **kw: ran.append(1) or real_check(**kw))
+    real_check = full_check.ledger_check
+    monkeypatch.setattr(full_check, "ledger_check", lambda **kw: ran.append(1) or real_check(**kw))
 
     with django_capture_on_commit_callbacks(execute=True) as queued:
         first = _facts(client, journal)

@@ -8,9 +8,9 @@ import pytest
 from django.template.loader import render_to_string
 from django.urls import reverse
 
-from ledger_app.context_service import context_preview, fold_invariants
 from ledger_app.models import Fold
 from ledger_app.selectors.presenters import report_rows
+from ledger_app.services.context import context_preview, fold_invariants
 from tests.factories import MembershipFactory, TenantFactory, UserFactory, fold_build, journal_build
 
 pytestmark = pytest.mark.django_db

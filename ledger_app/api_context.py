@@ -1,8 +1,8 @@
-"""API operations of the context builder (DESIGN.md section 6): the request for the next model
+"""The HTTP surface of the context builder (DESIGN.md section 6): the request for the next model
 call, and a validator any runtime can run on a request before sending it.
 
 ``POST /sessions/{session}/context``: the three views (model, frontend, debug) built by
-:func:`ledger_app.context_service.context_build`; the scope's tenant comes from the key
+:func:`ledger_app.services.context.context_build`; the scope's tenant comes from the key
 (``request.auth``, :mod:`journal_app.auth`), lane and branch from the body.
 
 ``POST /validate``: every invariant a message list breaks
@@ -10,12 +10,12 @@ call, and a validator any runtime can run on a request before sending it.
 parser, because a lone UTF-16 surrogate in a string is one of the things it must *report*
 (the parser refuses such bodies for every other operation). Malformed JSON raises
 :class:`journal_app.errors.MalformedBody` (400) and a body of the wrong shape or with unknown
-fields :class:`~ledger_app.context_service.ValidateRequestInvalid` (422), as every other
-operation's body errors do.
+fields :class:`~ledger_app.services.context_records.ValidateRequestInvalid` (422), as every
+other operation's body errors do.
 
 Thin: one service call each. Neither operation builds an error response: domain errors
-(:class:`~ledger_app.context_service.ContextError` and its subclasses are ``LedgerError`` s,
-hence ``DomainError`` s) are mapped to HTTP once, in ``config/api.py``.
+(:class:`~ledger_app.services.context_records.ContextError` and its subclasses are
+``LedgerError`` s, hence ``DomainError`` s) are mapped to HTTP once, in ``config/api.py``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from pydantic import Field, ValidationError
 
 from journal_app.errors import MalformedBody
 from journal_app.schemas import ERRORS, MAX_SEQ, SCOPE_PART, ScopePart, StrictIn
-from ledger_app.context_service import ValidateRequestInvalid, context_build, request_validate
+from ledger_app.services.context import context_build, request_validate
+from ledger_app.services.context_records import ValidateRequestInvalid
 
 router = Router(tags=["context"])
 

@@ -1,0 +1,226 @@
+"""What a context build reads: the entries as builder views, the fold valid at a revision,
+the artifact store, the source's end status, and the pins a request must carry.
+
+Read-only: every function here reads the journal, the ledger or the artifact store and
+writes nothing (:func:`ledger_app.services.context.context_build` is the build that may
+fold). A bounded number of queries each, whatever the journal's length.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from django.conf import settings
+
+from journal_app.content import content_text
+from journal_app.models import Artifact, Entry, Journal
+from journal_app.services import artifact_read
+from journal_app.tokens import count_tokens, source_label
+from ledger_app import selectors
+from ledger_app.mechanical import EntryView, is_pin_source, pin_fact
+from ledger_app.models import Fold
+from ledger_app.pins import pin_shown_text
+from ledger_app.services.context_records import ContextError
+from ledger_app.services.entries import entry_view
+from ledger_app.validation import (
+    ArtifactInfo,
+    Meter,
+)
+
+#: the columns of an entry row the builder reads (:func:`read_entries`)
+_ENTRY_COLUMNS = (
+    "seq", "entry_hash", "kind", "role", "body", "tool_call_id", "tool_name", "derived",
+    "is_error", "meta", "token_count", "token_source", "artifact_id",
+)  # fmt: skip
+
+
+def read_entries(
+    journal: Journal, revision: int
+) -> tuple[list[EntryView], dict[str, int], dict[str, Mapping[str, Any]]]:
+    """The journal's entries up to ``revision`` as builder views, in seq order, read as plain
+    column tuples (no model instance per row; each body and meta parsed once), with the
+    stored token count of each entry counted by the configured encoding
+    (``{entry hash: tokens}``) and the artifact receipt of each entry that references one
+    (``{entry hash: Artifact.receipt()}``, one query for all of them).
+
+    The same views :func:`ledger_app.services.entry_view` makes from a row (the journal's own
+    chunk size). Two queries however long the journal (tested:
+    ``tests/ledger_app/test_context_reads.py``)."""
+    label = source_label(settings.TOKEN_ENCODING)
+    chunk_bytes = journal.chunk_bytes
+    views: list[EntryView] = []
+    stored: dict[str, int] = {}
+    artifact_of: dict[int, list[str]] = {}
+    loads = json.loads
+    rows = (
+        Entry.objects.filter(journal=journal, seq__lte=revision)
+        .order_by("seq")
+        .values_list(*_ENTRY_COLUMNS)
+    )
+    for (
+        seq, entry_hash, kind, role, body, call_id, tool, derived, is_error, meta, tokens,
+        source, artifact_id,
+    ) in rows:  # fmt: skip
+        content = loads(body)
+        views.append(
+            EntryView(
+                seq=seq,
+                entry_hash=entry_hash,
+                kind=kind,
+                role=role,
+                text=content_text(kind, content),
+                content=content,
+                tool_call_id=call_id,
+                tool_name=tool,
+                derived=derived,
+                is_error=is_error,
+                meta=loads(meta) if meta != "{}" else {},
+                chunk_bytes=chunk_bytes,
+            )
+        )
+        if source == label:
+            stored[entry_hash] = tokens
+        if artifact_id is not None:
+            artifact_of.setdefault(artifact_id, []).append(entry_hash)
+    receipts: dict[str, Mapping[str, Any]] = {}
+    if artifact_of:
+        for artifact in Artifact.objects.filter(pk__in=artifact_of).select_related("tenant"):
+            receipt = artifact.receipt()
+            for entry_hash in artifact_of[artifact.pk]:
+                receipts[entry_hash] = receipt
+    return views, stored, receipts
+
+
+def fold_at(journal: Journal, revision: int) -> Fold | None:
+    """The latest fold whose ledger holds only evidence at or before ``revision``.
+
+    Walks the folds' numbers and ranges only (not their deltas, states and manifests), then
+    reads the chosen fold whole: two queries."""
+    chosen = None
+    folds = Fold.objects.filter(journal=journal).order_by("number")
+    for pk, kind, seq_end, fold_revision in folds.values_list("pk", "kind", "seq_end", "revision"):
+        if kind == Fold.Kind.FOLD:
+            if seq_end is None or seq_end > revision:
+                break
+        elif fold_revision > revision:
+            break
+        chosen = pk
+    return None if chosen is None else Fold.objects.get(pk=chosen)
+
+
+def covered_end(journal: Journal, fold: Fold | None) -> int:
+    """The last seq the range folds up to ``fold`` cover (0 for no fold): one query."""
+    if fold is None:
+        return 0
+    last = (
+        Fold.objects.filter(journal=journal, kind=Fold.Kind.FOLD, number__lte=fold.number)
+        .order_by("-number")
+        .values_list("seq_end", flat=True)
+        .first()
+    )
+    return last or 0
+
+
+class ArtifactLookup:
+    """``reference -> ArtifactInfo``: the store re-read and re-hashed, once per reference.
+
+    Built for one journal; a reference of another tenant never resolves (``None``)."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.tenant = journal.session.tenant
+        self.seen: dict[str, ArtifactInfo | None] = {}
+
+    def __call__(self, reference: str) -> ArtifactInfo | None:
+        if reference not in self.seen:
+            self.seen[reference] = self._lookup(reference)
+        return self.seen[reference]
+
+    def _lookup(self, reference: str) -> ArtifactInfo | None:
+        prefix = f"artifact://{self.tenant.slug}/"
+        if not reference.startswith(prefix):
+            return None  # another tenant's reference never resolves here
+        artifact = Artifact.objects.filter(
+            tenant=self.tenant, content_hash=reference[len(prefix) :]
+        ).first()
+        if artifact is None:
+            return None
+        try:
+            _, ok = artifact_read(artifact=artifact)
+        except OSError:
+            ok = False
+        return ArtifactInfo(artifact.content_hash, ok)
+
+
+#: Keys of a session's source-level fields that hold its own end status (SWE-agent and
+#: mini-swe-agent ``info.exit_status``; others at the top level).
+END_STATUS_KEYS = ("exit_status",)
+
+
+def end_status(journal: Journal) -> str:
+    """The source's own end status of the run (DESIGN.md 6, end states): ``exit_status`` of
+    ``info`` (SWE-agent, mini-swe-agent) or of the session's metadata, with the length of a
+    ``submission`` when there is one; ``""`` when the source recorded none (or the metadata
+    is not a JSON object)."""
+    try:
+        meta = json.loads(journal.session.meta or "{}")
+    except ValueError:
+        return ""
+    if not isinstance(meta, dict):
+        return ""
+    for holder in (meta.get("info"), meta):
+        if not isinstance(holder, dict):
+            continue
+        for key in END_STATUS_KEYS:
+            value = holder.get(key)
+            if isinstance(value, str) and value.strip():
+                said = f"{key} {value.strip()[:80]}"
+                submission = holder.get("submission")
+                if isinstance(submission, str) and submission.strip():
+                    said += f" (a submission of {len(submission)} characters)"
+                return said
+    return ""
+
+
+def token_meter() -> Meter:
+    """The token meter of ``TOKEN_ENCODING`` (its label names the encoding)."""
+    encoding = settings.TOKEN_ENCODING
+    return Meter(count=lambda text: count_tokens(text, encoding), label=source_label(encoding))
+
+
+def session_pins(*, journal: Journal, revision: int | None = None) -> list[tuple[str, str, str]]:
+    """The pins a request for this scope must carry byte for byte, as of ``revision``
+    (default the head): every authoritative message of the journal (DESIGN.md 5.2) as a
+    context shows it (:func:`ledger_app.pins.pin_shown_text`: attachments as receipts), less
+    the pins the ledger valid at that revision has retired, superseded or closed (a done
+    request is one line).
+
+    Returns:
+        ``[(pin id, entry hex, text)]`` in journal order (:class:`Expectations` ``pins``).
+
+    Raises:
+        ContextError: ``revision`` beyond the head or below 0 (field ``revision``).
+    """
+    head = journal.head_seq
+    rev = head if revision is None else revision
+    if rev < 0 or rev > head:
+        raise ContextError(f"revision {rev} is not between 0 and the head {head}", "revision")
+    base = fold_at(journal, rev)
+    ledger = selectors.context_ledger(journal, base) if base is not None else {"facts": {}}
+    pins = {
+        f["support"][0]["entry"]: f
+        for f in ledger["facts"].values()
+        if f.get("pin") and f.get("support")
+    }
+    rows = Entry.objects.filter(journal=journal, seq__lte=rev, kind="message").order_by("seq")
+    out = []
+    for row in rows:
+        view = entry_view(row)
+        if not is_pin_source(view):
+            continue
+        fact = pins.get(view.entry_hash) or pin_fact(view)
+        if fact.get("lifecycle", "active") != "active":
+            continue  # retired, superseded, or a done request (shown as one line)
+        out.append((pin_fact(view)["id"], view.entry_hash, pin_shown_text(fact)))
+    return out
