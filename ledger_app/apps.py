@@ -22,7 +22,7 @@ class LedgerAppConfig(AppConfig):
         )
         # the upload API imports through the ledger's service (exports bring their ledger)
         transcript_import_register(transcript_import)
-        from audit_app.services import log_register
+        from audit_app.chained_log import log_register
         from ledger_app.models import RetirementRequest
 
         # every request and decision in the tenant's hash-chained log (audit_app.LogRecord)
