@@ -8,7 +8,7 @@ record of how they were reached (a :class:`~ledger_app.model_writer.records.Comp
 * the offline writer (:class:`ledger_app.offline.OfflineWriter`): its items go through the
   rules (:func:`ledger_app.offline.check_item`); the ones rejected are dropped and recorded.
   Outcome ``accepted``;
-* any other :class:`ledger_app.writers.Writer`: its ops unchanged (the mechanical writer's
+* any other :class:`ledger_app.mechanical_writer.Writer`: its ops unchanged (the mechanical writer's
   outcome is ``fallback``, labelled with :data:`FALLBACK_NOTE`).
 
 Whatever the writer, the ops returned never carry a secret value in a non-pin fact's text,
@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ledger_app.mechanical import EntryView, redact_op
+from ledger_app.mechanical_writer import Writer
 from ledger_app.model_writer.judges import (
     FoldContext,
     closure_judgement,
@@ -38,7 +39,6 @@ from ledger_app.model_writer.records import (
 )
 from ledger_app.model_writer.writer import ModelWriter
 from ledger_app.offline import EvidenceIndex, OfflineWriter, check_item
-from ledger_app.writers import Writer
 
 
 def compose(

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledger_app.mechanical import EntryView
+from ledger_app.mechanical_writer import MechanicalWriter
 from ledger_app.model_client import (
     CallRecord,
     ModelClient,
@@ -77,7 +78,6 @@ from ledger_app.proposals import (
     verifier_schema,
     writer_schema,
 )
-from ledger_app.writers import MechanicalWriter
 
 #: The rubric versions a model writer uses unless told otherwise (``ledger_app/prompts/``);
 #: v2 adds requests vs governing text, closes with evidence, decision content, consequential

@@ -43,7 +43,7 @@ from ledger_app.services.verify import (
     fold_deltas,
     ledger_verify,
 )
-from ledger_app.services.writers import (
+from ledger_app.services.writer_registry import (
     WRITER_NAMES,
     WRITERS,
     ModelNotConfigured,

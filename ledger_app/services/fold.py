@@ -27,6 +27,7 @@ from ledger_app.mechanical import (
     required_pins,
     stamp_keys,
 )
+from ledger_app.mechanical_writer import Writer
 from ledger_app.model_writer import FALLBACK_NOTE as FALLBACK_NOTE  # re-exported: views
 from ledger_app.model_writer import (
     Composition,
@@ -61,8 +62,7 @@ from ledger_app.services.common import (
 )
 from ledger_app.services.consolidate import ledger_consolidate
 from ledger_app.services.records import fold_seal
-from ledger_app.services.writers import writer_resolve
-from ledger_app.writers import Writer
+from ledger_app.services.writer_registry import writer_resolve
 
 #: entries read past a fold's limit (see :func:`_plan`)
 ROUND_MARGIN = 8
@@ -366,7 +366,7 @@ def ledger_fold(
 
     Called by the automatic fold after an import or an append (the ``fold_journal`` task),
     ``compact``, the API's ``POST .../folds``, the context builder's fold-more and the UI.
-    It (1) picks the writer (:func:`ledger_app.services.writers.writer_resolve`: the model
+    It (1) picks the writer (:func:`ledger_app.services.writer_registry.writer_resolve`: the model
     when one is configured, else the offline writer); (2) runs the recovery hook registered
     by recovery_app (trigger scan over the latest 24 entries, frozen snapshot, verified
     reads; its recovered ``add`` ops join the writer's and are judged by the reducer like any

@@ -38,7 +38,7 @@ from ledger_app.services.common import (
     writer_state,
 )
 from ledger_app.services.fold import fold_context
-from ledger_app.services.writers import writer_resolve
+from ledger_app.services.writer_registry import writer_resolve
 
 
 class RefoldRefused(LedgerError):

@@ -17,12 +17,12 @@ from journal_app.services import (
     tenant_ensure,
 )
 from ledger_app import reducer
+from ledger_app.mechanical_writer import MechanicalWriter
 from ledger_app.models import Fold, LedgerFact
 from ledger_app.offline import OfflineWriter
 from ledger_app.services import ledger_fold, ledger_state, ledger_verify
 from ledger_app.services.common import entry_view, evictable_tokens, latest_fold, writer_state
 from ledger_app.services.fold import consolidation_due
-from ledger_app.writers import MechanicalWriter
 
 pytestmark = pytest.mark.django_db
 
