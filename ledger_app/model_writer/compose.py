@@ -3,7 +3,7 @@
 The fold service calls :func:`compose` to get a fold's non-pin ops from any writer, with the
 record of how they were reached (a :class:`~ledger_app.model_writer.records.Composition`):
 
-* a :class:`~ledger_app.model_writer.writer.ModelWriter`: propose, verify, one repair,
+* a :class:`~ledger_app.model_writer.model_writer.ModelWriter`: propose, verify, one repair,
   mechanical fallback (see that module);
 * the offline writer (:class:`ledger_app.offline.OfflineWriter`): its items go through the
   rules (:func:`ledger_app.offline.check_item`); the ones rejected are dropped and recorded.
@@ -30,6 +30,7 @@ from ledger_app.model_writer.judges import (
     earlier_entries,
     rules_judgement,
 )
+from ledger_app.model_writer.model_writer import ModelWriter
 from ledger_app.model_writer.records import (
     FALLBACK_NOTE,
     Composition,
@@ -37,7 +38,6 @@ from ledger_app.model_writer.records import (
     Judgement,
     RoundRecord,
 )
-from ledger_app.model_writer.writer import ModelWriter
 from ledger_app.offline import EvidenceIndex, OfflineWriter, check_item
 
 
