@@ -23,6 +23,7 @@ from ledger_app.model_writer import window
 from ledger_app.model_writer.judges import FoldContext
 from ledger_app.model_writer.messages import (
     VERIFIER_EXAMPLE,
+    Prompt,
     quote_check,
     verifier_item_json,
     verifier_messages,
@@ -35,7 +36,7 @@ from ledger_app.proposals import ItemVerdict, VerifierReport, parse_reply, verif
 def verify_items(
     client: ModelClient,
     config: ModelConfig,
-    prompt: str,
+    prompt: Prompt,
     items: list[ItemRecord],
     index: EvidenceIndex,
     state: dict[str, Any],
@@ -52,7 +53,7 @@ def verify_items(
 
     Args:
         client, config, prompt: the verifier's model client, the model settings and the
-            verifier rubric version (``verifier-v3``).
+            verifier rubric (:class:`~ledger_app.model_writer.messages.Prompt`).
         items: the round's items that have an op; ``index`` / ``state`` / ``ctx`` what they
             are judged against.
         record: the round; its ``verifier_raw`` and ``verifier_error`` are filled.
@@ -89,7 +90,7 @@ def verify_items(
 def _verify_batch(
     client: ModelClient,
     config: ModelConfig,
-    prompt: str,
+    prompt: Prompt,
     items: list[ItemRecord],
     index: EvidenceIndex,
     state: dict[str, Any],
