@@ -37,7 +37,7 @@ class MechanicalWriter:
 
     def state_keys(self, entries: Sequence[EntryView]) -> tuple[set[str], set[str]]:
         """``(command keys, fact ids)`` :meth:`propose` may read: the covered results' call
-        obligations (the fold service loads only those, issue 18)."""
+        obligations (the fold service loads only those)."""
         return {CALL_KEY + e.tool_call_id for e in entries if e.kind == "tool_result"}, set()
 
     def propose(self, entries: Sequence[EntryView], state: dict[str, Any]) -> list[dict[str, Any]]:

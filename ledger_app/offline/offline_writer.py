@@ -102,7 +102,7 @@ class OfflineWriter:
         fact ids)``: the keys of the covered calls (repeated commands, plans, the end
         state), the covered results' call obligations, and the covered plan items' ids.
         The fold service loads only those facts (and the active pins), so a fold reads a
-        few rows whatever the ledger's size (issue 18). Keep it in step with the keys
+        few rows whatever the ledger's size. Keep it in step with the keys
         :meth:`propose` builds (tests/ledger_app/test_fold_scaling.py compares both)."""
         keys, ids = {END_STATE_KEY, AWAIT_KEY}, set()
         for e in entries:
@@ -252,7 +252,7 @@ class OfflineWriter:
         if cmd:
             fact["command"] = redact(cmd)
         if fact.get("result") in ("plan_approved", "plan_rejected"):
-            # a later approved plan supersedes the rejected one (issue 15, item 5)
+            # a later approved plan supersedes the rejected one
             fact["command_key"] = f"{call.tool_name}:plan"
         return fact
 

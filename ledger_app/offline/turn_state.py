@@ -210,7 +210,7 @@ END_STATE_KEY = "assistant:end-state"
 
 
 def conclusion_fact(said: EntryView, final: bool) -> Fact:
-    """The assistant's closing message of a turn, kept at ``reported`` (issue 15, item 4)."""
+    """The assistant's closing message of a turn, kept at ``reported`` (DESIGN.md 5.5)."""
     excerpt, quote, awaits = conclusion(said.text)
     waits = " It awaits the user's reply." if awaits else ""
     fact: Fact = {
@@ -229,7 +229,7 @@ def conclusion_fact(said: EntryView, final: bool) -> Fact:
 
 
 def completion_fact(instruction: EntryView, call: EntryView, result: EntryView, tool: Fact) -> Fact:
-    """An instruction carried out, with its evidence (issue 15, item 4).
+    """An instruction carried out, with its evidence (DESIGN.md 5.5).
 
     Fields for the context's task state: ``completes`` (the pin id), ``evidence_entry``
     (hex hash of the result that shows it) and ``evidence_seq``.
@@ -252,7 +252,7 @@ def completion_fact(instruction: EntryView, call: EntryView, result: EntryView, 
 
 
 def retirements(message: EntryView, pins: dict[str, Fact]) -> list[dict[str, Any]]:
-    """``retire`` ops for the earlier pins an authoritative message cancels (issue 15, item 7).
+    """``retire`` ops for the earlier pins an authoritative message cancels (DESIGN.md 5.2).
 
     The reducer holds each as a pending retirement for the review queue (DESIGN.md 5.2).
     """

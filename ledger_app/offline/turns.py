@@ -1,6 +1,6 @@
 """The words a turn is read with: cancellations, conclusions, instructions and parts. Pure.
 
-Issue 15, items 4, 6 and 7, for the offline writer (:class:`ledger_app.offline.OfflineWriter`):
+For the offline writer (:class:`ledger_app.offline.OfflineWriter`):
 
 * :func:`cancellations`: sentences of an authoritative user or developer message that lift an
   earlier instruction ("never mind", "scratch that", "ignore my previous instruction", "no
@@ -94,7 +94,7 @@ def cancellation_boundary(views: list[EntryView]) -> int | None:
 
     DESIGN.md 5.2: a P0 pin retires only on authoritative evidence *from a later fold*. A
     transcript imported whole would fold "rotate the keys" and "never mind, don't" together,
-    and the cancellation could propose nothing (fresh-eyes finding, issue 15 item 7). So a
+    and the cancellation could propose nothing (a fresh-eyes finding). So a
     range holding a pin source and, after it, an authoritative message with a cancelling
     sentence ends just before that message (a user or developer message opens a round, so
     the cut is a round boundary); the next fold starts at it and proposes the retirement.
