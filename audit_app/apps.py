@@ -9,8 +9,8 @@ class AuditAppConfig(AppConfig):
         from django.db.models.signals import post_delete, post_migrate, post_save
 
         from audit_app import receivers
+        from audit_app.chained_log import log_register
         from audit_app.models import Annotation, AuditEvent, Comment
-        from audit_app.services import log_register
         from journal_app.models import Membership
 
         for model in (AuditEvent, Comment, Annotation):

@@ -126,7 +126,7 @@ class LogRecord(AppendOnlyModel):
     :func:`journal_app.chain.record_hash` of the record (with its chain, seq, model and
     object id) chained to ``previous``, the hash of the record before it. Append-only (the
     model layer; on PostgreSQL a trigger too); ``verify_ledger`` recomputes the chain and
-    compares each row with its latest record (:func:`audit_app.services.log_verify`).
+    compares each row with its latest record (:func:`audit_app.chained_log.log_verify`).
     """
 
     chain = models.PositiveBigIntegerField(help_text="tenant pk, 0: no tenant")

@@ -67,8 +67,6 @@ No input produces a 500: an unexpected exception is logged with its traceback an
 from __future__ import annotations
 
 import functools
-import json
-from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -84,13 +82,13 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
-from ninja.parser import Parser
 
 from audit_app.api import router as audit_router
+from config.api_body import ApiParser, entry_of, field_path
 from journal_app.api import router as journal_router
 from journal_app.auth import api_key_auth
 from journal_app.chain import EntryInvalid
-from journal_app.errors import DomainError, MalformedBody
+from journal_app.errors import DomainError
 from journal_app.formats import FormatError
 from journal_app.waterfall_api import router as waterfall_router
 from ledger_app.api import router as ledger_router
@@ -100,92 +98,6 @@ from recovery_app.receipts_api import router as receipts_router
 from recovery_app.tenant_search_api import router as tenant_search_router
 
 log = structlog.get_logger("ledgerkeep.api")
-
-
-class BodyError(MalformedBody):
-    """A JSON body that cannot become request data (HTTP 400 ``malformed_json``)."""
-
-    def __init__(self, message: str, field: str | None = None) -> None:
-        super().__init__(message, field=field, entry=_entry_of(field))
-
-
-class InvalidUnicode(BodyError):
-    """A JSON string (or object key) holding a lone UTF-16 surrogate (HTTP 400)."""
-
-    code = "invalid_unicode"
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _path(parts: Sequence[str | int]) -> str:
-    out = ""
-    for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def _has_surrogate(text: str) -> bool:
-    return any("\ud800" <= ch <= "\udfff" for ch in text)
-
-
-def lone_surrogate_path(value: Any) -> str | None:
-    """The path (``entries[0].content.text``) of the first string holding a lone surrogate.
-
-    ``json.loads`` turns ``"\\ud800"`` into a Python string with an unpaired surrogate (a
-    valid pair such as ``"\\ud83d\\ude00"`` becomes one character and passes). Such a string
-    has no UTF-8 form and no RFC 8785 form, so it can be neither hashed nor stored
-    (DESIGN.md section 4). Walks iteratively (no recursion limit on deep input).
-
-    Returns:
-        The path, ``"(key)"``-suffixed for an object key, ``""`` for a top-level string, or
-        ``None`` when every string is clean.
-    """
-    stack: deque[tuple[list[str | int], Any]] = deque([([], value)])
-    while stack:
-        path, item = stack.pop()
-        if isinstance(item, str):
-            if _has_surrogate(item):
-                return _path(path)
-        elif isinstance(item, dict):
-            for key, child in reversed(list(item.items())):
-                if _has_surrogate(key):
-                    return _path([*path, "(key)"])
-                stack.append(([*path, key], child))
-        elif isinstance(item, list):
-            for index in range(len(item) - 1, -1, -1):
-                stack.append(([*path, index], item[index]))
-    return None
-
-
-class ApiParser(Parser):
-    """JSON bodies: UTF-8 only, no NaN/Infinity, no lone surrogates; errors name the place."""
-
-    def parse_body(self, request: HttpRequest) -> Any:
-        raw = request.body
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise BodyError(f"the body is not valid UTF-8 (byte offset {exc.start})") from None
-        try:
-            data = json.loads(text, parse_constant=_reject_constant)
-        except json.JSONDecodeError as exc:
-            raise BodyError(
-                f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
-            ) from None
-        except RecursionError:
-            raise BodyError("malformed JSON: nested too deeply") from None
-        except ValueError as exc:
-            raise BodyError(f"malformed JSON: {exc}") from None
-        where = lone_surrogate_path(data)
-        if where is not None:
-            raise InvalidUnicode(
-                "a JSON string holds a lone UTF-16 surrogate escape (e.g. \\ud800 without its "
-                "pair): it has no UTF-8 form and cannot be stored or hashed; nothing written",
-                field=where or None,
-            )
-        return data
 
 
 def _url_too_long(request: HttpRequest) -> HttpResponse | None:
@@ -327,14 +239,7 @@ def _field_of(loc: Sequence[Any]) -> str:
         parts = parts[2:]  # ("body", <argument name>, ...): the argument is the body itself
     elif parts and parts[0] in ("query", "path", "header", "cookie", "form", "file"):
         parts = parts[1:]
-    return _path([p if isinstance(p, int) else str(p) for p in parts])
-
-
-def _entry_of(field: str | None) -> str | None:
-    """``entries[3]`` for a field path inside an append batch, else ``None``."""
-    if field and field.startswith("entries[") and "]" in field:
-        return field[: field.index("]") + 1]
-    return None
+    return field_path([p if isinstance(p, int) else str(p) for p in parts])
 
 
 @api.exception_handler(DomainError)
@@ -369,7 +274,7 @@ def _validation(request: HttpRequest, exc: ValidationError) -> HttpResponse:
         "validation_error",
         f"{field or 'request'}: {msg}" + (more if len(errors) > 1 else ""),
         field=field or None,
-        entry=_entry_of(field),
+        entry=entry_of(field),
     )
 
 

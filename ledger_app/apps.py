@@ -18,7 +18,7 @@ class LedgerAppConfig(AppConfig):
         entries_appended.connect(
             schedule_fold, sender=Journal, dispatch_uid="ledger_app.schedule_fold"
         )
-        from audit_app.services import log_register
+        from audit_app.chained_log import log_register
         from ledger_app.models import RetirementRequest
 
         # every request and decision in the tenant's hash-chained log (audit_app.LogRecord)

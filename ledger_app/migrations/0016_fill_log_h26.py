@@ -1,11 +1,11 @@
 """Start the hash-chained log with every existing retirement request, comment, annotation
-and audit event (audit_app.services.log_fill on the historical models)."""
+and audit event (audit_app.chained_log.log_fill on the historical models)."""
 
 from django.db import migrations
 
 
 def forwards(apps, schema_editor):
-    from audit_app.services import log_fill
+    from audit_app.chained_log import log_fill
 
     log = apps.get_model("audit_app", "LogRecord")
     logged = [

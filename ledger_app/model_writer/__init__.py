@@ -1,8 +1,9 @@
 """Writer, verifier, exactly one repair, and the labelled fallback (DESIGN.md 5.3). Pure.
 
 * :mod:`.compose`: :func:`compose`, what the fold service calls for any writer;
-* :mod:`.writer`: :class:`ModelWriter`, the compose loop (writer -> verifier -> one repair ->
-  mechanical fallback);
+* :mod:`.model_writer`: :class:`ModelWriter`, the compose loop (writer -> verifier -> one
+  repair -> mechanical fallback);
+* :mod:`.verifier`: the verifier model's calls, verdicts on a round's items in batches;
 * :mod:`.messages`: what the models are sent (rubric files, entries, state, repair feedback;
   secrets and hidden reasoning filtered);
 * :mod:`.judges`: :class:`FoldContext`, the rules' and the reducer's judgements, code's ops;
@@ -14,6 +15,7 @@ from __future__ import annotations
 from ledger_app.model_writer.compose import compose
 from ledger_app.model_writer.judges import FoldContext, closure_judgement, code_ops
 from ledger_app.model_writer.messages import PROMPTS, Prompt, load_prompt
+from ledger_app.model_writer.model_writer import VERIFIER_PROMPT, WRITER_PROMPT, ModelWriter
 from ledger_app.model_writer.records import (
     FALLBACK_NOTE,
     Composition,
@@ -22,7 +24,6 @@ from ledger_app.model_writer.records import (
     RoundRecord,
     WriterFailed,
 )
-from ledger_app.model_writer.writer import VERIFIER_PROMPT, WRITER_PROMPT, ModelWriter
 
 __all__ = [
     "FALLBACK_NOTE",

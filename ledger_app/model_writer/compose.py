@@ -3,12 +3,12 @@
 The fold service calls :func:`compose` to get a fold's non-pin ops from any writer, with the
 record of how they were reached (a :class:`~ledger_app.model_writer.records.Composition`):
 
-* a :class:`~ledger_app.model_writer.writer.ModelWriter`: propose, verify, one repair,
+* a :class:`~ledger_app.model_writer.model_writer.ModelWriter`: propose, verify, one repair,
   mechanical fallback (see that module);
 * the offline writer (:class:`ledger_app.offline.OfflineWriter`): its items go through the
   rules (:func:`ledger_app.offline.check_item`); the ones rejected are dropped and recorded.
   Outcome ``accepted``;
-* any other :class:`ledger_app.writers.Writer`: its ops unchanged (the mechanical writer's
+* any other :class:`ledger_app.mechanical_writer.Writer`: its ops unchanged (the mechanical writer's
   outcome is ``fallback``, labelled with :data:`FALLBACK_NOTE`).
 
 Whatever the writer, the ops returned never carry a secret value in a non-pin fact's text,
@@ -23,12 +23,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from ledger_app.mechanical import EntryView, redact_op
+from ledger_app.mechanical_writer import Writer
 from ledger_app.model_writer.judges import (
     FoldContext,
     closure_judgement,
     earlier_entries,
     rules_judgement,
 )
+from ledger_app.model_writer.model_writer import ModelWriter
 from ledger_app.model_writer.records import (
     FALLBACK_NOTE,
     Composition,
@@ -36,9 +38,7 @@ from ledger_app.model_writer.records import (
     Judgement,
     RoundRecord,
 )
-from ledger_app.model_writer.writer import ModelWriter
 from ledger_app.offline import EvidenceIndex, OfflineWriter, check_item
-from ledger_app.writers import Writer
 
 
 def compose(

@@ -31,13 +31,8 @@ from ledger_app.mechanical import (
 from ledger_app.model_writer.records import Judgement
 from ledger_app.offline import EvidenceIndex, RuleVerdict, is_check_command
 from ledger_app.offline.decisions import acceptance
-from ledger_app.offline.turns import (
-    PartProgress,
-    instruction_parts,
-    numbered_items,
-    part_kind,
-    pin_kinds,
-)
+from ledger_app.offline.request_parts import PartProgress, pin_kinds
+from ledger_app.offline.turns import instruction_parts, numbered_items, part_kind
 
 Resolver = Callable[[Iterable[int], Iterable[str]], list[EntryView]]
 EvidenceFn = Callable[[Sequence[dict[str, Any]]], dict[str, dict[str, Any]]]

@@ -4,12 +4,15 @@ The embedded default when no model is configured, in these parts:
 
 * :mod:`.testruns`: test output parsers (counts), test/check commands and their scope;
 * :mod:`.heuristics`: plans and todos, user decisions, assistant success claims;
-* :mod:`.turns`: what a turn ended with; requests and their parts, closed on evidence;
+* :mod:`.turns`: the words a turn is read with: cancellations, conclusions, numbered
+  lists, instruction parts and their kinds;
+* :mod:`.request_parts`: requests and their parts, closed on evidence; the pins' kinds;
 * :mod:`.decisions`: approvals as decisions quoting what was accepted, awaited approvals,
   approvals consumed by their action;
 * :mod:`.evidence`: :class:`EvidenceIndex`, a fold's entries as the writer and rules read them;
 * :mod:`.rules`: :func:`check_item`, the verifier's rubric applied mechanically;
-* :mod:`.writer`: :class:`OfflineWriter`, the ops of a fold from the above.
+* :mod:`.turn_state`: one user turn as the writer reads it, and the facts its end writes;
+* :mod:`.offline_writer`: :class:`OfflineWriter`, the ops of a fold from the above.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from ledger_app.offline.heuristics import (
     plan_items,
     user_decisions,
 )
+from ledger_app.offline.offline_writer import OfflineWriter
 from ledger_app.offline.rules import RuleVerdict, check_item
 from ledger_app.offline.testruns import (
     RunCounts,
@@ -30,7 +34,6 @@ from ledger_app.offline.testruns import (
     parse_test_output,
     run_scope,
 )
-from ledger_app.offline.writer import OfflineWriter
 
 __all__ = [
     "EvidenceIndex",

@@ -1,6 +1,6 @@
-"""What a turn ended with: cancellations, conclusions and carried-out instructions. Pure.
+"""The words a turn is read with: cancellations, conclusions, instructions and parts. Pure.
 
-Issue 15, items 4, 6 and 7, for the offline writer (:class:`ledger_app.offline.OfflineWriter`):
+For the offline writer (:class:`ledger_app.offline.OfflineWriter`):
 
 * :func:`cancellations`: sentences of an authoritative user or developer message that lift an
   earlier instruction ("never mind", "scratch that", "ignore my previous instruction", "no
@@ -17,24 +17,23 @@ Issue 15, items 4, 6 and 7, for the offline writer (:class:`ledger_app.offline.O
 Requests that close only when each part has completion evidence (DESIGN.md 5.5):
 
 * :func:`instruction_parts` / :func:`part_kind`: a request's steps ("fix the crash in B and
-  add a regression test" is two) and what carries each out; :class:`PartProgress` follows
-  one step through the fold's results;
-* :func:`numbered_items` / :class:`RequestParts`: a user's numbered list of problems is one
-  open obligation per problem, each closed on its own evidence, the request's pin when all
-  are; :func:`request_part_ids` and :func:`pin_kinds` say what a fold reads for that.
+  add a regression test" is two) and what carries each out;
+* :func:`numbered_items`: a user's numbered list of problems, one open obligation per
+  problem.
+
+:mod:`ledger_app.offline.request_parts` follows the parts through a fold's results and
+closes them on evidence.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
-from ledger_app import mechanical
 from ledger_app.facts import Fact
-from ledger_app.mechanical import EntryView, cite, command_of, is_pin_source, redact
+from ledger_app.mechanical import EntryView, command_of, is_pin_source
 from ledger_app.offline.heuristics import sentences
 
 #: "that"/"it" closing a clause: "cancel that." lifts something, "drop that table" is a task
@@ -95,7 +94,7 @@ def cancellation_boundary(views: list[EntryView]) -> int | None:
 
     DESIGN.md 5.2: a P0 pin retires only on authoritative evidence *from a later fold*. A
     transcript imported whole would fold "rotate the keys" and "never mind, don't" together,
-    and the cancellation could propose nothing (fresh-eyes finding, issue 15 item 7). So a
+    and the cancellation could propose nothing (a fresh-eyes finding). So a
     range holding a pin source and, after it, an authoritative message with a cancelling
     sentence ends just before that message (a user or developer message opens a round, so
     the cut is a round boundary); the next fold starts at it and proposes the retirement.
@@ -233,7 +232,7 @@ _WRITE_TEST = re.compile(
     re.I,
 )
 #: A step that asks for a check: a passing test run, lint, type check or build carries it out
-_CHECK_STEP = re.compile(
+CHECK_STEP = re.compile(
     r"\b(?:tests?|test suite|unit tests?|lint|linters?|type ?checks?|typecheck|checks?|build)\b",
     re.I,
 )
@@ -308,260 +307,3 @@ def call_text(call: EntryView) -> str:
     args = call.content.get("arguments")
     shown = json.dumps(args, ensure_ascii=False)[:4000] if args is not None else ""
     return "\n".join(t for t in (call.text, command_of(call), shown) if t)
-
-
-@dataclass
-class PartProgress:
-    """One step of a request and the evidence that carries it out (DESIGN.md 5.5).
-
-    ``kind`` is :func:`part_kind`'s; ``named`` holds the successful change that names a
-    ``fix`` or ``write_test`` step (its first half); ``evidence`` the results that carry the
-    step out, once they all ran (``None`` before). A failed check after a step carried out
-    by a check undoes it (the evidence went stale); a failed change naming a step undoes it.
-    """
-
-    text: str
-    kind: str
-    named: list[EntryView] = field(default_factory=list)
-    evidence: list[EntryView] | None = None
-
-    @property
-    def done(self) -> bool:
-        return self.evidence is not None
-
-    def see(self, call: EntryView, result: EntryView, *, ok: bool, check: bool) -> bool:
-        """Read one call and its result (reads excluded by the caller); ``True`` when this
-        result carried the step out (it was not done before)."""
-        said = call_text(call)
-        if not ok:
-            if check and self.kind != "do":
-                self.evidence = None
-            elif not check and completes(self.text, said, result.text):
-                self.evidence, self.named = None, []
-            return False
-        if self.done:
-            return False
-        if self.kind == "check":
-            if check:
-                self.evidence = [result]
-        elif self.kind == "do":
-            # a passing check carries out a step that names one ("build the images"), a
-            # change one that it names
-            if _CHECK_STEP.search(self.text) if check else completes(self.text, said, result.text):
-                self.evidence = [result]
-        elif check:
-            if self.named:
-                self.evidence = [*self.named, result]
-        elif (
-            TEST_PATH.search(said)
-            if self.kind == "write_test"
-            else completes(self.text, said, result.text)
-        ):
-            self.named = [result]
-        return self.done
-
-
-#: Fact id prefix of a request part (one open obligation per item of a numbered list)
-PART = "part:"
-#: "Problem 1 is fixed", "item 2 done", "Fixed problem 3", "#4 is resolved"
-_PART_DONE = re.compile(
-    r"(?:\b(?:problem|item|issue|bug|point|task|number|no\.)\s*#?|#)(\d{1,2})\b[^.;\n]{0,80}?"
-    r"\b(?:is |are |now |has been |was )*(?:fixed|done|resolved|completed?|addressed|solved)\b|"
-    r"\b(?:fixed|resolved|completed|solved|addressed)\s+(?:problem|item|issue|bug|#)\s*#?(\d{1,2})\b",
-    re.I,
-)
-#: A sentence saying a part is not done ("diagnosed ... not fixed yet")
-_NOT_DONE = re.compile(r"\b(?:not|n't|yet|partially|still|diagnosed|fails?|failing)\b", re.I)
-
-
-def _hashes_by_seq(views: list[EntryView]) -> list[str]:
-    return list(dict.fromkeys(v.entry_hash for v in sorted(views, key=lambda v: v.seq)))
-
-
-@dataclass
-class _OpenPart:
-    progress: PartProgress
-    request: str
-    index: int
-    total: int
-
-
-class RequestParts:
-    """The request parts of one fold: a user's numbered list of problems becomes one P1
-    ``open_obligation`` per item ("request part"), each closed on its own evidence
-    (:class:`PartProgress`), and the request's pin closes when every part has (DESIGN.md 5.5).
-
-    Args:
-        state: the writer state before the fold: its active pins and **every** active
-            ``part:`` fact (they go on being matched; a request whose parts are none of
-            them open any more is done); closed ``part:`` facts, when present, lend their
-            evidence to the request's close.
-        pin_kind: the kind of the pin of a message of this fold (``"request"`` or
-            ``"governing"``); a pin in ``state`` without ``pin_kind`` counts as governing.
-    """
-
-    def __init__(self, state: Mapping[str, Any], pin_kind: Callable[[EntryView], str]) -> None:
-        self.facts: Mapping[str, Fact] = state.get("facts", {})
-        self.pin_kind = pin_kind
-        self.open: dict[str, _OpenPart] = {}
-        #: part id -> evidence hashes of the parts already closed
-        self.closed: dict[str, list[str]] = {}
-        #: request pin id -> its kind, for the pins of this fold
-        self.kinds: dict[str, str] = {}
-        for fid, f in self.facts.items():
-            if not fid.startswith(PART) or f.get("category") != "open_obligation":
-                continue
-            if f.get("lifecycle") == "active":
-                self.open[fid] = _OpenPart(
-                    PartProgress(str(f.get("part_text", "")), str(f.get("part_kind", "fix"))),
-                    str(f.get("request", "")),
-                    int(f.get("part", 0)),
-                    int(f.get("parts_total", 0)),
-                )
-            elif f.get("lifecycle") == "closed":
-                self.closed[fid] = list((f.get("ended_by") or {}).get("evidence", []))
-        #: the latest successful change, and a passing check after it, not yet bound to a
-        #: part (an assistant message naming the part binds them: :meth:`said`)
-        self.change: EntryView | None = None
-        self.run: EntryView | None = None
-
-    def open_request(self, message: EntryView) -> list[dict[str, Any]]:
-        """``add`` ops of one obligation per item when ``message`` holds a numbered list
-        (:func:`numbered_items`) and is a request, or says the items are problems to fix
-        (:func:`problem_list`; the session's first message is governing, its list of
-        problems still work to do), else ``[]``. Part ``n`` of the request pinned as
-        ``pin:<h>`` has the id ``part:<h>.<n>`` and the fields ``request``, ``part``,
-        ``parts_total``, ``part_text`` (exact) and ``part_kind`` (:func:`part_kind`)."""
-        items = numbered_items(message.text)
-        kind = self.pin_kind(message)
-        if items is None or (kind != "request" and not problem_list(message.text)):
-            return []  # a governing list (a task's guidelines) is shown whole, never closed
-        pin = f"pin:{message.entry_hash[:16]}"
-        self.kinds[pin] = kind
-        ops = []
-        for n, item in enumerate(items, start=1):
-            fid = f"{PART}{message.entry_hash[:16]}.{n}"
-            kind = part_kind(item, problem=True)
-            self.open[fid] = _OpenPart(PartProgress(item, kind), pin, n, len(items))
-            ops.append(
-                {
-                    "op": "add",
-                    "fact": {
-                        "id": fid,
-                        "category": "open_obligation",
-                        "priority": "P1",
-                        "confidence": "reported",
-                        "text": f"Request part {n} of {len(items)} (the user's list at seq "
-                        f"{message.seq}): {redact(item)}",
-                        "support": [cite(message, item[:200])],
-                        "author": "offline",
-                        "request": pin,
-                        "part": n,
-                        "parts_total": len(items),
-                        "part_text": redact(item),
-                        "part_kind": kind,
-                    },
-                }
-            )
-        return ops
-
-    def see(
-        self, call: EntryView, result: EntryView, *, ok: bool, check: bool
-    ) -> list[dict[str, Any]]:
-        """``close`` ops for the parts this result carries out, then for each request whose
-        parts are now all closed, a ``close`` of its pin (a request pin only; governing pins
-        never close). Evidence: the results that carried the parts out; ``seq``: the last."""
-        if ok and not check:
-            self.change, self.run = result, None
-        elif check:
-            self.run = result if ok and self.change is not None else None
-        ops: list[dict[str, Any]] = []
-        for fid, part in list(self.open.items()):
-            if part.progress.see(call, result, ok=ok, check=check):
-                reason = f"request part {part.index} carried out ({part.progress.kind})"
-                ops += self._close(fid, part, part.progress.evidence or [], result, reason)
-        return ops
-
-    def said(self, message: EntryView) -> list[dict[str, Any]]:
-        """``close`` ops for the parts an assistant ``message`` says are done ("Problem 1 is
-        fixed", "Fixed item 2"; not "Problem 3 diagnosed ... not fixed yet") when a
-        successful change and a passing check after it ran since the last part closed: the
-        change and the run are the evidence, the message only says which part they carry
-        out (its words alone close nothing; DESIGN.md 5.2)."""
-        if self.change is None or self.run is None:
-            return []
-        ops: list[dict[str, Any]] = []
-        for sentence in sentences(message.text):
-            if _NOT_DONE.search(sentence):
-                continue
-            for m in _PART_DONE.finditer(sentence):
-                number = int(m.group(1) or m.group(2))
-                found = [(fid, p) for fid, p in self.open.items() if p.index == number]
-                if not found or self.change is None or self.run is None:
-                    continue
-                fid, part = found[-1]  # the latest request with that part open
-                reason = (
-                    f"request part {number} carried out: a change (seq {self.change.seq}) "
-                    f"and a passing check (seq {self.run.seq}), named at seq {message.seq}"
-                )
-                ops += self._close(fid, part, [self.change, self.run], self.run, reason)
-                self.change = self.run = None
-        return ops
-
-    def _close(
-        self, fid: str, part: _OpenPart, evidence: list[EntryView], last: EntryView, reason: str
-    ) -> list[dict[str, Any]]:
-        del self.open[fid]
-        self.closed[fid] = _hashes_by_seq(evidence)
-        close = {"op": "close", "id": fid, "evidence": self.closed[fid], "reason": reason}
-        return [{**close, "seq": last.seq}, *self._close_request(part, last)]
-
-    def _close_request(self, part: _OpenPart, result: EntryView) -> list[dict[str, Any]]:
-        ids = [f"{PART}{part.request.removeprefix('pin:')}.{n}" for n in range(1, part.total + 1)]
-        if part.total < 1 or any(i in self.open for i in ids):
-            return []  # a part still open: the request is not done
-        pin = self.facts.get(part.request)
-        kind = self.kinds.get(part.request) or (pin or {}).get("pin_kind") or "governing"
-        if kind != "request" or (pin is not None and pin.get("lifecycle") != "active"):
-            return []
-        evidence = list(dict.fromkeys(h for i in ids for h in self.closed.get(i, [])))
-        return [
-            {
-                "op": "close",
-                "id": part.request,
-                "evidence": evidence,
-                "reason": f"every part of the request ({part.total}) carried out; the last "
-                f"at seq {result.seq}",
-                "seq": result.seq,
-            }
-        ]
-
-
-def request_part_ids(pins: Mapping[str, Fact]) -> set[str]:
-    """The ids of the ``part:`` obligations of the active request pins among ``pins``
-    (``{id: fact}``): ``part:<h>.1`` ... ``part:<h>.n`` for a pin whose text is a numbered
-    list of ``n`` items (:func:`numbered_items`). What a fold must load, whatever their
-    lifecycle, for a request's close to cite every part's evidence (DESIGN.md 5.5)."""
-    ids: set[str] = set()
-    for fid, f in pins.items():
-        if f.get("pin_kind") != "request" or f.get("lifecycle") != "active":
-            continue
-        items = numbered_items(str(f.get("text", "")))
-        if items is not None:
-            h = fid.removeprefix("pin:")
-            ids |= {f"{PART}{h}.{n}" for n in range(1, len(items) + 1)}
-    return ids
-
-
-def pin_kinds(entries: Sequence[EntryView], state: Mapping[str, Any]) -> dict[str, str]:
-    """``{pin id: "request" | "governing"}`` for the pins code writes for ``entries`` (a
-    fold's covered entries, ``state`` the ledger before them), classified exactly as the
-    fold writes them (:func:`ledger_app.mechanical.pin_facts`: the session's first request
-    is its objective, governing); a pin without ``pin_kind`` counts as governing
-    (DESIGN.md 5.2: only a request closes)."""
-    facts = getattr(mechanical, "pin_facts", None)  # pin kinds: the pins' code (DESIGN 5.2)
-    if facts is not None:
-        pins = facts(entries, state=state)
-    else:  # a code base whose pins have no kind yet: every pin governing
-        pins = [mechanical.pin_fact(e) for e in entries if is_pin_source(e)]
-    return {p["id"]: str(p.get("pin_kind") or "governing") for p in pins}

@@ -53,7 +53,7 @@ from ledger_app.services.verify import (
     fold_deltas,
     ledger_verify,
 )
-from ledger_app.services.writers import (
+from ledger_app.services.writer_registry import (
     WRITER_NAMES,
     WRITERS,
     ModelNotConfigured,

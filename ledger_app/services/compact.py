@@ -21,7 +21,7 @@ from ledger_app.models import Fold, FoldAttempt
 from ledger_app.services.consolidate import ledger_consolidate
 from ledger_app.services.fold import ledger_fold
 from ledger_app.services.state import latest_fold
-from ledger_app.services.writers import writer_resolve
+from ledger_app.services.writer_registry import writer_resolve
 
 
 @dataclass

@@ -14,12 +14,12 @@ from django.db import transaction
 
 from journal_app.models import Journal
 from ledger_app import hooks
+from ledger_app.mechanical_writer import Writer
 from ledger_app.model_writer import ModelWriter
 from ledger_app.services import fold_stages as stages
 from ledger_app.services.consolidate import ledger_consolidate
 from ledger_app.services.store import FoldResult
-from ledger_app.services.writers import writer_resolve
-from ledger_app.writers import Writer
+from ledger_app.services.writer_registry import writer_resolve
 
 
 def ledger_fold(
@@ -44,7 +44,7 @@ def ledger_fold(
         upto: highest seq the fold may cover (default: head).
         writer: ``None`` for the configured default, a name (``"offline"``, ``"model"``,
             ``"mechanical"``), or a writer object
-            (:func:`~ledger_app.services.writers.writer_resolve`).
+            (:func:`~ledger_app.services.writer_registry.writer_resolve`).
         recover: ``False`` skips the recovery hook.
         recovery_options: passed to the hook (``model``, ``budget``, ``clock``).
 

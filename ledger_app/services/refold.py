@@ -25,7 +25,7 @@ from ledger_app.services.entries import delta_evidence, entry_view, fold_context
 from ledger_app.services.pins_check import instructions_check, pins_to_check
 from ledger_app.services.state import current_facts, facts_known, latest_fold, writer_state
 from ledger_app.services.store import FoldResult, active_tokens, delta_apply, fold_store, pins_count
-from ledger_app.services.writers import writer_resolve
+from ledger_app.services.writer_registry import writer_resolve
 
 
 class RefoldRefused(LedgerError):

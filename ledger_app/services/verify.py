@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from audit_app.services import log_verify
+from audit_app.chained_log import log_verify
 from journal_app.models import Journal
 from ledger_app import reducer
 from ledger_app.budget import render_fact
@@ -381,7 +381,7 @@ def ledger_log_verify(*, journals: list[Journal]) -> list[str]:
     compare every logged row with its latest record.
 
     Returns:
-        Problems, the first differing record first (:func:`audit_app.services.log_verify`).
+        Problems, the first differing record first (:func:`audit_app.chained_log.log_verify`).
     """
     tenants = {j.session.tenant_id for j in journals}
     return log_verify(chains=tenants)

@@ -10,7 +10,7 @@ import pytest
 
 from audit_app.services import CommentInvalid
 from config.api import api as ninja_api
-from config.api import lone_surrogate_path
+from config.api_body import lone_surrogate_path
 from journal_app.auth import PayloadTooLarge
 from journal_app.errors import DomainError, MalformedBody
 from journal_app.filters import FilterError

@@ -18,8 +18,7 @@ from ledger_app import reducer
 from ledger_app.mechanical import EntryView, is_pin_source, pin_fact, required_pins
 from ledger_app.model_writer import judges
 from ledger_app.model_writer.judges import default_evidence
-from ledger_app.offline import OfflineWriter
-from ledger_app.offline import writer as offline_writer
+from ledger_app.offline import OfflineWriter, turn_state
 from ledger_app.offline.decisions import (
     AWAIT_KEY,
     Acceptance,
@@ -29,6 +28,7 @@ from ledger_app.offline.decisions import (
     options,
     proposal_body,
 )
+from ledger_app.offline.request_parts import pin_kinds
 from ledger_app.offline.turns import instruction_parts, numbered_items, part_kind
 
 
@@ -115,7 +115,7 @@ def requests_are_requests(monkeypatch):
     def every_pin_a_request(entries, state):
         return {f"pin:{e.entry_hash[:16]}": "request" for e in entries if is_pin_source(e)}
 
-    monkeypatch.setattr(offline_writer, "pin_kinds", every_pin_a_request)
+    monkeypatch.setattr(turn_state, "pin_kinds", every_pin_a_request)
     monkeypatch.setattr(judges, "pin_kinds", every_pin_a_request)
 
 
@@ -134,7 +134,7 @@ def _added(ops: list[dict[str, Any]], prefix: str) -> list[dict[str, Any]]:
 def _pin(view: EntryView) -> dict[str, Any]:
     """The pin code writes for ``view``, its kind as the writer reads it."""
     fact = pin_fact(view)
-    fact.setdefault("pin_kind", offline_writer.pin_kinds([view], {})[fact["id"]])
+    fact.setdefault("pin_kind", pin_kinds([view], {})[fact["id"]])
     return fact
 
 
@@ -213,7 +213,7 @@ def pins_are_governing(monkeypatch):
     def every_pin_governing(entries, state):
         return {f"pin:{e.entry_hash[:16]}": "governing" for e in entries if is_pin_source(e)}
 
-    monkeypatch.setattr(offline_writer, "pin_kinds", every_pin_governing)
+    monkeypatch.setattr(turn_state, "pin_kinds", every_pin_governing)
     monkeypatch.setattr(judges, "pin_kinds", every_pin_governing)
 
 
@@ -404,7 +404,7 @@ def test_the_last_problems_close_in_a_later_fold_and_then_the_request(requests_a
     assert len(closes[f"pin:{h}"]["evidence"]) == 8  # this fold's: parts 3 to 6
     # the rules accept that close when the state holds parts 1 and 2 closed (what a fold
     # loads: request_part_ids), and refuse it without them
-    from ledger_app.offline.turns import request_part_ids
+    from ledger_app.offline.request_parts import request_part_ids
 
     pin = first["facts"][f"pin:{h}"]
     assert request_part_ids({pin["id"]: pin}) == {f"part:{h}.{n}" for n in range(1, 7)}

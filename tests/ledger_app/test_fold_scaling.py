@@ -17,6 +17,7 @@ from journal_app.services import (
     tenant_ensure,
 )
 from ledger_app import reducer
+from ledger_app.mechanical_writer import MechanicalWriter
 from ledger_app.models import Fold, LedgerFact
 from ledger_app.offline import OfflineWriter
 from ledger_app.services import ledger_fold, ledger_state, ledger_verify
@@ -24,7 +25,6 @@ from ledger_app.services.entries import entry_view
 from ledger_app.services.fold import consolidation_due
 from ledger_app.services.state import latest_fold, writer_state
 from ledger_app.services.store import evictable_tokens
-from ledger_app.writers import MechanicalWriter
 
 pytestmark = pytest.mark.django_db
 

@@ -1,7 +1,10 @@
-"""Writers propose the non-pin ops of a fold (DESIGN.md section 5.3). Pure.
+"""The writer protocol, and the mechanical writer that meets it with tool outcomes only. Pure.
 
-Pins are never a writer's business: the fold service always adds them by code. A writer sees
-the covered entries and the current state and returns ops for the reducer to judge.
+Writers propose the non-pin ops of a fold (DESIGN.md section 5.3). Pins are never a writer's
+business: the fold service always adds them by code. A writer sees the covered entries and
+the current state and returns ops for the reducer to judge. The other writers are
+:class:`ledger_app.offline.OfflineWriter` and :class:`ledger_app.model_writer.ModelWriter`;
+:mod:`ledger_app.services.writer_registry` picks one from the settings.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ class MechanicalWriter:
 
     def state_keys(self, entries: Sequence[EntryView]) -> tuple[set[str], set[str]]:
         """``(command keys, fact ids)`` :meth:`propose` may read: the covered results' call
-        obligations (the fold service loads only those, issue 18)."""
+        obligations (the fold service loads only those)."""
         return {CALL_KEY + e.tool_call_id for e in entries if e.kind == "tool_result"}, set()
 
     def propose(self, entries: Sequence[EntryView], state: dict[str, Any]) -> list[dict[str, Any]]:

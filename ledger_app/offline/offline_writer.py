@@ -26,13 +26,10 @@ so no non-pin fact copies a secret verbatim.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from journal_app.privacy import filter_text
 from ledger_app.facts import Fact
 from ledger_app.mechanical import (
     EDITOR_COMMANDS,
@@ -43,277 +40,40 @@ from ledger_app.mechanical import (
     fact_key,
     interrupted_fact,
     is_pin_source,
-    is_routine_read,
     mentions,
     outcome_fact,
     redact,
     shown_command,
 )
-from ledger_app.offline.decisions import AWAIT_KEY, Approvals
+from ledger_app.offline.decisions import AWAIT_KEY
 from ledger_app.offline.evidence import EvidenceIndex
 from ledger_app.offline.heuristics import (
     DONE,
     assistant_claims,
     plan_items,
-    sentences,
     user_decisions,
 )
+from ledger_app.offline.request_parts import request_part_ids
 from ledger_app.offline.testruns import (
     RunCounts,
     is_check_command,
     is_test_command,
     run_scope,
 )
+from ledger_app.offline.turn_state import (
+    END_STATE_KEY,
+    FoldReading,
+    Turn,
+    first_line,
+    quoted,
+    retirements,
+    short_hash,
+)
 from ledger_app.offline.turns import (
-    PartProgress,
-    RequestParts,
-    cancellations,
-    cancelled_pin,
-    conclusion,
-    instruction_parts,
-    numbered_items,
-    part_kind,
-    pin_kinds,
     pins_of,
-    request_part_ids,
 )
 from ledger_app.outcomes import QUOTE_CHARS
 from ledger_app.pending import CALL_KEY, late_result_closes
-
-
-def _h(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-
-
-def _first_exact(text: str) -> str:
-    """The first non-empty line of ``text``, stripped: exact text for a support quote."""
-    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")[:QUOTE_CHARS]
-
-
-def _quoted(view: EntryView, quote: str) -> dict[str, Any]:
-    """A support item for ``quote`` in ``view``: byte range and chunks when the quote is exact
-    text of the entry, else the quote alone (a normalised sentence)."""
-    item = cite(view, quote)
-    if "quote" not in item and "range" not in item and quote and not filter_text(quote).filtered:
-        item["quote"] = quote
-    return item
-
-
-@dataclass
-class _Reading:
-    """What spans the turns of one fold: the request parts still open, the approvals, and
-    the ops the turns' results produced (flushed at each turn's end)."""
-
-    parts: RequestParts
-    approvals: Approvals
-    #: the kind of each pin of the fold (:func:`pin_kinds`)
-    kinds: dict[str, str] = field(default_factory=dict)
-    ops: list[dict[str, Any]] = field(default_factory=list)
-
-    @classmethod
-    def of(cls, entries: Sequence[EntryView], state: dict[str, Any]) -> _Reading:
-        kinds = pin_kinds(entries, state) if entries else {}
-        parts = RequestParts(state, lambda m: kinds.get(f"pin:{m.entry_hash[:16]}", "governing"))
-        requests = {pin for pin, kind in kinds.items() if kind == "request"}
-        return cls(parts, Approvals(state, request_pins=requests), kinds)
-
-    def pin_kind(self, message: EntryView) -> str:
-        """The kind of ``message``'s pin (``"governing"`` when it has none)."""
-        return self.kinds.get(f"pin:{message.entry_hash[:16]}", "governing")
-
-    def flush(self) -> list[dict[str, Any]]:
-        ops, self.ops = self.ops, []
-        return ops
-
-
-@dataclass
-class _Turn:
-    """One user turn as the writer reads it: the instruction, its parts and the evidence
-    that carries each out, and the assistant's closing message (DESIGN.md 5.5).
-
-    A request closes only when each part has completion evidence (:class:`PartProgress`:
-    an edit of a named file does not carry out "add a regression test"; a test file
-    written and a passing run do). Then the turn adds its ``done:`` fact and, when the pin
-    is a request, a ``close`` of the pin citing the results (``seq``: the last one). The
-    items of a numbered list are obligations of their own (:class:`RequestParts`)."""
-
-    instruction: EntryView | None = None
-    reading: _Reading = field(default_factory=lambda: _Reading.of([], {}))
-    last_said: EntryView | None = None
-    done: tuple[EntryView, EntryView, Fact] | None = None
-    parts: list[PartProgress] = field(default_factory=list)
-    #: the instruction is a numbered list: its parts are :class:`RequestParts` obligations
-    listed: bool = False
-    ended: bool = False
-    #: the turn's latest successful change, and latest check with whether it passed
-    last_change: EntryView | None = None
-    last_check: tuple[EntryView, bool] | None = None
-
-    def __post_init__(self) -> None:
-        if self.instruction is not None:
-            self.listed = numbered_items(self.instruction.text) is not None
-            if not self.listed:
-                self.parts = [
-                    PartProgress(p, part_kind(p)) for p in instruction_parts(self.instruction.text)
-                ]
-
-    @property
-    def said(self) -> EntryView | None:
-        """The assistant's latest message of the turn (``None`` once a call followed it)."""
-        return self.last_said
-
-    @said.setter
-    def said(self, message: EntryView | None) -> None:
-        # an assistant message may name the request part the latest results carried out
-        if message is not None and message is not self.last_said:
-            self.reading.ops += self.reading.parts.said(message)
-        self.last_said = message
-
-    def record(self, call: EntryView, result: EntryView, fact: Fact) -> None:
-        ok = fact.get("outcome") != "failure"
-        if (ok and fact.get("result") not in ("success", "submitted", None)) or is_routine_read(
-            call
-        ):
-            return  # reads find, rejections and plans are read elsewhere: they carry nothing out
-        check = "test" in fact or is_check_command(command_of(call))
-        if fact.get("result") == "submitted":
-            self._submitted(call, result, fact)
-            return
-        if check:
-            self.last_check = (result, ok)
-        elif ok:
-            self.last_change = result
-        self.reading.ops += self.reading.parts.see(call, result, ok=ok, check=check)
-        if ok and not check:
-            self.reading.ops += self.reading.approvals.result(call, result, fact)
-        if self.instruction is None or self.listed or self.ended:
-            return
-        for part in self.parts:
-            part.see(call, result, ok=ok, check=check)
-        if not self.parts or not all(p.done for p in self.parts):
-            self.done = None
-        elif self.done is None:
-            self.done = (call, result, fact)
-
-    def _submitted(self, call: EntryView, result: EntryView, fact: Fact) -> None:
-        """A run that submits its output (SWE-agent ``submit``) after a change and a passing
-        check has carried out its request: the change, the check and the submission are
-        the evidence of every part still open. Without both, a submission proves nothing."""
-        if self.instruction is None or self.listed or self.ended:
-            return
-        check = self.last_check
-        if self.last_change is None or check is None or not check[1]:
-            return
-        for part in self.parts:
-            if not part.done:
-                part.evidence = [self.last_change, check[0], result]
-        if self.parts and all(p.done for p in self.parts) and self.done is None:
-            self.done = (call, result, fact)
-
-    def end(self, final: bool = False) -> list[dict[str, Any]]:
-        ops: list[dict[str, Any]] = []
-        if self.said is not None:
-            ops.append({"op": "add", "fact": _conclusion_fact(self.said, final)})
-        if final:
-            ops += self.reading.approvals.end(self.said)
-        ops += self.reading.flush()
-        if self.instruction is not None and self.done is not None and not self.ended:
-            ops.append({"op": "add", "fact": _completion_fact(self.instruction, *self.done)})
-            pin = f"pin:{self.instruction.entry_hash[:16]}"
-            closed = self.reading.approvals.closed_pins
-            if self.reading.pin_kind(self.instruction) == "request" and pin not in closed:
-                closed.add(pin)
-                ops.append(_close_request(self.instruction, self.parts))
-            self.ended = True
-        self.said, self.done = None, None
-        return ops
-
-
-def _close_request(instruction: EntryView, parts: list[PartProgress]) -> dict[str, Any]:
-    """The ``close`` of a request's pin: evidence the results that carried its parts out,
-    ``seq`` the last of them (DESIGN.md 5.2, 5.5)."""
-    shown = sorted(
-        {v.entry_hash: v for p in parts for v in p.evidence or []}.values(), key=lambda v: v.seq
-    )
-    return {
-        "op": "close",
-        "id": f"pin:{instruction.entry_hash[:16]}",
-        "evidence": [v.entry_hash for v in shown],
-        "reason": f"every part of the request ({len(parts)}) carried out; the last at seq "
-        f"{shown[-1].seq}",
-        "seq": shown[-1].seq,
-    }
-
-
-#: ``command_key`` of the fact holding the latest end-of-fold conclusion (one active at a time)
-END_STATE_KEY = "assistant:end-state"
-
-
-def _conclusion_fact(said: EntryView, final: bool) -> Fact:
-    """The assistant's closing message of a turn, kept at ``reported`` (issue 15, item 4)."""
-    excerpt, quote, awaits = conclusion(said.text)
-    waits = " It awaits the user's reply." if awaits else ""
-    fact: Fact = {
-        "id": f"said:{said.entry_hash[:16]}",
-        "category": "history",
-        "priority": "P1" if final else "P2",
-        "confidence": "reported",
-        "text": f"Assistant concluded (seq {said.seq}): {redact(excerpt)}{waits}",
-        "support": [_quoted(said, quote)],
-        "author": "offline",
-        "awaits_user": awaits,
-    }
-    if final:
-        fact["command_key"] = END_STATE_KEY
-    return fact
-
-
-def _completion_fact(
-    instruction: EntryView, call: EntryView, result: EntryView, tool: Fact
-) -> Fact:
-    """An instruction carried out, with its evidence (issue 15, item 4).
-
-    Fields for the context's task state: ``completes`` (the pin id), ``evidence_entry``
-    (hex hash of the result that shows it) and ``evidence_seq``.
-    """
-    return {
-        "id": f"done:{instruction.entry_hash[:16]}",
-        "category": "verified_state",
-        "priority": "P1",
-        "confidence": "inferred",
-        "text": (
-            f"The instruction at seq {instruction.seq} was carried out at seq {result.seq} "
-            f"(evidence sha256:{result.entry_hash}): {tool['text']}"
-        ),
-        "support": [_quoted(instruction, _first_exact(instruction.text)), *tool["support"]],
-        "author": "offline",
-        "completes": f"pin:{instruction.entry_hash[:16]}",
-        "evidence_entry": result.entry_hash,
-        "evidence_seq": result.seq,
-    }
-
-
-def _retirements(message: EntryView, pins: dict[str, Fact]) -> list[dict[str, Any]]:
-    """``retire`` ops for the earlier pins an authoritative message cancels (issue 15, item 7).
-
-    The reducer holds each as a pending retirement for the review queue (DESIGN.md 5.2).
-    """
-    ops: list[dict[str, Any]] = []
-    for sentence in cancellations(sentences(message.text)):
-        target = cancelled_pin(sentence, pins)
-        if target is None:
-            continue
-        ops.append(
-            {
-                "op": "retire",
-                "id": target,
-                "evidence": [message.entry_hash],
-                "reason": f"a later {message.role} message (seq {message.seq}) cancels it: "
-                f"{clip(redact(sentence), 200)}",
-            }
-        )
-        pins = {k: v for k, v in pins.items() if k != target}
-    return ops
 
 
 class OfflineWriter:
@@ -324,13 +84,13 @@ class OfflineWriter:
     #: Id prefixes of the active facts a fold reads besides :meth:`state_keys` (request
     #: parts still open, approvals not yet used; both end on evidence): the fold service
     #: loads them with the active pins, and the ``part:`` ids of the active request pins
-    #: whatever their lifecycle (:func:`ledger_app.offline.turns.request_part_ids`)
+    #: whatever their lifecycle (:func:`ledger_app.offline.request_parts.request_part_ids`)
     state_prefixes = ("part:", "approval:")
 
     @staticmethod
     def state_pin_ids(pins: dict[str, Fact]) -> set[str]:
         """The ``part:`` ids of the active request pins among ``pins``, whatever their
-        lifecycle (:func:`ledger_app.offline.turns.request_part_ids`): what the fold service
+        lifecycle (:func:`ledger_app.offline.request_parts.request_part_ids`): what the fold service
         loads besides :meth:`state_keys` so a request's close can cite every part."""
         return request_part_ids(pins)
 
@@ -342,7 +102,7 @@ class OfflineWriter:
         fact ids)``: the keys of the covered calls (repeated commands, plans, the end
         state), the covered results' call obligations, and the covered plan items' ids.
         The fold service loads only those facts (and the active pins), so a fold reads a
-        few rows whatever the ledger's size (issue 18). Keep it in step with the keys
+        few rows whatever the ledger's size. Keep it in step with the keys
         :meth:`propose` builds (tests/ledger_app/test_fold_scaling.py compares both)."""
         keys, ids = {END_STATE_KEY, AWAIT_KEY}, set()
         for e in entries:
@@ -353,7 +113,7 @@ class OfflineWriter:
                 keys.add(f"{e.tool_name}:{TEST_OUTPUT}")
                 keys.add(f"{e.tool_name}:plan")
                 keys.add(f"{e.tool_name}:{PLAN_LIST}")
-                ids |= {f"todo:{_h(text.lower())}" for text, _ in plan_items(e) or []}
+                ids |= {f"todo:{short_hash(text.lower())}" for text, _ in plan_items(e) or []}
             elif e.kind == "tool_result":
                 keys.add(CALL_KEY + e.tool_call_id)
         return keys, ids
@@ -383,17 +143,17 @@ class OfflineWriter:
         }
         checks_since_user: dict[str, EntryView] = {}
         pins = pins_of(state)
-        reading = _Reading.of(j.entries, state)
-        turn = _Turn(reading=reading)
+        reading = FoldReading.of(j.entries, state)
+        turn = Turn(reading=reading)
 
         for e in j.entries:
             if e.kind == "message" and e.role in ("user", "developer") and is_pin_source(e):
                 proposal = turn.said  # the assistant's message this one answers, if any
                 ops += turn.end()
-                ops += _retirements(e, pins)
+                ops += retirements(e, pins)
                 if e.role == "developer":
                     continue
-                turn = _Turn(instruction=e, reading=reading)
+                turn = Turn(instruction=e, reading=reading)
                 ops += reading.parts.open_request(e)
                 ops += reading.approvals.user(e, proposal)
                 checks_since_user = {}
@@ -407,7 +167,7 @@ class OfflineWriter:
                                 "priority": "P1",
                                 "confidence": "reported",
                                 "text": f"User decided: {sentence}",
-                                "support": [_quoted(e, sentence)],
+                                "support": [quoted(e, sentence)],
                                 "author": "offline",
                             },
                         }
@@ -426,8 +186,8 @@ class OfflineWriter:
                                 "priority": "P2",
                                 "confidence": "reported",
                                 "text": f"Assistant reported: {sentence}",
-                                "support": [_quoted(e, sentence)]
-                                + [cite(r, _first_exact(r.text)) for r in cited],
+                                "support": [quoted(e, sentence)]
+                                + [cite(r, first_line(r.text)) for r in cited],
                                 "author": "offline",
                             },
                         }
@@ -444,7 +204,7 @@ class OfflineWriter:
                             "priority": "P1",
                             "confidence": "reported",
                             "text": f"FAILED: the runtime reported an error: {detail}",
-                            "support": [cite(e, _first_exact(detail_raw))],
+                            "support": [cite(e, first_line(detail_raw))],
                             "author": "offline",
                             "outcome": "failure",
                         },
@@ -492,7 +252,7 @@ class OfflineWriter:
         if cmd:
             fact["command"] = redact(cmd)
         if fact.get("result") in ("plan_approved", "plan_rejected"):
-            # a later approved plan supersedes the rejected one (issue 15, item 5)
+            # a later approved plan supersedes the rejected one
             fact["command_key"] = f"{call.tool_name}:plan"
         return fact
 
@@ -602,7 +362,7 @@ def _plan_ops(
     counts: dict[str, int] = {}
     dropped: list[str] = []
     for text, status in items:
-        fid = f"todo:{_h(text.lower())}"
+        fid = f"todo:{short_hash(text.lower())}"
         counts[status] = counts.get(status, 0) + 1
         if status in _DROPPED:
             dropped.append(fid)
@@ -619,7 +379,7 @@ def _plan_ops(
                         "priority": "P1",
                         "confidence": "reported",
                         "text": f"Planned ({call.tool_name}): {redact(text)}",
-                        "support": [_quoted(call, text)],
+                        "support": [quoted(call, text)],
                         "author": "offline",
                         "plan_status": status,
                     },
@@ -652,7 +412,7 @@ def _plan_ops(
             + (f": {summary}" if summary else "")
             + bad
         ),
-        "support": [cite(call, call.tool_name), cite(result, _first_exact(result.text))],
+        "support": [cite(call, call.tool_name), cite(result, first_line(result.text))],
         "author": "offline",
         "command_key": f"{call.tool_name}:{PLAN_LIST}",
         "plan_items": open_ids,

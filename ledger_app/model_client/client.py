@@ -1,44 +1,19 @@
-"""The one client module for model calls (DESIGN.md section 5.3). Pure: no Django.
+"""The HTTP call: :class:`ModelClient`, timeouts, retries, streaming, format fallback. Pure.
 
-Every writer and verifier call goes through :class:`ModelClient`, a small wrapper around the
-official ``openai`` package pointed at ``OPENAI_BASE_URL``, so any OpenAI-compatible server
-(OpenAI, vLLM, Ollama, llama.cpp) works. It adds what the product needs around a call:
-
-* a timeout per call (``MODEL_TIMEOUT_SECONDS``) and **retries with exponential backoff and
-  jitter** on transient failures only (``tenacity``): a refused or dropped connection, HTTP
-  429 and HTTP 5xx. A request the client timed out on is **not** retried unless
-  ``MODEL_RETRY_ON_TIMEOUT`` (a single-slot local server would queue a second full
-  generation behind the abandoned one). Anything else (400, 401, 404, ...) is raised at once;
-* **streaming reads** (``MODEL_STREAM``, default on): the answer arrives in chunks, progress
-  is logged, and a stream silent for ``MODEL_STALL_SECONDS`` after its first chunk is cut (a
-  stalled server), while the prompt's reading before the first chunk and a slow but
-  progressing generation run up to ``MODEL_TIMEOUT_SECONDS``;
-* **structured output** in three modes (``MODEL_RESPONSE_FORMAT``): ``json_schema`` (the
-  server enforces the schema), ``json_object`` (JSON mode) and ``none`` (plain text). In the
-  last two the schema and a compact example are added to the system message, because the
-  server does not enforce them. A server that refuses a format (HTTP 400, 422 or 500 whose
-  message names ``response_format``/``json_schema``) is asked once more in the next mode
-  down (``json_schema`` -> ``json_object`` -> ``none``) at once, not as a transient retry, and
-  that is remembered for the process and base URL (:data:`FORMAT_MEMORY`);
-* a :class:`CallRecord` per call: role, model, input and output tokens as the server
-  reported them, latency of the answering request and total time including retries
-  (seconds), the number of attempts, the response format used and the ``finish_reason``
-  (``length``: the answer was cut at ``max_tokens``). Folds copy these into their manifest.
-
-The README's "Use a local model" section gives tested settings for Ollama, llama.cpp and vLLM.
-
-When the retries are used up, :class:`ModelUnavailable` is raised with the records of
-every attempt; the fold service then records the fold as failed and writes nothing else.
+Each call is a chat completion through the official ``openai`` package; transient failures
+(:data:`TRANSIENT`) are retried with exponential backoff and jitter (``tenacity``), a stream
+silent for ``stall_s`` is cut (:class:`ModelStalled`), a refused output format steps down a
+mode, and the call's :class:`~ledger_app.model_client.records.CallRecord` is filled as it
+goes. The package docstring (:mod:`ledger_app.model_client`) says the rules.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -53,7 +28,24 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-log = logging.getLogger(__name__)
+from ledger_app.model_client.config import ModelConfig
+from ledger_app.model_client.formats import (
+    FORMATS,
+    format_refused,
+    remember_format,
+    remembered_format,
+    with_format_hint,
+)
+from ledger_app.model_client.records import (
+    CallRecord,
+    Completion,
+    ModelNotConfigured,
+    ModelRequestRefused,
+    ModelUnavailable,
+)
+
+#: the logger of the model client (the package's name, as before the split)
+log = logging.getLogger("ledger_app.model_client")
 
 #: Errors worth another attempt: they say nothing about the request itself. A timeout
 #: (:class:`openai.APITimeoutError`, a subclass of the connection error) only when the
@@ -65,278 +57,14 @@ TRANSIENT = (
     openai.InternalServerError,
 )
 
-#: Structured-output modes, strongest first; a refused mode steps down to the next.
-FORMATS = ("json_schema", "json_object", "none")
-
-#: base URL -> the mode its server accepted after refusing a stronger one (per process).
-FORMAT_MEMORY: dict[str, str] = {}
-_MEMORY_LOCK = threading.Lock()
-
 #: Seconds between two progress lines of a streamed answer in the log.
 PROGRESS_EVERY_S = 10.0
-
-
-class ModelError(Exception):
-    """Base of the client's errors."""
-
-
-class ModelNotConfigured(ModelError):
-    """No model endpoint is configured (``OPENAI_BASE_URL`` or a model name is empty)."""
-
-
-class ModelUnavailable(ModelError):
-    """The model could not be reached after every retry (timeouts, 429, 5xx, connection).
-
-    Attributes: ``role`` (``"writer"``/``"verifier"``), ``attempts`` (requests made),
-    ``last_error`` (``"APITimeoutError: ..."``), ``record`` (the :class:`CallRecord`).
-    """
-
-    def __init__(self, role: str, attempts: int, last_error: str, record: CallRecord) -> None:
-        self.role, self.attempts, self.last_error, self.record = role, attempts, last_error, record
-        super().__init__(f"{role} model unreachable after {attempts} attempt(s): {last_error}")
-
-
-class ModelRequestRefused(ModelError):
-    """The server refused the request itself (HTTP 4xx other than 429): not retried."""
-
-    def __init__(self, role: str, status: int, message: str, record: CallRecord) -> None:
-        self.role, self.status, self.record = role, status, record
-        super().__init__(f"{role} model refused the request (HTTP {status}): {message}")
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """Where and how to call the models.
-
-    Attributes:
-        base_url: an OpenAI-compatible endpoint, e.g. ``http://127.0.0.1:8001/v1``; empty
-            means no model is configured (the offline writer is the default then).
-        api_key: sent as the bearer token; local servers usually accept any value.
-        writer_model / verifier_model: model names; the verifier defaults to the writer's.
-        timeout_s: per request, seconds.
-        max_attempts: requests per call, the first included (4: one try and three retries).
-        backoff_initial_s / backoff_max_s: exponential backoff bounds, seconds (with jitter).
-        response_format: ``"json_schema"`` (default), ``"json_object"`` (JSON mode only) or
-            ``"none"`` (plain text; the schema goes in the prompt).
-        max_output_tokens: ``max_tokens`` of each request (tokens).
-        retry_on_timeout: retry a request the client timed out on (default no).
-        stream: read answers as a stream (chunks), cutting a stream silent for
-            ``stall_s`` seconds; ``timeout_s`` then bounds the whole answer.
-        stall_s: seconds without a chunk before a streamed answer is cut (0: ``timeout_s``).
-        writer_window: the writer model's context window in tokens (0: unbounded); the
-            prompt, the ledger state and the output reserve of a writer call fit in it.
-        verifier_window: the same for the verifier model (0: the writer's).
-    """
-
-    base_url: str
-    api_key: str
-    writer_model: str
-    verifier_model: str
-    timeout_s: float
-    max_attempts: int
-    backoff_initial_s: float
-    backoff_max_s: float
-    response_format: str
-    max_output_tokens: int
-    retry_on_timeout: bool
-    stream: bool
-    stall_s: float
-    writer_window: int
-    verifier_window: int
-
-    def __post_init__(self) -> None:
-        if self.response_format not in FORMATS:
-            raise ValueError(
-                f"MODEL_RESPONSE_FORMAT must be one of {', '.join(FORMATS)}, "
-                f"not {self.response_format!r}"
-            )
-
-    def window_for(self, role: str) -> int:
-        """The context window (tokens) of ``role``'s model; 0 when unbounded."""
-        if role == "verifier":
-            return self.verifier_window or self.writer_window
-        return self.writer_window
-
-    @property
-    def configured(self) -> bool:
-        """True when a base URL and a writer model name are set."""
-        return bool(self.base_url and self.writer_model)
-
-    @property
-    def verifier(self) -> str:
-        """The verifier model name (the writer's when none is set)."""
-        return self.verifier_model or self.writer_model
-
-    @classmethod
-    def from_settings(cls, settings: Any) -> ModelConfig:
-        """Read ``OPENAI_BASE_URL``, ``OPENAI_API_KEY``, ``WRITER_MODEL``, ``VERIFIER_MODEL``
-        and the optional ``MODEL_TIMEOUT_SECONDS``, ``MODEL_MAX_ATTEMPTS``,
-        ``MODEL_BACKOFF_SECONDS``, ``MODEL_BACKOFF_MAX_SECONDS``, ``MODEL_RESPONSE_FORMAT``,
-        ``MODEL_MAX_OUTPUT_TOKENS``, ``MODEL_RETRY_ON_TIMEOUT``, ``MODEL_STREAM``,
-        ``MODEL_STALL_SECONDS``, ``WRITER_WINDOW_TOKENS`` / ``VERIFIER_WINDOW_TOKENS`` (else
-        the model's entry in ``MODEL_WINDOWS``) from a settings object (Django's, or any
-        namespace holding every one of them). The defaults live in ``config/settings.py``
-        only: nothing here falls back to a figure of its own.
-
-        Raises:
-            AttributeError: ``settings`` lacks one of the names above.
-            ValueError: ``MODEL_RESPONSE_FORMAT`` is not one of :data:`FORMATS`.
-        """
-
-        def get(name: str) -> Any:
-            return getattr(settings, name)  # no default here: the figures live in settings
-
-        windows = get("MODEL_WINDOWS") or {}
-        writer_model = str(get("WRITER_MODEL") or "")
-        verifier_model = str(get("VERIFIER_MODEL") or "") or writer_model
-        return cls(
-            base_url=str(get("OPENAI_BASE_URL") or ""),
-            api_key=str(get("OPENAI_API_KEY") or ""),
-            writer_model=writer_model,
-            verifier_model=str(get("VERIFIER_MODEL") or ""),
-            timeout_s=float(get("MODEL_TIMEOUT_SECONDS")),
-            max_attempts=max(1, int(get("MODEL_MAX_ATTEMPTS"))),
-            backoff_initial_s=float(get("MODEL_BACKOFF_SECONDS")),
-            backoff_max_s=float(get("MODEL_BACKOFF_MAX_SECONDS")),
-            response_format=str(get("MODEL_RESPONSE_FORMAT")),
-            max_output_tokens=int(get("MODEL_MAX_OUTPUT_TOKENS")),
-            retry_on_timeout=bool(get("MODEL_RETRY_ON_TIMEOUT")),
-            stream=bool(get("MODEL_STREAM")),
-            stall_s=float(get("MODEL_STALL_SECONDS")),
-            writer_window=int(get("WRITER_WINDOW_TOKENS") or windows.get(writer_model, 0)),
-            verifier_window=int(get("VERIFIER_WINDOW_TOKENS") or windows.get(verifier_model, 0)),
-        )
-
-
-@dataclass
-class CallRecord:
-    """What one model call cost and how it went (copied into the fold's manifest).
-
-    ``latency_s`` is the answering request's time, ``total_s`` includes failed attempts and
-    backoff (both seconds); tokens are the server's ``usage`` figures (0 when it sent none).
-    ``status`` is ``ok``, ``unavailable``, ``refused`` or ``malformed`` (a 200 whose body is
-    not a chat completion: the caller sees an empty reply); ``errors`` lists what went wrong.
-    ``finish_reason`` is the server's (``stop``, ``length``: cut at ``max_tokens``, ...;
-    empty when it sent none); ``max_tokens`` is what the request allowed.
-    """
-
-    role: str
-    model: str
-    round: int = 0
-    response_format: str = ""
-    input_tokens: int = 0
-    output_tokens: int = 0
-    latency_s: float = 0.0
-    total_s: float = 0.0
-    attempts: int = 0
-    status: str = "ok"
-    errors: list[str] = field(default_factory=list)
-    finish_reason: str = ""
-    max_tokens: int = 0
-
-    @property
-    def truncated(self) -> bool:
-        """True when the answer was cut at ``max_tokens`` (``finish_reason`` ``length``)."""
-        return self.finish_reason == "length"
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (latencies rounded to the millisecond)."""
-        d = asdict(self)
-        d["latency_s"] = round(self.latency_s, 3)
-        d["total_s"] = round(self.total_s, 3)
-        return d
-
-
-@dataclass
-class Completion:
-    """The text a model answered (``""`` when it sent no content) and the call's record."""
-
-    text: str
-    record: CallRecord
 
 
 def _describe(exc: BaseException) -> str:
     status = getattr(exc, "status_code", None)
     name = type(exc).__name__
     return f"{name} (HTTP {status})" if status else f"{name}: {str(exc)[:200]}"
-
-
-#: Words of an error message that say the server refused the requested output format.
-_FORMAT_WORDS = ("response_format", "json_schema", "json schema", "grammar", "not supported")
-
-
-def format_refused(exc: openai.APIStatusError) -> bool:
-    """True when ``exc`` is the server refusing the output format, not the request: HTTP
-    400, 422 or 500 whose message names ``response_format``, ``json_schema`` or a grammar
-    (llama-cpp-python's server answers 500, vLLM 400, others 422)."""
-    if exc.status_code not in (400, 422, 500):
-        return False
-    text = str(exc).lower()
-    return any(w in text for w in _FORMAT_WORDS)
-
-
-def context_overflow(exc: BaseException) -> bool:
-    """True when ``exc`` says the prompt does not fit the model's window (HTTP 400 or 413
-    ``context_length_exceeded``, "maximum context length", "exceeds the context window")."""
-    if getattr(exc, "status_code", None) not in (400, 413, 422, 500):
-        return False
-    text = str(exc).lower()
-    return any(
-        w in text
-        for w in (
-            "context_length_exceeded",
-            "maximum context length",
-            "context window",
-            "context length",
-            "too many tokens",
-            "exceeds the available context",
-        )
-    )
-
-
-def format_hint(schema: Mapping[str, Any], example: Any = None) -> str:
-    """What the system message carries when the server does not enforce the schema: one
-    compact example of the answer (when given) and the JSON schema, minified."""
-    lines = [
-        "",
-        "## Answer format",
-        "Answer with one JSON object and nothing else: no prose, no Markdown fence.",
-    ]
-    if example is not None:
-        lines += [
-            "An example answer (use these field names exactly):",
-            json.dumps(example, ensure_ascii=False, separators=(",", ":")),
-        ]
-    lines += [
-        "The JSON schema every answer follows:",
-        json.dumps(schema, ensure_ascii=False, separators=(",", ":")),
-    ]
-    return "\n".join(lines)
-
-
-def with_format_hint(
-    messages: Sequence[Mapping[str, str]], schema: Mapping[str, Any], example: Any = None
-) -> list[dict[str, str]]:
-    """``messages`` with :func:`format_hint` appended to the first system message (a new
-    system message first when there is none)."""
-    hint = format_hint(schema, example)
-    out = [dict(m) for m in messages]
-    for m in out:
-        if m.get("role") == "system":
-            m["content"] = str(m.get("content", "")) + "\n" + hint
-            return out
-    return [{"role": "system", "content": hint.strip()}, *out]
-
-
-def _remembered(base_url: str, configured: str) -> str:
-    with _MEMORY_LOCK:
-        known = FORMAT_MEMORY.get(base_url, configured)
-    return max(configured, known, key=FORMATS.index)
-
-
-def _remember(base_url: str, mode: str) -> None:
-    with _MEMORY_LOCK:
-        FORMAT_MEMORY[base_url] = max(mode, FORMAT_MEMORY.get(base_url, mode), key=FORMATS.index)
 
 
 @dataclass
@@ -392,7 +120,7 @@ class ModelClient:
     def mode(self) -> str:
         """The structured-output mode the next request uses (configured, or remembered
         for this base URL after a refusal)."""
-        return _remembered(self.config.base_url, self.config.response_format)
+        return remembered_format(self.config.base_url, self.config.response_format)
 
     def model_for(self, role: str) -> str:
         """The model name used for ``role`` (``"writer"`` or ``"verifier"``)."""
@@ -550,7 +278,7 @@ class ModelClient:
                 )
                 if mode == "json_schema":
                     record.errors[-1] += " (no JSON-schema mode)"
-                _remember(self.config.base_url, lower)
+                remember_format(self.config.base_url, lower)
                 mode = lower
 
     def _send(

@@ -14,10 +14,10 @@ from typing import Any
 from django.conf import settings
 
 from ledger_app.errors import LedgerError
+from ledger_app.mechanical_writer import MechanicalWriter, Writer
 from ledger_app.model_client import ModelConfig
 from ledger_app.model_writer import ModelWriter
 from ledger_app.offline import OfflineWriter
-from ledger_app.writers import MechanicalWriter, Writer
 
 #: Writer names a caller may ask for, in the order ``--help`` lists them.
 WRITER_NAMES: tuple[str, ...] = ("offline", "model", "mechanical")

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledger_app.mechanical import EntryView
+from ledger_app.mechanical_writer import MechanicalWriter
 from ledger_app.model_client import (
     CallRecord,
     ModelClient,
@@ -48,13 +49,9 @@ from ledger_app.model_writer.judges import (
     rules_judgement,
 )
 from ledger_app.model_writer.messages import (
-    VERIFIER_EXAMPLE,
     WRITER_EXAMPLE,
     load_prompt,
-    quote_check,
     repair_request,
-    verifier_item_json,
-    verifier_messages,
     writer_messages,
 )
 from ledger_app.model_writer.records import (
@@ -65,19 +62,16 @@ from ledger_app.model_writer.records import (
     RoundRecord,
     WriterFailed,
 )
+from ledger_app.model_writer.verifier import verify_items
 from ledger_app.offline import EvidenceIndex, check_item
 from ledger_app.proposals import (
-    ItemVerdict,
     ProposedEnd,
     ProposedFact,
-    VerifierReport,
     WriterProposal,
     duplicate_keys,
     parse_reply,
-    verifier_schema,
     writer_schema,
 )
-from ledger_app.writers import MechanicalWriter
 
 #: The rubric versions a model writer uses unless told otherwise (``ledger_app/prompts/``);
 #: v2 adds requests vs governing text, closes with evidence, decision content, consequential
@@ -391,7 +385,18 @@ class ModelWriter:
             record.items.append(rec)
         judged = [r for r in record.items if r.op]
         if judged:
-            self._verify(judged, index, state, ctx, record, calls, number)
+            verify_items(
+                self.client,
+                self.config,
+                self.verifier_prompt,
+                judged,
+                index,
+                state,
+                ctx,
+                record,
+                calls,
+                number,
+            )
         record.ops = [r.op for r in record.items if r.accepted]
         return record
 
@@ -448,121 +453,3 @@ class ModelWriter:
             if item.op == "close":
                 rec.op["seq"] = max(cited)  # "done / used at seq N": its last evidence
         return rec
-
-    def _verify(
-        self,
-        items: list[ItemRecord],
-        index: EvidenceIndex,
-        state: dict[str, Any],
-        ctx: FoldContext,
-        record: RoundRecord,
-        calls: list[CallRecord],
-        round_no: int,
-    ) -> None:
-        """The verifier's verdicts on ``items``, in batches that fit its window
-        (:func:`~ledger_app.model_writer.window.verifier_batches`); a batch the server
-        refuses as too long is split in two (a single item that does not fit gets no
-        verdict, labelled). Each verdict must name a cited ``seq`` and a ``quote`` found in
-        that entry's text as shown (:func:`quote_check`), else it counts as no verdict."""
-        queue = deque(
-            window.verifier_batches(
-                items, index, state, ctx, self.config, self.verifier_prompt, self.client.mode
-            )
-        )
-        while queue:
-            batch = queue.popleft()
-            try:
-                self._verify_batch(batch, index, state, ctx, record, calls, round_no)
-            except ModelRequestRefused as exc:
-                if not context_overflow(exc.__cause__ or exc):
-                    raise
-                calls.append(exc.record)
-                if len(batch) > 1:
-                    half = len(batch) // 2
-                    queue.extendleft([batch[half:], batch[:half]])
-                    continue
-                for item in batch:
-                    item.judgements.append(
-                        Judgement(
-                            "verifier",
-                            "not_entailed",
-                            "no verdict: the item and its evidence do not fit the verifier's "
-                            "window",
-                        )
-                    )
-
-    def _verify_batch(
-        self,
-        items: list[ItemRecord],
-        index: EvidenceIndex,
-        state: dict[str, Any],
-        ctx: FoldContext,
-        record: RoundRecord,
-        calls: list[CallRecord],
-        round_no: int,
-    ) -> None:
-        reply = self.client.complete(
-            role="verifier",
-            messages=verifier_messages(self.verifier_prompt, items, index, state, ctx),
-            schema_name="ledger_verdicts",
-            schema=verifier_schema(),
-            round=round_no,
-            example=VERIFIER_EXAMPLE,
-            max_tokens=window.output_tokens(self.config, "verifier"),
-        )
-        calls.append(reply.record)
-        record.verifier_raw = (
-            f"{record.verifier_raw}\n{reply.text}" if record.verifier_raw else reply.text
-        )
-        if reply.record.status == "malformed":
-            cause = reply.record.errors[-1] if reply.record.errors else "malformed response body"
-            error = f"the verifier's answer is not valid: {cause}"
-        elif reply.record.truncated:
-            error = (
-                f"the verifier's answer was cut at max_tokens ({reply.record.max_tokens}): "
-                "finish_reason length"
-            )
-        else:
-            report, why = parse_reply(reply.text, VerifierReport)
-            error = "" if report is not None else f"the verifier's answer is not valid: {why}"
-        if error:
-            record.verifier_error = error
-            for item in items:
-                item.judgements.append(Judgement("verifier", "not_entailed", error))
-            return
-        assert report is not None
-        verdicts: dict[str, ItemVerdict] = {}
-        for reported in report.verdicts:
-            verdicts.setdefault(reported.key, reported)
-        for item in items:
-            v = verdicts.get(item.key)
-            if v is None:
-                item.judgements.append(
-                    Judgement("verifier", "not_entailed", "the verifier returned no verdict")
-                )
-                continue
-            shown = {
-                c["seq"]: c.get("text", "")
-                for c in verifier_item_json(item, index, state.get("facts", {}))["cited"]
-            }
-            missing = quote_check(v.seq, v.quote, shown)
-            if missing:
-                said = f"{v.entailment}/{v.temporal}: {v.entailment_reason}"[:300]
-                item.judgements.append(
-                    Judgement(
-                        "verifier",
-                        "not_entailed",
-                        f"no verdict: the verifier did not name the seq and quote it rests on "
-                        f"({missing}); it said {said}",
-                    )
-                )
-                continue
-            item.judgements.append(
-                Judgement(
-                    "verifier",
-                    v.entailment,
-                    f"{v.entailment_reason} [seq {v.seq}: {v.quote!r}]",
-                    v.temporal,
-                    v.temporal_reason,
-                )
-            )
