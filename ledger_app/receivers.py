@@ -1,13 +1,12 @@
 """Auto-scheduling of folds: the journal's ``entries_appended`` signal (DESIGN.md section 5.2).
 
-The decision reads ``Journal.unfolded_tokens``, a running counter (issue 13, item 3): the
-append adds its new entries' ``token_count`` in its transaction, and each fold of kind
-``fold`` resets it to the tokens after its ``seq_end`` in the fold's transaction
-(:func:`unfolded_reset`, a ``post_save`` receiver on :class:`~ledger_app.models.Fold`).
-So an append costs no aggregate query unless a fold is due.
+The decision reads ``Journal.unfolded_tokens``, a running counter written only by
+:mod:`journal_app.services.unfolded`: the append adds its new entries' ``token_count`` in its
+transaction, and :func:`ledger_app.services.store.fold_store` sets it to the tokens after the
+new fold's ``seq_end`` in the fold's transaction. So an append costs no aggregate query unless
+a fold is due.
 
-:func:`schedule_fold` is connected in :meth:`ledger_app.apps.LedgerAppConfig.ready`;
-:func:`unfolded_reset` with ``@receiver`` when that method imports this module.
+:func:`schedule_fold` is connected in :meth:`ledger_app.apps.LedgerAppConfig.ready`.
 """
 
 from __future__ import annotations
@@ -17,13 +16,11 @@ from typing import Any
 import structlog
 from django.conf import settings
 from django.db import transaction
-from django.db.models import BigIntegerField, Subquery, Sum, Value
-from django.db.models.functions import Coalesce
-from django.db.models.signals import post_save
 from django.dispatch import receiver
 from kombu.exceptions import OperationalError as BrokerError
 
-from journal_app.models import Entry, Journal
+from journal_app.models import Journal
+from journal_app.services.unfolded import tokens_after, unfolded_fill
 from ledger_app.background import run_in_background
 from ledger_app.models import Fold
 from ledger_app.runs import task_run_enqueue
@@ -34,22 +31,25 @@ from ledger_app.tasks import check_ledger, fold_journal
 log = structlog.get_logger(__name__)
 
 
+def folded_to(journal_id: int) -> int:
+    """The ``seq_end`` of the latest fold of kind ``fold`` (by number) of the journal
+    ``journal_id``, 0 when none: where the unfolded part starts."""
+    end = (
+        Fold.objects.filter(journal_id=journal_id, kind=Fold.Kind.FOLD)
+        .order_by("-number")
+        .values_list("seq_end", flat=True)
+        .first()
+    )
+    return int(end or 0)
+
+
 def unfolded_count(journal_id: int) -> int:
-    """The tokens of the entries after the last fold's ``seq_end`` (one aggregate query).
+    """The tokens of the entries after the last fold's ``seq_end`` (two small queries).
 
     Folds of kind ``fold``, as :func:`ledger_app.services.ledger_fold` counts them; the
     latest by number. What ``Journal.unfolded_tokens`` must equal.
     """
-    folded_to = (
-        Fold.objects.filter(journal_id=journal_id, kind=Fold.Kind.FOLD)
-        .order_by("-number")
-        .values("seq_end")[:1]
-    )
-    return (
-        Entry.objects.filter(journal_id=journal_id)
-        .filter(seq__gt=Coalesce(Subquery(folded_to), Value(0), output_field=BigIntegerField()))
-        .aggregate(tokens=Sum("token_count", default=0))["tokens"]
-    )
+    return tokens_after(journal_id, folded_to(journal_id))
 
 
 def schedule_fold(sender: type[Journal], *, journal: Journal, head_seq: int, **kwargs: Any) -> None:
@@ -58,40 +58,15 @@ def schedule_fold(sender: type[Journal], *, journal: Journal, head_seq: int, **k
     When ``journal.unfolded_tokens`` (the running counter the append just updated) reaches
     ``settings.LEDGER_FOLD_THRESHOLD_TOKENS`` a fold up to ``head_seq`` is queued after
     commit. A journal not counted yet (``None``, from before the counter) is counted once
-    here (:func:`unfolded_count`) and the figure stored. Eager in the embedded default, so
+    here (:func:`journal_app.services.unfolded.unfolded_fill`) and the figure stored. Eager in the embedded default, so
     the fold runs in-process. Appends that arrive before the fold has run may queue it
     again; the task is idempotent, so the extra run folds nothing.
     """
     unfolded = journal.unfolded_tokens
-    if unfolded is None:
-        unfolded = unfolded_count(journal.pk)
-        Journal.objects.filter(pk=journal.pk, unfolded_tokens__isnull=True).update(
-            unfolded_tokens=unfolded
-        )
-        journal.unfolded_tokens = unfolded
+    if unfolded is None:  # a journal from before the counter: counted once, here
+        unfolded = unfolded_fill(journal, folded_to(journal.pk))
     if unfolded >= settings.LEDGER_FOLD_THRESHOLD_TOKENS:
         task_run_enqueue(task=fold_journal, journal=journal, journal_id=journal.pk, upto=head_seq)
-
-
-@receiver(post_save, sender=Fold, dispatch_uid="ledger_app.unfolded_reset")
-def unfolded_reset(sender: type[Fold], *, instance: Fold, created: bool, **kwargs: Any) -> None:
-    """A new fold of kind ``fold`` sets ``Journal.unfolded_tokens`` to what is after it.
-
-    Runs inside the fold's transaction (the fold service holds the journal row lock, so no
-    append interleaves): one ``UPDATE ... SET unfolded_tokens = (SELECT SUM ...)``.
-    Consolidations and other kinds leave the counter alone.
-    """
-    if not created or instance.kind != Fold.Kind.FOLD:
-        return
-    tokens = (
-        Entry.objects.filter(journal_id=instance.journal_id, seq__gt=instance.seq_end or 0)
-        .values("journal_id")
-        .annotate(tokens=Sum("token_count"))
-        .values("tokens")
-    )
-    Journal.objects.filter(pk=instance.journal_id).update(
-        unfolded_tokens=Coalesce(Subquery(tokens), Value(0), output_field=BigIntegerField())
-    )
 
 
 @receiver(check_wanted, sender=Journal, dispatch_uid="ledger_app.queue_check")

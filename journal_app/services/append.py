@@ -33,6 +33,7 @@ from journal_app.models import (
 )
 from journal_app.services.errors import ConflictError, GapError
 from journal_app.services.scope import BATCH, ArtifactItem, artifacts_store
+from journal_app.services.unfolded import unfolded_add
 from journal_app.signals import entries_appended
 from journal_app.times import entry_time
 from journal_app.tokens import source_label
@@ -363,7 +364,8 @@ def journal_append(
 
     The journal row is locked for the transaction; entries and chunks are written with
     ``COPY`` on PostgreSQL (``bulk_create`` elsewhere); ``Journal.unfolded_tokens`` grows by
-    the new entries' ``token_count`` in the same transaction. Identifiers
+    the new entries' ``token_count`` in the same transaction
+    (:func:`journal_app.services.unfolded.unfolded_add`). Identifiers
     and the search index are derived after commit (``entries_appended`` receivers).
 
     Returns:
@@ -417,8 +419,7 @@ def journal_append(
         if fresh:
             journal.head_seq = fresh[-1].seq
             journal.head_hash = fresh[-1].entry_hash
-            if journal.unfolded_tokens is not None:  # None: not counted yet (older journals)
-                journal.unfolded_tokens += sum(p.token_count for p in fresh)
+            unfolded_add(journal, sum(p.token_count for p in fresh))
             journal.last_source_at = _newest_time(fresh) or journal.last_source_at
             journal.save(
                 update_fields=["head_seq", "head_hash", "unfolded_tokens", "last_source_at"]

@@ -23,6 +23,7 @@ from django.conf import settings
 from django.db.models import Sum
 
 from journal_app.models import Journal
+from journal_app.services.unfolded import unfolded_after
 from journal_app.tokens import count_tokens
 from ledger_app import reducer
 from ledger_app.budget import render_fact
@@ -442,6 +443,8 @@ def fold_store(
         **fields,
     )
     facts_store(journal, applied)
+    if fold.kind == Fold.Kind.FOLD:  # the unfolded part now starts after this fold
+        unfolded_after(journal.pk, fold.seq_end or 0)
     fold_seal(fold)  # sealed again by a caller that adds the fold's attempts
     return fold
 

@@ -88,3 +88,39 @@ def test_the_trigger_queues_a_fold_once_the_counter_passes_the_threshold(setting
     journal_append(journal=j, items=_round(2))
     schedule_fold(Journal, journal=j, head_seq=j.head_seq)
     assert TaskRun.objects.filter(journal=j, task_name__endswith="fold_journal").count() == 1
+
+
+def test_only_the_journals_unfolded_module_writes_the_counter():
+    # one owner: every write of Journal.unfolded_tokens (an assignment, an augmented
+    # assignment, an update(unfolded_tokens=...)) is in journal_app/services/unfolded.py
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    writers = set()
+    for app in ("config", "journal_app", "audit_app", "ledger_app", "recovery_app", "proxy_app"):
+        for path in (root / app).rglob("*.py"):
+            if "migrations" in path.parts:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                targets = []
+                if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                hit = any(
+                    isinstance(t, ast.Attribute) and t.attr == "unfolded_tokens" for t in targets
+                ) or (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "update"
+                    and any(k.arg == "unfolded_tokens" for k in node.keywords)
+                )
+                if hit:
+                    owner = str(path.relative_to(root))
+                    copy = (  # the append hands the figure back onto its caller's object
+                        owner == "journal_app/services/append.py"
+                        and isinstance(node, ast.Assign)
+                        and ast.unparse(node.targets[0]) == "caller.unfolded_tokens"
+                    )
+                    if not copy:
+                        writers.add(owner)
+    assert writers == {"journal_app/services/unfolded.py"}
