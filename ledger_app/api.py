@@ -158,7 +158,7 @@ def ledger_verify_read(
     request: HttpRequest, session: ScopePart, lane: ScopePart, branch: ScopePart
 ) -> Any:
     """Replay every delta from scratch and compare with every stored state (DESIGN.md 5.2),
-    then check the ledger against the journal and the reviews (issue 16: manifests, ranges,
+    then check the ledger against the journal and the reviews (manifests, ranges,
     pins, support, retirements, the journal head). ``mismatch`` is the replay's first
     mismatch, else the first integrity problem (``check``, ``fold``, ``fact``, ``entry``,
     ``detail``); ``checks`` lists every check run."""

@@ -40,7 +40,7 @@ View = Literal["model", "frontend", "debug"]
 
 
 #: frontend view items sent by default, and at most (``frontend_limit``): the view's
-#: size stays bounded whatever the session's length (issue 13)
+#: size stays bounded whatever the session's length
 FRONTEND_LIMIT = 200
 FRONTEND_LIMIT_MAX = 2000
 
@@ -77,7 +77,7 @@ class ContextOut(Schema):
     ``failure`` says why and which checkpoint was written). Views not asked for are null and
     not built (the frontend view and its ``validation.frontend`` report only when asked).
 
-    Bounded (issue 13): ``debug_trace`` keeps at most 100 items of each list (``decisions``:
+    Bounded: ``debug_trace`` keeps at most 100 items of each list (``decisions``:
     the first 50 and the last 50; ``rounds.folded_out``, ``notes``, ``artifacts``,
     ``sources``, ``ledger.facts_left_out``, each report's ``problems``), with
     ``decisions_summary`` (one row per step and action: count and token effect over all

@@ -1,4 +1,4 @@
-"""Export of a session as JSON Lines, with hashes, re-importable (issue 6, item 6).
+"""Export of a session as JSON Lines, with hashes, re-importable.
 
 One JSON object per line, in this order:
 

@@ -123,7 +123,7 @@ def term_key(value: str) -> str:
 def ledger_terms(text: str) -> set[str]:
     """The term-index keys of a fact's rendered text: every identifier it holds
     (:func:`term_key` of :func:`extract_identifiers`). A covered entry's identifier whose
-    key is among an active fact's terms counts as kept (issue 18: the fold compares stored
+    key is among an active fact's terms counts as kept (the fold compares stored
     identifiers with an index instead of scanning the whole ledger text)."""
     return {term_key(i.value) for i in extract_identifiers(text)}
 

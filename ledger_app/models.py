@@ -1,7 +1,7 @@
 """Ledger rows: folds with their delta and manifest, checkpoints, fact rows (DESIGN.md 5.2).
 
 A fold is written once: its delta (the ops with the reducer's verdicts), the manifest, the
-state hash after it and the accumulator that hash is built from (issue 18). The full state
+state hash after it and the accumulator that hash is built from. The full state
 is stored only at *checkpoints* (``Fold.state`` set): every so many folds, once the deltas
 since the last checkpoint outgrow it, and at consolidations. The state after any fold is the
 nearest checkpoint at or before it plus the later deltas, through the pure reducer
@@ -243,7 +243,7 @@ class LedgerFact(models.Model):
             models.Index(fields=["journal", "until", "priority", "fact_id"], name="ledgerfact_now"),
             models.Index(fields=["journal", "since"], name="ledgerfact_since"),
             models.Index(fields=["journal", "pin_entry"], name="ledgerfact_pin_entry"),
-            # the writer state's lookups by command key (issue 18: a fold reads a few rows):
+            # the writer state's lookups by command key (a fold reads a few rows):
             # every version (the current one is picked after reading, see
             # ledger_app.services.state._current_of); a key can be a long command, so the
             # index holds its first COMMAND_KEY_INDEXED characters (a btree row must stay
@@ -435,7 +435,7 @@ class Verdict(models.Model):
 
 
 class FoldInvariants(models.Model):
-    """The invariants panel of one fold, computed once and stored with it (issue 13: it is a
+    """The invariants panel of one fold, computed once and stored with it (it is a
     property of the fold, not of a page view).
 
     ``panel`` is :func:`ledger_app.services.context.fold_invariants`'s result (the context as

@@ -1,4 +1,4 @@
-"""Calls a runtime declared pending, and their obligations (issue 15, item 4). Pure.
+"""Calls a runtime declared pending, and their obligations. Pure.
 
 A runtime marks a tool call ``metadata.pending: true`` when it legitimately waits for the
 result (an approval, a long job). The fold records such a call as an open obligation "pending

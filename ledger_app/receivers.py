@@ -71,7 +71,7 @@ def schedule_fold(sender: type[Journal], *, journal: Journal, head_seq: int, **k
 
 @receiver(check_wanted, sender=Journal, dispatch_uid="ledger_app.queue_check")
 def queue_check(sender: type[Journal], *, journal_id: int, **kwargs: Any) -> None:
-    """Queue the ``check_ledger`` task after commit: a page found no stored check (issue 16).
+    """Queue the ``check_ledger`` task after commit: a page found no stored check.
 
     With eager tasks (the embedded default, no worker) it runs on the web process's
     background thread (:func:`ledger_app.background.run_in_background`), so the page that

@@ -159,7 +159,7 @@ def mark_lost_task_runs(self: Task) -> dict[str, Any]:
 
 @worker_ready.connect
 def _mark_lost_on_start(sender: Any = None, **kwargs: Any) -> None:
-    """A starting worker marks the runs of dead workers ``lost`` (issue 16)."""
+    """A starting worker marks the runs of dead workers ``lost``."""
     me = getattr(sender, "hostname", "") or ""
     try:
         marked = task_runs_mark_lost(
@@ -174,7 +174,7 @@ def _mark_lost_on_start(sender: Any = None, **kwargs: Any) -> None:
 
 @shared_task(acks_late=True, autoretry_for=TRANSIENT, retry_backoff=True, max_retries=5)
 def check_ledger(journal_id: int) -> dict[str, Any]:
-    """Run the full check of a journal's ledger and store it for the pages (issue 16).
+    """Run the full check of a journal's ledger and store it for the pages.
 
     One call of :func:`ledger_app.services.full_check.ledger_check`; queued by a page that
     finds no stored check for the ledger's current state. Read-only and idempotent, so it

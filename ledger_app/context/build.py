@@ -364,7 +364,7 @@ def build_context(
             "folds_asked": b.fold_attempts,
             "evicted": 0,
             "view_only": "facts left out of this request stay in the stored ledger: a "
-            "context request never consolidates or evicts (issue 15)",
+            "context request never consolidates or evicts",
         },
         "artifacts": sorted(
             {

@@ -27,7 +27,7 @@ from ledger_app.validation import Meter, Scanner, redact
 CHECKPOINT_MARK = "[ledger checkpoint"
 #: Said in the checkpoint when P2/P3 facts did not fit (they stay in the ledger).
 OMITTED = "(+{n} P2/P3 facts in the ledger, not shown)"
-#: Said when the folded rounds have no fact yet (never a bare header, issue 15 item 4).
+#: Said when the folded rounds have no fact yet (never a bare header).
 NO_FACTS = (
     "(no facts yet about these {entries} entries ({said} assistant messages, {calls} tool "
     "calls): the ledger holds nothing about them beyond the pins; they stay in the journal, "
@@ -270,7 +270,7 @@ class Checkpoint:
         the room left).
 
         Constant time after the first call: each fact's line is counted once and the sums
-        over the first ``k`` droppable rounds are prefix sums (issue 13)."""
+        over the first ``k`` droppable rounds are prefix sums."""
         if dropped == 0:
             return 0
         cached = self._costs.get(dropped)
@@ -288,7 +288,7 @@ class Checkpoint:
                 + lines
                 + n * self.meter.text("\n")
             )
-            # never a bare header (issue 15): the omission note when P2/P3 facts exist, the
+            # never a bare header: the omission note when P2/P3 facts exist, the
             # "no facts yet" line when no fact does, the pointer to imported summaries
             if optional:
                 cached += self.meter.text(OMITTED.format(n=optional)) + 1

@@ -30,7 +30,7 @@ from ledger_app.validation import TASK_STATE_MARK
 ARGS_CHARS = 300
 #: Interruption results listed in the task state (the latest ones).
 MAX_INTERRUPTIONS = 10
-#: How the task state names a call the runtime declared pending (issue 15, item 4).
+#: How the task state names a call the runtime declared pending.
 PENDING = (
     "is pending since seq {seq} (declared pending by the runtime): its result has not arrived "
     "yet; wait for it, do not call it again"
@@ -197,8 +197,8 @@ def _interruptions(entries: Sequence[EntryView], redact: Callable[[str], str]) -
 def instructions_done(
     facts: Iterable[Mapping[str, Any]], pins: Mapping[str, Mapping[str, Any]]
 ) -> dict[str, tuple[Mapping[str, Any], list[str]]]:
-    """Instructions (pins) the ledger records as carried out, with the evidence (issue 15,
-    item 4: a completed instruction must not look pending).
+    """Instructions (pins) the ledger records as carried out, with the evidence (a completed
+    instruction must not look pending).
 
     A record of completion is either a closed ``open_obligation`` whose support cites the
     pin's entry (not a ``part:`` obligation: one item of a list is not the instruction) (its ``ended_by.evidence``: the tool results the reducer accepted as

@@ -1,4 +1,4 @@
-"""Anthropic thinking blocks the Messages API requires back (issue 15, item 4). Pure.
+"""Anthropic thinking blocks the Messages API requires back. Pure.
 
 With extended thinking on, Anthropic's Messages API requires the last assistant message of an
 ongoing tool loop (the request ends with that message's tool results) to carry its thinking

@@ -4,7 +4,7 @@ The rubric (a versioned file under ``ledger_app/prompts/``, :func:`load_prompt`)
 system message; the user message is JSON built here from the covered entries, the ledger
 state, the items to judge, or the repair feedback.
 
-Privacy (issue 12; DESIGN.md 6, 7 and 9): a request leaves the machine, so every text that
+Privacy (DESIGN.md 6, 7 and 9): a request leaves the machine, so every text that
 comes from the journal passes through :func:`journal_app.privacy.filter_text` before it is
 clipped and sent: entry text (messages, tool arguments, tool output), the ledger state's fact
 texts, the items to judge and the repair feedback (claims, reasons). Secret values and

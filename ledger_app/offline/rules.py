@@ -9,7 +9,7 @@
 * completion evidence older than the obligation it would close is temporally invalid;
 * a success claim (deployed, passed, fixed, live, ...) not written from a tool outcome needs a
   cited execution result that did not fail: a read, a search or a message (the assistant's own
-  words) never suffices, whatever the verifier model says (issue 15, item 8);
+  words) never suffices, whatever the verifier model says;
 * a success claim naming an environment (production, live, released) needs a cited execution
   result that names that environment: staging evidence does not support a production claim
   (:func:`environment_problem`);
@@ -162,7 +162,7 @@ def check_item(
     )
 
 
-#: Words of a success claim that only an execution result can support (issue 15, item 8).
+#: Words of a success claim that only an execution result can support.
 OVERCLAIM = re.compile(
     r"\b(?:deploy(?:ed|ment succeeded)|pass(?:es|ed|ing)?|fixed|resolved|is live|went live|"
     r"(?:now )?live\b|succeed(?:s|ed)|green|works|working|merged|released|published|shipped)\b",

@@ -114,7 +114,7 @@ def _slice_end(journal: Journal, budget_tokens: int, upto: int | None = None) ->
     if upto is not None:
         qs = qs.filter(seq__lte=upto)
     qs = qs.order_by("seq").only("seq", "kind", "role", "tool_call_id", "token_count")
-    # read a window at a time, widening it until the budget is passed (issue 18: a slice
+    # read a window at a time, widening it until the budget is passed (a slice
     # reads about what it folds, not every unfolded entry)
     window = 512
     while True:

@@ -1,4 +1,4 @@
-"""Refold: a range folded with mechanical facts folded again by a better writer (issue 12).
+"""Refold: a range folded with mechanical facts folded again by a better writer.
 
 Recorded as a new fold of kind ``refold``, never an edit: its delta ``withdraw``s the
 active non-pin facts born in the refolded fold (the reducer allows that only for

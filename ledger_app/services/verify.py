@@ -1,6 +1,6 @@
 """``verify_ledger``: replay the deltas and compare with what is stored (DESIGN.md 5.2).
 
-Since issue 18 a fold stores its delta, the state hash after it and the accumulator that
+A fold stores its delta, the state hash after it and the accumulator that
 hash is built from; the full state only at checkpoints; the facts as :class:`LedgerFact`
 version rows. :func:`ledger_verify` replays twice, once from scratch and once from every
 stored checkpoint, and compares every fold's stored hash, accumulator and verdicts, every
@@ -287,7 +287,7 @@ def _columns_mismatch(journal: Journal) -> dict[str, Any] | None:
 
 
 def ledger_verify(*, journal: Journal) -> LedgerVerifyReport:
-    """Replay every delta and compare with what is stored (DESIGN.md 5.2, issue 18).
+    """Replay every delta and compare with what is stored (DESIGN.md 5.2).
 
     1. **From scratch**: every delta applied in order to the empty state by the reducer; at
        each fold N its stored ``state_hash`` and accumulator must equal the replay's, its op

@@ -160,7 +160,7 @@ def validate_request(
             ``<reasoning>`` blocks in a text). ``None``: with ``check_secrets``, in every
             view but ``"model"`` (the model may receive its own reasoning; a client may not).
         tools: the ``tools`` (schema) input sent with the request; its tokens count against
-            the budgets (issue 15). ``None``: none.
+            the budgets. ``None``: none.
         scan: the secret scanner (default :func:`journal_app.privacy.secret_spans`; a builder passes its
             memoized one so a text it already scanned is not scanned twice).
 

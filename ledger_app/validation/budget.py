@@ -2,7 +2,7 @@
 
 Pure module (no Django). Token figures are counted by a :class:`Meter` (tiktoken
 ``o200k_base`` by default, via :func:`journal_app.tokens.count_tokens`): the text of every
-part, tool names, arguments and call ids (about a tenth of a Codex request, issue 15), the
+part, tool names, arguments and call ids (about a tenth of a Codex request), the
 ``tools`` schema sent with it, a fixed cost per message and per request, and a flat cost per
 image (an image's base64 data is never counted as text: case 16). These are estimates of what
 the provider will bill, labelled ``tiktoken:<encoding>`` wherever they are reported.
@@ -110,7 +110,7 @@ class Meter:
     def tools(self, tools: Any) -> int:
         """Tokens of a ``tools`` (schema) input sent with the request: its compact JSON
         (0 for none). The provider bills it with the request, so it counts against the budget
-        (issue 15)."""
+       ."""
         if tools in (None, [], {}):
             return 0
         return self.text(compact_json(tools))

@@ -122,7 +122,7 @@ def _system_texts(system: Any) -> list[str]:
 class _Haystack:
     """The texts of a request, searched for a pin or the goal: an exact match by set lookup
     (how the builder places them: one text each), a substring search only for a text not found
-    whole, so a request with every pin in place is checked in one pass (issue 13)."""
+    whole, so a request with every pin in place is checked in one pass."""
 
     def __init__(self, texts: Sequence[str]) -> None:
         self.texts = texts
@@ -319,7 +319,7 @@ class HiddenTexts:
     An Aho-Corasick automaton (``pyahocorasick``, a maintained C library) over the first
     :data:`HIDDEN_MIN_CHARS` characters of each reasoning text of at least that length; a hit
     is confirmed by comparing the whole reasoning text at that place. Cost: linear in the text
-    searched plus the hits, instead of one substring search per reasoning text (issue 13: the
+    searched plus the hits, instead of one substring search per reasoning text (the
     old check was items x reasoning texts).
     """
 
@@ -380,7 +380,7 @@ def validate_frontend(
         findings: :func:`journal_app.privacy.findings` or a memo of it (:func:`memo_findings`)
             shared with the frontend view's filter, so a text is scanned once per build.
 
-    One pass (issue 13): each item's text is scanned once for secrets and reasoning blocks,
+    One pass: each item's text is scanned once for secrets and reasoning blocks,
     and searched for every reasoning text at once (:class:`HiddenTexts`, Aho-Corasick), so
     the check is linear in the view's size and the reasoning's size together.
 

@@ -72,7 +72,7 @@ def pairing_problems(calls: Calls, names: EntryNames, words: Wording) -> list[Pr
     problems: list[Problem] = []
     claimed: set[tuple[int, str | None]] = set()
     # one pass: results are in message order, so each call message's block is found by
-    # bisection and a misplaced result by its id (linear in the request, issue 13)
+    # bisection and a misplaced result by its id (linear in the request)
     positions = [k for k, _ in calls.results]
     where: dict[str | None, list[int]] = {}
     for k, cid in calls.results:

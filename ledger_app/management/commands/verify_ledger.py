@@ -1,5 +1,5 @@
 """``manage.py verify_ledger [SCOPE]``: replay every delta, and check the ledger against the
-journal and the reviews (issue 16, item 5)."""
+journal and the reviews."""
 
 from __future__ import annotations
 
