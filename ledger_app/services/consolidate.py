@@ -10,6 +10,7 @@ from django.db import transaction
 from journal_app.models import Journal
 from journal_app.tokens import count_tokens, source_label
 from ledger_app.budget import plan_consolidation
+from ledger_app.delta_manifest import delta_make, manifest_make
 from ledger_app.model_writer import FALLBACK_NOTE as FALLBACK_NOTE  # re-exported: views
 from ledger_app.models import Fold
 from ledger_app.services.pins_check import instructions_check
@@ -65,7 +66,7 @@ def ledger_consolidate(
         if existing is not None:
             return FoldResult(existing, False, "already consolidated")
         number = previous.number + 1
-        delta = {"fold": number, "revision": journal.head_seq, "evidence": {}, "ops": plan.ops}
+        delta = delta_make(fold=number, revision=journal.head_seq, ops=plan.ops)
         applied = delta_apply(journal, previous, delta)
         outcome = (
             Fold.Outcome.TARGET_UNREACHABLE
@@ -83,18 +84,21 @@ def ledger_consolidate(
             outcome=outcome,
             writer="consolidation",
             verifier="reducer-rules",
-            manifest={
-                "consolidation": plan.figures(),
-                "outcome": outcome,
-                "previous_fold": previous.number,
-                "instructions": instructions_check(
+            manifest=manifest_make(
+                consolidation=plan.figures(),
+                outcome=outcome,
+                previous_fold=previous.number,
+                revision=journal.head_seq,
+                writer="consolidation",
+                verifier="reducer-rules",
+                instructions=instructions_check(
                     journal, {"facts": {}}, pins_total=pins_count(journal, applied)
                 ),
-                "tokens": {
+                tokens={
                     "ledger_active": active_tokens(journal, applied),
                     "source": source_label(settings.TOKEN_ENCODING),
                 },
-            },
+            ),
             ops_rejected=len(applied.reduction.rejected),
         )
     return FoldResult(fold, True)

@@ -36,6 +36,7 @@ from journal_app.rounds import complete_prefix_end, group_rounds
 from journal_app.tokens import source_label
 from ledger_app import hooks, model_writer, reducer
 from ledger_app.budget import render_fact
+from ledger_app.delta_manifest import Manifest, covered_make, delta_make, manifest_make
 from ledger_app.errors import FoldFailed, FoldRefused
 from ledger_app.facts import Fact
 from ledger_app.loss import loss_report, term_key
@@ -264,15 +265,14 @@ def judge(
     )
     ops = [{"op": "add", "fact": f} for f in pins] + stamp_keys(composed.ops, plan.views)
     recovered = _take_recovered(recovery, ops, journal)
-    delta = {
-        "fold": plan.number,
-        "revision": journal.head_seq,
-        "evidence": delta_evidence(journal, plan.covered, ops, plan.number, journal.head_seq),
-        "required_pins": required_pins(plan.views),
-        "pin_rules": PIN_RULES,
-        "lifecycle_rules": reducer.LIFECYCLE_RULES,
-        "ops": ops,
-    }
+    delta = delta_make(
+        fold=plan.number,
+        revision=journal.head_seq,
+        evidence=delta_evidence(journal, plan.covered, ops, plan.number, journal.head_seq),
+        required_pins=required_pins(plan.views),
+        pin_rules=PIN_RULES,
+        ops=ops,
+    )
     try:
         applied = delta_apply(journal, plan.previous, delta)
     except (reducer.PinViolation, reducer.DeltaInvalid) as exc:
@@ -309,35 +309,25 @@ def reduce(
     composed: Composition,
     judged: Judged,
     recovery: hooks.FoldRecovery | None,
-) -> dict[str, Any]:
-    """Stage 4: the run reduced to the fold's manifest (the same whoever asked).
+) -> Manifest:
+    """Stage 4: the run reduced to the fold's manifest (the same whoever asked), built by
+    :func:`ledger_app.delta_manifest.manifest_make`.
 
     Returns:
-        ``{"covered", "range_hash", "previous_fold", "revision", "writer", "verifier",
-        "tokens", "interrupted_calls", "outcome", "instructions", "loss"}``, plus
-        ``"model_calls"``, ``"review"``, ``"note"``, ``"conservative"`` and ``"recovery"``
-        when there is something to say (``fold_store`` adds ``"storage"``).
+        :class:`~ledger_app.delta_manifest.Manifest` of a range fold (``covered``,
+        ``range_hash``, ``interrupted_calls`` and ``loss`` included), plus ``model_calls``,
+        ``review``, ``note``, ``conservative`` and ``recovery`` when there is something to
+        say (``fold_store`` adds ``storage``).
     """
-    applied, idents = judged.applied, plan.identifiers
-    # the loss report compares the covered entries' stored identifiers with the term
-    # index of the active facts, and searches only the text this fold wrote
-    ledger_text = "\n".join(render_fact(f) for f in applied.active_added())
-    indexed = terms_indexed(
-        journal, (term_key(i.value) for found in idents.values() for i in found), applied
-    )
-    manifest: dict[str, Any] = {
-        "covered": {
-            "seq_start": plan.start,
-            "seq_end": plan.end,
-            "entries": len(plan.covered),
-            "entry_hashes": plan.hashes,
-        },
-        "range_hash": plan.key,
-        "previous_fold": plan.previous.number if plan.previous else None,
-        "revision": journal.head_seq,
-        "writer": composed.writer,
-        "verifier": composed.verifier,
-        "tokens": {
+    applied = judged.applied
+    manifest = manifest_make(
+        covered=covered_make(plan.start, plan.end, plan.hashes),
+        range_hash=plan.key,
+        previous_fold=plan.previous.number if plan.previous else None,
+        revision=journal.head_seq,
+        writer=composed.writer,
+        verifier=composed.verifier,
+        tokens={
             "covered": sum(e.token_count for e in plan.covered),
             "ledger_active": active_tokens(journal, applied, plan.previous),
             "source": source_label(settings.TOKEN_ENCODING),
@@ -346,13 +336,11 @@ def reduce(
                 "source": "provider-reported usage in the journal",
             },
         },
-        "interrupted_calls": [
-            c for r in plan.rounds if r.last_seq <= plan.end for c in r.interrupted_call_ids
-        ],
-        "outcome": composed.outcome,
-        "instructions": judged.instructions,
-        "loss": loss_report(plan.views, ledger_text, identifiers=idents, indexed=indexed).to_dict(),
-    }
+        interrupted_calls=interrupted_calls(plan.rounds, plan.end),
+        outcome=composed.outcome,
+        instructions=judged.instructions,
+        loss=range_loss(journal, plan.views, plan.identifiers, applied),
+    )
     if composed.calls:
         manifest["model_calls"] = [c.to_dict() for c in composed.calls]
         manifest["tokens"]["model"] = {
@@ -383,12 +371,34 @@ def reduce(
     return manifest
 
 
+def interrupted_calls(rounds: list[Any], end: int) -> list[str]:
+    """The ids of the tool calls left without a result in the ``rounds`` (API rounds,
+    :func:`journal_app.rounds.group_rounds`) that end at or before seq ``end``."""
+    return [c for r in rounds if r.last_seq <= end for c in r.interrupted_call_ids]
+
+
+def range_loss(
+    journal: Journal,
+    views: list[EntryView],
+    identifiers: dict[str, list[Identifier]],
+    applied: Applied,
+) -> dict[str, Any]:
+    """The loss report of a fold over ``views`` (:func:`ledger_app.loss.loss_report`): the
+    covered entries' stored identifiers (``identifiers``: entry hash -> identifiers) against
+    the term index of the active facts, searching only the text this fold wrote."""
+    ledger_text = "\n".join(render_fact(f) for f in applied.active_added())
+    indexed = terms_indexed(
+        journal, (term_key(i.value) for found in identifiers.values() for i in found), applied
+    )
+    return loss_report(views, ledger_text, identifiers=identifiers, indexed=indexed).to_dict()
+
+
 def store(
     journal: Journal,
     plan: Plan,
     composed: Composition,
     judged: Judged,
-    manifest: dict[str, Any],
+    manifest: Manifest,
     *,
     writer_id: str,
     recovery: hooks.FoldRecovery | None,

@@ -12,16 +12,27 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 
 from journal_app.models import Entry, Journal
+from journal_app.rounds import group_rounds
 from journal_app.services import entry_check
+from journal_app.tokens import source_label
 from ledger_app import reducer
+from ledger_app.delta_manifest import covered_make, delta_make, manifest_make
 from ledger_app.errors import LedgerError
 from ledger_app.model_writer import compose
 from ledger_app.models import Fold
-from ledger_app.services.entries import delta_evidence, entry_view, fold_context, range_hash
+from ledger_app.services.entries import (
+    delta_evidence,
+    entry_identifiers,
+    entry_view,
+    fold_context,
+    range_hash,
+)
+from ledger_app.services.fold_stages import interrupted_calls, range_loss
 from ledger_app.services.pins_check import instructions_check, pins_to_check
 from ledger_app.services.state import current_facts, facts_known, latest_fold, writer_state
 from ledger_app.services.store import FoldResult, active_tokens, delta_apply, fold_store, pins_count
@@ -104,40 +115,45 @@ def ledger_refold_apply(*, journal: Journal, fold: Fold, writer: Any = None) -> 
             if isinstance(op.get("fact"), dict) and isinstance(op["fact"].get("id"), str)
         ]
         ops = withdraw + _renamed(composed.ops, facts_known(journal, proposed), number)
-        delta = {
-            "fold": number,
-            "revision": journal.head_seq,
-            "refold_of": fold.number,
-            "evidence": delta_evidence(journal, covered, ops, number, journal.head_seq),
-            "ops": ops,
-        }
+        delta = delta_make(
+            fold=number,
+            revision=journal.head_seq,
+            refold_of=fold.number,
+            evidence=delta_evidence(journal, covered, ops, number, journal.head_seq),
+            ops=ops,
+        )
         try:
             applied = delta_apply(journal, previous, delta)
         except (reducer.PinViolation, reducer.DeltaInvalid) as exc:
             raise RefoldRefused(f"fold {fold.number}: {exc}") from exc
         reduction = applied.reduction
-        manifest = {
-            "refold_of": fold.number,
-            "covered": {
-                "seq_start": fold.seq_start,
-                "seq_end": fold.seq_end,
-                "entries": len(covered),
-                "entry_hashes": [e.entry_hash for e in covered],
-            },
-            "range_hash": fold.range_hash,
-            "previous_fold": previous.number,
-            "revision": journal.head_seq,
-            "writer": composed.writer,
-            "verifier": composed.verifier,
-            "outcome": composed.outcome,
-            "withdrawn": [op["id"] for op in withdraw],
-            "instructions": instructions_check(
+        # the same shape as the fold it redoes: range, interrupted calls, loss, tokens
+        idents = entry_identifiers(covered)
+        manifest = manifest_make(
+            refold_of=fold.number,
+            covered=covered_make(
+                fold.seq_start or 0, fold.seq_end or 0, [e.entry_hash for e in covered]
+            ),
+            range_hash=fold.range_hash,
+            previous_fold=previous.number,
+            revision=journal.head_seq,
+            writer=composed.writer,
+            verifier=composed.verifier,
+            outcome=composed.outcome,
+            withdrawn=[op["id"] for op in withdraw],
+            instructions=instructions_check(
                 journal,
                 {"facts": pins_to_check(journal, applied)},
                 pins_total=pins_count(journal, applied),
             ),
-            "tokens": {"ledger_active": active_tokens(journal, applied)},
-        }
+            tokens={
+                "covered": sum(e.token_count for e in covered),
+                "ledger_active": active_tokens(journal, applied),
+                "source": source_label(settings.TOKEN_ENCODING),
+            },
+            interrupted_calls=interrupted_calls(group_rounds(covered), fold.seq_end or 0),
+            loss=range_loss(journal, views, idents, applied),
+        )
         if composed.note:
             manifest["note"] = composed.note
         try:

@@ -19,10 +19,12 @@ from audit_app.roles import REVIEW_PERMISSION, tenant_role
 from audit_app.services import COMMENT_MAX_CHARS, audit_record
 from journal_app.auth import ApiCaller
 from journal_app.models import ApiKey, Journal, Membership, Tenant
+from ledger_app.delta_manifest import delta_make, manifest_make
 from ledger_app.errors import ReviewError, ReviewForbidden
 from ledger_app.models import Fold, RetirementRequest
+from ledger_app.services.pins_check import instructions_check, pins_to_check
 from ledger_app.services.state import latest_fold
-from ledger_app.services.store import delta_apply, fold_store
+from ledger_app.services.store import active_tokens, delta_apply, fold_store, pins_count
 
 DECISIONS = ("approve", "refuse")
 _REVIEW_ROLES = (Membership.Role.REVIEWER, Membership.Role.ADMIN)
@@ -165,6 +167,7 @@ def retirement_review(
         if request.status != RetirementRequest.Status.PENDING:
             raise ReviewError(f"this retirement was already {request.status}")
         previous = latest_fold(journal)
+        assert previous is not None  # a retirement request is raised by a fold
         now = timezone.now()
         op = {
             "op": "review",
@@ -174,12 +177,7 @@ def retirement_review(
             "comment": comment,
             "at": now.isoformat(),
         }
-        delta = {
-            "fold": previous.number + 1,
-            "revision": journal.head_seq,
-            "evidence": {},
-            "ops": [op],
-        }
+        delta = delta_make(fold=previous.number + 1, revision=journal.head_seq, ops=[op])
         applied = delta_apply(journal, previous, delta)
         if applied.reduction.rejected:
             raise ReviewError(applied.reduction.rejected[0].reason)
@@ -192,7 +190,20 @@ def retirement_review(
             range_hash=hashlib.sha256(f"review:{request.pk}".encode()).hexdigest(),
             outcome=Fold.Outcome.ACCEPTED,
             writer=f"reviewer:{user.get_username()}",
-            manifest={"review": {"request": request.pk, "fact_id": request.fact_id, **op}},
+            manifest=manifest_make(
+                review={"request": request.pk, "fact_id": request.fact_id, **op},
+                outcome=Fold.Outcome.ACCEPTED,
+                previous_fold=previous.number,
+                revision=journal.head_seq,
+                writer=f"reviewer:{user.get_username()}",
+                verifier="reducer-rules",
+                instructions=instructions_check(
+                    journal,
+                    {"facts": pins_to_check(journal, applied)},
+                    pins_total=pins_count(journal, applied),
+                ),
+                tokens={"ledger_active": active_tokens(journal, applied)},
+            ),
         )
         request.status = (
             RetirementRequest.Status.APPROVED

@@ -72,7 +72,7 @@ class Applied:
     (:func:`ledger_app.reducer.fact_changes`); ``state_hash`` and ``acc`` after the delta.
     """
 
-    delta: dict[str, Any]
+    delta: Mapping[str, Any]
     reduction: reducer.Reduction
     before: dict[str, Fact]
     after: dict[str, Fact]
@@ -93,7 +93,11 @@ class Applied:
 
 
 def delta_apply(
-    journal: Journal, previous: Fold | None, delta: dict[str, Any], *, extra_ids: Iterable[str] = ()
+    journal: Journal,
+    previous: Fold | None,
+    delta: Mapping[str, Any],
+    *,
+    extra_ids: Iterable[str] = (),
 ) -> Applied:
     """Apply ``delta`` to the facts it reads and compute the new state hash.
 

@@ -109,8 +109,8 @@ class Meter:
 
     def tools(self, tools: Any) -> int:
         """Tokens of a ``tools`` (schema) input sent with the request: its compact JSON
-        (0 for none). The provider bills it with the request, so it counts against the budget
-       ."""
+         (0 for none). The provider bills it with the request, so it counts against the budget
+        ."""
         if tools in (None, [], {}):
             return 0
         return self.text(compact_json(tools))
