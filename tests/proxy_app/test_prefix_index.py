@@ -9,10 +9,12 @@ import pytest
 from django.core.cache import cache
 
 from journal_app.auth import api_key_authenticate
+from journal_app.models import Session
 from proxy_app import services
 from proxy_app.bodies import bad_text, may_hold_bad_text
 from proxy_app.matching import _parsed, answer_items, request_items
 from proxy_app.prefix import prefix_digest, request_messages
+from proxy_app.services import placement, prefix_index, sent_request
 from tests.proxy_app.conftest import entries
 
 SYSTEM = "You are a careful agent."
@@ -29,7 +31,7 @@ def _record(tenant, session: str, messages: list[dict]) -> services.Recorded:
     body = {"model": "m", "messages": messages}
     _, items = services.request_read("openai", body)
     scope = services.ProxyScope(tenant, session, "main", None)
-    scope.session = services.Session.objects.filter(tenant=tenant, key=session).first()
+    scope.session = Session.objects.filter(tenant=tenant, key=session).first()
     request = services.RequestPrefix(*request_messages("openai", body))
     return services.conversation_record(scope=scope, items=items, request=request)
 
@@ -138,12 +140,16 @@ def test_a_resent_history_is_placed_without_reading_the_branch(tenant, monkeypat
     def whole_branch(*args):
         raise AssertionError("the whole branch was read")
 
-    monkeypatch.setattr(services, "_stored", whole_branch)
+    monkeypatch.setattr(placement, "stored_entries", whole_branch)
     keyed = []
-    original = services.parsed_key
-    monkeypatch.setattr(
-        services, "parsed_key", lambda item, every=False: keyed.append(1) or original(item)
-    )
+    original = prefix_index.parsed_key
+
+    def counted(item, every=False):
+        keyed.append(1)
+        return original(item)
+
+    monkeypatch.setattr(prefix_index, "parsed_key", counted)
+    monkeypatch.setattr(placement, "parsed_key", counted)
     more = [*messages, {"role": "assistant", "content": "a"}, {"role": "user", "content": "b"}]
     second = _record(tenant, "idx", more)
     assert (second.journal.branch, second.revision, second.appended) == ("main", 62, 2)
@@ -183,7 +189,7 @@ def test_token_counts_of_a_known_prefix_are_reused(tenant):
     assert services.request_tokens("openai", body, first) == whole
     more = [*messages, {"role": "assistant", "content": "a b c"}]
     second = _record(tenant, "idx-tokens", more)
-    assert second.known_tokens == whole - services._meter().per_request
+    assert second.known_tokens == whole - sent_request.token_meter().per_request
     body2 = {"model": "m", "messages": more}
     assert services.request_tokens("openai", body2, second) == services.request_tokens(
         "openai", body2

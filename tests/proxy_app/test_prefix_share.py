@@ -12,7 +12,7 @@ from django.core.cache import cache
 from journal_app.models import Journal
 from journal_app.tokens import count_tokens
 from proxy_app.caching import shared_prefix
-from proxy_app.services import _compacted_key
+from proxy_app.services.compaction import _compacted_key
 from tests.proxy_app.test_anthropic_proxy import SYSTEM, client
 
 MARK = {"type": "ephemeral"}
