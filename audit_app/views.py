@@ -37,9 +37,16 @@ from audit_app.selectors import (
 )
 from audit_app.services import CommentInvalid, annotation_add, audit_record, comment_on_entry
 from journal_app import selectors
-from journal_app import views as journal_views
 from journal_app.hashing import display
 from journal_app.models import Membership
+from journal_app.views.entry_page import entry_context
+from journal_app.views.panel import is_panel, render_panel
+from journal_app.views.timeline_page import (
+    timeline_context,
+    timeline_jump,
+    timeline_render,
+    timeline_rows,
+)
 
 EVENTS_PER_PAGE = 50
 
@@ -63,28 +70,28 @@ def back_url(request: HttpRequest, fallback: str) -> str:
 
 def _entry_context(request: HttpRequest, entry: Any) -> dict[str, Any]:
     """The journal's entry page context with the entry's comments."""
-    return {**journal_views.entry_context(request, entry), "comments": entry_comments(entry)}
+    return {**entry_context(request, entry), "comments": entry_comments(entry)}
 
 
 @login_required
 def timeline(
     request: HttpRequest, tenant: str, session: str, lane: str, branch: str
 ) -> HttpResponse:
-    """The timeline of one scope (:func:`journal_app.views.timeline_context`: entries 100 per
+    """The timeline of one scope (:func:`journal_app.views.timeline_page.timeline_context`: entries 100 per
     page, grouped by API round, ``?q=`` filters, ``?seq=N`` jumps to the row of seq N) with
     each row's comment count (one query). An htmx request (filter, pagination) gets
     ``#entry-list``.
     """
     journal = selectors.get_journal_for_user(request.user, tenant, session, lane, branch)
-    jump = journal_views.timeline_jump(request, journal)
+    jump = timeline_jump(request, journal)
     if jump is not None:
         return jump
-    context = journal_views.timeline_context(request, journal)
-    rows = journal_views.timeline_rows(context)
+    context = timeline_context(request, journal)
+    rows = timeline_rows(context)
     counts = comment_counts(entry_ids=[row.entry.pk for row in rows])
     for row in rows:
         row.comments = counts.get(row.entry.pk, 0)
-    return journal_views.timeline_render(request, context)
+    return timeline_render(request, context)
 
 
 @login_required
@@ -98,13 +105,11 @@ def entry_detail(request: HttpRequest, entry_hash: str) -> HttpResponse:
     inclusive), ``?quote=...`` (the first occurrence in the text or the raw body, or a note
     that it is absent), ``?cited=entry`` (the whole entry, when the item names nothing finer).
     An htmx request targeting ``#side-panel`` gets the ``#panel`` region
-    (:func:`journal_app.views.render_panel`).
+    (:func:`journal_app.views.panel.render_panel`).
     """
     entry = selectors.entry_for_user(request.user, entry_hash)
-    if journal_views.is_panel(request):
-        return journal_views.render_panel(
-            request, "journal_app/entry.html", _entry_context(request, entry)
-        )
+    if is_panel(request):
+        return render_panel(request, "journal_app/entry.html", _entry_context(request, entry))
     return render(request, "journal_app/entry.html", _entry_context(request, entry))
 
 

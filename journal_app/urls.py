@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from django.urls import path
 
-from journal_app import views
+from journal_app.views.artifact_page import artifact_detail
+from journal_app.views.panel import panel_close
+from journal_app.views.waterfall_page import waterfall_view
 
 app_name = "journal"
 _SCOPE = "t/<str:tenant>/<str:session>/<str:lane>/<str:branch>/"
 urlpatterns = [
-    path(_SCOPE + "waterfall/", views.waterfall_view, name="waterfall"),
-    path("a/<str:tenant>/<str:content_hash>/", views.artifact_detail, name="artifact"),
-    path("panel/close/", views.panel_close, name="panel_close"),
+    path(_SCOPE + "waterfall/", waterfall_view, name="waterfall"),
+    path("a/<str:tenant>/<str:content_hash>/", artifact_detail, name="artifact"),
+    path("panel/close/", panel_close, name="panel_close"),
 ]

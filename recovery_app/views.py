@@ -19,7 +19,8 @@ from django.urls import reverse
 from journal_app import selectors
 from journal_app.hashing import display
 from journal_app.models import Journal
-from journal_app.views import is_fragment_request, scope_kwargs
+from journal_app.views.htmx import is_fragment_request
+from journal_app.views.scope_urls import scope_kwargs
 from recovery_app import selectors as recovery_selectors
 from recovery_app.models import Receipt
 

@@ -1,7 +1,7 @@
 """The facts' display order as an index (issue 18).
 
 ``ledgerfact_order``: ``(journal, priority, fact_id)`` in the order of
-:func:`ledger_app.selectors._fact_order` (``fact_id`` by code point: ``COLLATE "C"`` on
+:func:`ledger_app.selectors.ledger_facts._fact_order` (``fact_id`` by code point: ``COLLATE "C"`` on
 PostgreSQL; SQLite compares bytes), so the first page of the facts after a fold is read in
 index order and stops after a page instead of sorting every row of the journal (90 ms at
 100,000 facts). An index with a collation is not portable, so it is created with SQL per

@@ -1,4 +1,4 @@
-"""The diff of two folds read from the stored fact versions (issue 13 item 5, issue 17 item 7).
+"""The diff of two folds read from the stored fact versions, a page at a time.
 
 DESIGN.md section 8 ("a diff between any two folds"). Every fold stores its changed facts as
 :class:`~ledger_app.models.LedgerFact` versions (``since <= n < until``), so the difference
@@ -34,7 +34,7 @@ from journal_app.models import Journal
 from ledger_app.diff import FactChange, birth_fold, field_changes
 from ledger_app.facts import priority_rank
 from ledger_app.models import LedgerFact
-from ledger_app.selectors.presenters import fact_shown
+from ledger_app.selectors.fact_presenters import fact_shown
 
 #: status ranks in the listing order (``ledger_app.diff._order``)
 _RANK = {"added": 0, "changed": 1, "removed": 2}

@@ -1,5 +1,5 @@
 """Support links: a fact's cited entries as links to the raw entry page and the API (the one
-helper of every page and endpoint that shows evidence; DESIGN.md 5.1 and 8, issue 17 item 2).
+helper of every page and endpoint that shows evidence; DESIGN.md 5.1 and 8).
 
 No database access: ``known`` maps hex entry hashes to the
 :class:`~journal_app.models.Entry` rows read once by

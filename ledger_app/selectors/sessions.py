@@ -93,7 +93,7 @@ def sessions_for_user(
     qs = Session.objects.filter(tenant__in=tenants_for_user(user)).select_related("tenant")
     q = q.strip()
     if q:
-        # any version of any fact of the session's ledger (the fact rows, issue 18)
+        # any version of any fact of the session's ledger (every version is a row)
         in_facts = LedgerFact.objects.filter(text__icontains=q).values("journal__session_id")
         qs = qs.filter(Q(key__icontains=q) | Q(title__icontains=q) | Q(pk__in=in_facts))
     if tenant:
@@ -173,7 +173,7 @@ def latest_folds(journal_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
     "state_hash", "open_obligations", "blockers"}}`` (journals without a fold are absent).
 
     Two queries: the latest folds' small columns, then the active ``open_obligation`` and
-    ``blocker`` facts counted per journal from the current fact rows (issue 18).
+    ``blocker`` facts counted per journal from the current fact rows.
     """
     if not journal_ids:
         return {}
@@ -183,7 +183,7 @@ def latest_folds(journal_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
             "id", "journal_id", "number", "outcome", "kind", "state_hash"
         )
     )
-    # the current facts are rows (issue 18): one grouped count, no state parsed
+    # the current facts are rows: one grouped count, no state parsed
     counts: dict[tuple[int, str], int] = {
         (j, c): n
         for j, c, n in LedgerFact.objects.filter(
@@ -262,7 +262,7 @@ def fold_points(journal: Journal) -> list[dict[str, Any]]:
 
 
 def failure_summary(session: Session, journals: Sequence[Journal]) -> dict[str, Any]:
-    """Failed and rejected model work of a session (issue 17 item 5): ``attempts`` (the newest
+    """Failed and rejected model work of a session: ``attempts`` (the newest
     20 failed fold attempts: the model was unreachable, no fold stored; with ``journal``),
     ``by_journal`` ({journal pk: {"failed_attempts", "fallbacks", "with_rejections"}}) and
     ``total`` (the sum of the counts). Two queries."""

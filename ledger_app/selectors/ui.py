@@ -1,4 +1,4 @@
-"""Reads and shaping for the operator UI only (issue 17): the folds page's filter and the
+"""Reads and shaping for the operator UI only: the folds page's filter and the
 diff's text and support changes.
 
 Imported by module path (``from ledger_app.selectors import ui``); the shared read layer
@@ -21,7 +21,7 @@ from journal_app.hashing import display
 from ledger_app.models import Fold
 from ledger_app.selectors.diff import DIFF_STATUSES
 
-#: ``?show=`` of the folds page: which folds to list (DESIGN.md 5.3, issue 17 item 5).
+#: ``?show=`` of the folds page: which folds to list (DESIGN.md 5.3).
 FOLD_SHOWS = {
     "rejections": "folds with rejections (reducer, proposal or repair)",
     "fallbacks": "fallback folds (mechanical facts only)",
@@ -80,7 +80,7 @@ VALUE_SHOWN = 300
 
 @dataclass
 class ValueNode:
-    """A stored value shaped for reading (issue 17: no raw dicts, hashes linked).
+    """A stored value shaped for reading: no raw dicts, hashes linked.
 
     ``kind`` is ``text``, ``link`` (``url``, ``title``: an entry, a fold or a fact), ``list``
     or ``map``; ``items`` holds ``(key, node)`` pairs (key ``""`` in a list).

@@ -14,13 +14,14 @@ from django.urls import reverse
 
 from journal_app import selectors as journal_selectors
 from journal_app.privacy import filter_text
-from journal_app.views import HtmxHttpRequest, scope_kwargs
+from journal_app.views.htmx import HtmxHttpRequest, partial
+from journal_app.views.scope_urls import scope_kwargs
 from ledger_app.context import capped
 from ledger_app.selectors import presenters
 from ledger_app.services.context import context_preview
 from ledger_app.services.context_explain import context_failure_explain
 from ledger_app.services.context_records import VIEWS, ContextError
-from ledger_app.views.common import partial, scope_context
+from ledger_app.views.scope import scope_context
 
 CONTEXT_FORMATS = ("openai", "anthropic")
 BUDGETS = ("working_budget", "hard_limit", "tail_tokens")
@@ -150,9 +151,9 @@ def context_views(
 
     The form is a plain GET form: every control, the open view and the page are in the URL,
     so Back and Forward restore the controls and the result together and the permalink
-    names the current view (issue 17). Writes nothing. A bad parameter answers 400 with the
+    names the current view. Writes nothing. A bad parameter answers 400 with the
     form and the message. The page's size is bounded by the budgets and the page size, not
-    by the session (issue 13).
+    by the session.
     """
     journal = journal_selectors.get_journal_for_user(request.user, tenant, session, lane, branch)
     view = request.GET.get("view", "") or "model"

@@ -12,14 +12,28 @@ from django.urls import reverse
 
 from audit_app.selectors import comment_counts
 from journal_app import selectors as journal_selectors
-from journal_app.views import HtmxHttpRequest, is_panel, render_panel, scope_kwargs
+from journal_app.views.htmx import HtmxHttpRequest, partial
+from journal_app.views.panel import is_panel, render_panel
+from journal_app.views.scope_urls import scope_kwargs
 from ledger_app import selectors
 from ledger_app.filters import FACT_FIELDS, describe, error_parts
 from ledger_app.selectors import presenters
 from ledger_app.services.full_check import ledger_warnings
-from ledger_app.views.common import FALLBACK_NOTICE, fold_number, partial, scope_context
+from ledger_app.views.folds import FALLBACK_NOTICE
+from ledger_app.views.scope import scope_context
 
 FACTS_PER_PAGE = 100
+
+
+def _fold_number(request: HttpRequest) -> int | None:
+    """``?fold=N`` as a number, ``None`` when absent; ``Http404`` when not a number."""
+    value = request.GET.get("fold", "")
+    if value == "":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise Http404("fold must be a number") from None
 
 
 @login_required
@@ -36,7 +50,7 @@ def facts(
     """
     journal = journal_selectors.get_journal_for_user(request.user, tenant, session, lane, branch)
     folds = selectors.fold_choices(journal)
-    number = fold_number(request)
+    number = _fold_number(request)
     selected = folds[-1] if folds else None
     if number is not None:
         selected = next((f for f in folds if f.number == number), None)
@@ -103,7 +117,7 @@ def fact_detail(
     request targeting ``#side-panel`` gets the ``#panel`` region."""
     journal = journal_selectors.get_journal_for_user(request.user, tenant, session, lane, branch)
     folds = selectors.fold_choices(journal)
-    number = fold_number(request)
+    number = _fold_number(request)
     selected = folds[-1] if folds else None
     if number is not None:
         selected = next((f for f in folds if f.number == number), None)

@@ -15,8 +15,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from journal_app import selectors as journal_selectors
-from journal_app.views import HtmxHttpRequest, is_panel, render_panel, scope_kwargs
+from journal_app.views.htmx import HtmxHttpRequest, partial
+from journal_app.views.panel import is_panel, render_panel
+from journal_app.views.scope_urls import scope_kwargs
 from ledger_app import selectors
+from ledger_app.model_writer import FALLBACK_NOTE
 from ledger_app.runs import BrokerUnavailable, task_run_enqueue
 from ledger_app.selectors import presenters, ui
 from ledger_app.services.context import fold_invariants
@@ -24,11 +27,13 @@ from ledger_app.services.context_records import ContextError
 from ledger_app.services.full_check import ledger_warnings
 from ledger_app.services.review import can_review
 from ledger_app.tasks import fold_journal
-from ledger_app.views.common import FALLBACK_NOTICE, partial, scope_context
+from ledger_app.views.scope import scope_context
 
+#: what the fold and facts pages say of a fallback fold (the writer's model was unreachable)
+FALLBACK_NOTICE = "mechanical facts only: " + FALLBACK_NOTE
 FOLDS_PER_PAGE = 50
 DIFF_PER_PAGE = 100
-#: ops (fold page, verifier page) and proposed items (verifier page) a page lists (issue 13)
+#: ops (fold page, verifier page) and proposed items (verifier page) a page lists
 OPS_PER_PAGE = 100
 #: rejected ops the fold page's summary names (each linked to its page)
 REJECTED_SHOWN = 100
@@ -138,7 +143,7 @@ def fold_detail(
     """One fold: its manifest, its loss report and the ops of its delta with verdict and
     reason, :data:`OPS_PER_PAGE` a page (``?page=N``, a count and a permalink per page; the
     rejections summarised first over the whole delta). Queries do not grow with the number
-    of ops: only the page's cited entries are read (issue 13 item 5). An htmx request
+    of ops: only the page's cited entries are read. An htmx request
     targeting ``#side-panel`` gets the ``#panel`` region."""
     journal = journal_selectors.get_journal_for_user(request.user, tenant, session, lane, branch)
     fold = selectors.fold_get(journal, number)
@@ -210,7 +215,7 @@ def fold_diff(
     ``?page=N`` pages it; an htmx request gets ``#diff-view``.
 
     Read from the stored fact versions (:func:`ledger_app.selectors.diff.fold_diff`): a
-    fixed number of queries whatever the size of the ledger or of the diff (issue 13).
+    fixed number of queries whatever the size of the ledger or of the diff.
     """
     journal = journal_selectors.get_journal_for_user(request.user, tenant, session, lane, branch)
     numbers = selectors.fold_numbers(journal)
@@ -273,7 +278,7 @@ def fold_verdicts(
     fold's delta, rejected ops highlighted: for mechanical folds that is all there is, and
     the page says which writer ran. Proposed items and ops are paginated together,
     :data:`OPS_PER_PAGE` of each a page (``?page=N``, counts and a permalink per page).
-    Bounded queries (no per-item query; issue 13 item 5). The same data is
+    Bounded queries (no per-item query). The same data is
     ``GET .../folds/{n}/proposals``.
     """
     journal = journal_selectors.get_journal_for_user(request.user, tenant, session, lane, branch)

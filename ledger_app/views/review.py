@@ -21,12 +21,13 @@ from django.views.decorators.http import require_http_methods
 
 from audit_app.roles import tenant_role
 from journal_app import selectors as journal_selectors
-from journal_app.views import HtmxHttpRequest, scope_kwargs
+from journal_app.views.htmx import HtmxHttpRequest, is_fragment_request, partial
+from journal_app.views.scope_urls import scope_kwargs
 from ledger_app import selectors
 from ledger_app.models import RetirementRequest
 from ledger_app.selectors import presenters
 from ledger_app.services import ReviewError, ReviewForbidden, can_review, retirement_review
-from ledger_app.views.common import is_htmx, partial, scope_context
+from ledger_app.views.scope import scope_context
 
 REVIEWS_PER_PAGE = 25
 
@@ -99,13 +100,13 @@ def review_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
                 request=req, actor=request.user, decision=decision, comment=comment
             )
         except ReviewForbidden as exc:
-            if not is_htmx(request):
+            if not is_fragment_request(request):
                 raise PermissionDenied(str(exc)) from exc
             error, status_code = f"Refused (403): {exc}. Nothing was changed.", exc.status
         except ReviewError as exc:
             error, status_code = str(exc), exc.status
         else:
-            if not is_htmx(request):
+            if not is_fragment_request(request):
                 verb = "approved" if decision == "approve" else "refused"
                 messages.success(
                     request,

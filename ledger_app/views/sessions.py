@@ -23,9 +23,8 @@ from journal_app import selectors as journal_selectors
 from journal_app.charts import FoldPoint, token_chart
 from journal_app.models import Journal
 from journal_app.pricing import CostTotal, cost_sum, cost_text
-from journal_app.views import HtmxHttpRequest
+from journal_app.views.htmx import HtmxHttpRequest, partial
 from ledger_app.selectors import sessions as session_reads
-from ledger_app.views.common import partial
 
 SESSIONS_PER_PAGE = 25
 

@@ -331,7 +331,7 @@ def test_each_tampering_is_reported_by_verify_ledger(ledger, name):
 def _page(client, journal, name, **kw):
     from django.urls import reverse
 
-    from journal_app.views import scope_kwargs
+    from journal_app.views.scope_urls import scope_kwargs
     from ledger_app.services.full_check import ledger_check
 
     ledger_check(journal=journal)  # what the check_ledger task stores; pages only read it

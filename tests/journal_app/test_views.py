@@ -645,14 +645,14 @@ def test_only_tenant_admins_read_the_audit_log(client, acme, member, outsider, j
 
 
 def test_a_page_groups_rounds_from_a_window_not_the_whole_journal(acme, monkeypatch):
-    from journal_app import selectors
+    from journal_app.selectors import entries
 
     items = [message("user", "go")]
     for i in range(60):
         items += [tool_call(f"c{i}", "exec", {"i": i}), tool_result(f"c{i}", str(i))]
     j = journal_build(tenant=acme, key="window", items=items)
-    monkeypatch.setattr(selectors, "ROUND_WINDOW", 10)
-    rounds = selectors.page_rounds(j, 101, 110)
+    monkeypatch.setattr(entries, "ROUND_WINDOW", 10)
+    rounds = entries.page_rounds(j, 101, 110)
     assert [r.seqs for r in rounds] == [
         [100, 101],
         [102, 103],
@@ -663,7 +663,7 @@ def test_a_page_groups_rounds_from_a_window_not_the_whole_journal(acme, monkeypa
     ]
     assert all(r.status == "complete" for r in rounds)  # 111, past the page, is in the window
     assert not rounds[-1].at_tail
-    tail = selectors.page_rounds(j, 119, 121)
+    tail = entries.page_rounds(j, 119, 121)
     assert tail[-1].at_tail and tail[-1].seqs == [120, 121]
     assert min(s for r in tail for s in r.seqs) >= 118
 

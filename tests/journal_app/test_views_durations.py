@@ -10,9 +10,10 @@ import pytest
 from django.urls import reverse
 
 from journal_app.rounds import round_duration
-from journal_app.selectors import entry_started, entry_time
+from journal_app.selectors import entry_started
 from journal_app.services import journal_import
-from journal_app.views import span_text
+from journal_app.times import entry_time
+from journal_app.views.timeline_page import span_text
 from tests.conftest import CORPUS
 from tests.factories import MembershipFactory, UserFactory
 

@@ -15,9 +15,9 @@ from journal_app.charts import FoldPoint, token_chart
 from journal_app.formats.base import message
 from journal_app.hashing import display
 from journal_app.models import Entry, Membership
-from journal_app.pricing import Price, call_cost
-from journal_app.selectors import entry_time
-from journal_app.views import provider_usage, source_model, span_text
+from journal_app.pricing import Price, call_cost, source_model
+from journal_app.times import entry_time
+from journal_app.views.timeline_page import provider_usage, span_text
 from ledger_app.services import ledger_fold
 from tests.factories import MembershipFactory, TenantFactory, UserFactory, journal_build
 from tests.support.writers import ScriptedWriter

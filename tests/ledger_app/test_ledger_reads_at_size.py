@@ -12,6 +12,7 @@ from bench.generator import iter_session
 from journal_app.services import journal_append, journal_ensure, session_ensure, tenant_ensure
 from ledger_app import selectors
 from ledger_app.models import Fold, LedgerFact, LedgerTerm
+from ledger_app.selectors import ledger_facts
 from ledger_app.services import ledger_fold, ledger_verify
 from ledger_app.services.state import current_facts, latest_fold, writer_state
 
@@ -36,7 +37,7 @@ def _fold_all(journal, step=24):
 
 
 def _rows_after(journal, number):
-    return selectors._facts_after(journal.pk, number).count()
+    return ledger_facts._facts_after(journal.pk, number).count()
 
 
 def test_each_fold_records_its_fact_count_and_the_facts_page_reads_it(settings):

@@ -8,7 +8,7 @@ from journal_app.models import Entry
 from journal_app.services import journal_append, journal_ensure, session_ensure, tenant_ensure
 from ledger_app import selectors
 from ledger_app.models import Fold
-from ledger_app.selectors import FactsQuery, presenters
+from ledger_app.selectors import FactsQuery, ledger_facts, presenters
 from ledger_app.services import ledger_fold
 
 pytestmark = pytest.mark.django_db
@@ -108,9 +108,9 @@ def test_a_fold_with_few_facts_is_sorted_to_the_same_order_as_the_index_walk(mon
     # index walk's
     j = _journal_with_folds()
     for fold in Fold.objects.filter(journal=j).order_by("number"):
-        monkeypatch.setattr(selectors, "SORT_AT_MOST", 10**9)
+        monkeypatch.setattr(ledger_facts, "SORT_AT_MOST", 10**9)
         few = [f["id"] for f in selectors.facts_at(j, fold, chosen={}).shown[:100]]
-        monkeypatch.setattr(selectors, "SORT_AT_MOST", -1)
+        monkeypatch.setattr(ledger_facts, "SORT_AT_MOST", -1)
         walk = [f["id"] for f in selectors.facts_at(j, fold, chosen={}).shown[:100]]
         assert few == walk and few
 

@@ -16,7 +16,7 @@ from django.urls import reverse
 
 from journal_app.formats.base import message, tool_call, tool_result
 from journal_app.models import Entry, Journal, Membership
-from journal_app.views import scope_kwargs
+from journal_app.views.scope_urls import scope_kwargs
 from ledger_app import receivers
 from ledger_app.models import StoredCheck
 from ledger_app.services import full_check, ledger_fold
