@@ -40,6 +40,7 @@ from journal_app import selectors
 from journal_app.hashing import display
 from journal_app.models import Membership
 from journal_app.views.entry_page import entry_context
+from journal_app.views.htmx import is_fragment_request
 from journal_app.views.panel import is_panel, render_panel
 from journal_app.views.timeline_page import (
     timeline_context,
@@ -49,13 +50,6 @@ from journal_app.views.timeline_page import (
 )
 
 EVENTS_PER_PAGE = 50
-
-
-def is_htmx(request: HttpRequest) -> bool:
-    """Whether to answer with a fragment: an htmx request that is neither a boosted page load
-    nor a Back/Forward history restore (which needs the whole page)."""
-    htmx = getattr(request, "htmx", None)
-    return bool(htmx) and not htmx.boosted and not htmx.history_restore_request
 
 
 def back_url(request: HttpRequest, fallback: str) -> str:
@@ -123,7 +117,7 @@ def entry_comment(request: HttpRequest, entry_hash: str) -> HttpResponse:
         comment_on_entry(entry=entry, author=request.user, text=request.POST.get("text", ""))
     except CommentInvalid as exc:
         error = str(exc)
-    if is_htmx(request):
+    if is_fragment_request(request):
         context = {**_entry_context(request, entry), "comment_error": error}
         return render(request, "journal_app/entry.html#comments", context)
     if error:
@@ -200,7 +194,7 @@ def audit_log(request: HttpRequest, tenant: str) -> HttpResponse:
     template = "audit_app/audit_log.html"
     return render(
         request,
-        f"{template}#audit-events" if is_htmx(request) else template,
+        f"{template}#audit-events" if is_fragment_request(request) else template,
         context,
         status=400 if error else 200,
     )

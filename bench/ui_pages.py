@@ -43,7 +43,7 @@ from bench.generator import iter_session
 from bench.ingest import analyze_tables, load_session
 from journal_app.models import Entry, Journal, Membership
 from journal_app.services import journal_append, journal_ensure, session_ensure, tenant_ensure
-from ledger_app.diff import state_diff
+from ledger_app.fact_changes import state_diff
 from ledger_app.models import Fold, LedgerFact
 from ledger_app.services import ledger_fold
 

@@ -271,8 +271,10 @@ def fold_proposals(
 def fold_invariants_read(
     request: HttpRequest, session: ScopePart, lane: ScopePart, branch: ScopePart, number: FoldNumber
 ) -> Any:
-    """The context as of the fold, built read-only (nothing written) with the settings'
-    default budgets, and each invariant of its model and frontend views (DESIGN.md 6)."""
+    """The context as of the fold, built as a preview (nothing enters the ledger) with the
+    settings' default budgets, and each invariant of its model and frontend views (DESIGN.md
+    6). The panel is a property of the fold: the first read computes and stores it
+    (:func:`ledger_app.services.context.fold_invariants`), later reads are served from it."""
     journal = request.auth.journal(session, lane, branch)
     fold = selectors.fold_get(journal, number)
     return presenters.invariants_out(fold, fold_invariants(fold=fold))

@@ -10,7 +10,7 @@ class LedgerAppConfig(AppConfig):
 
         from ledger_app.consequence import extend
 
-        extend(getattr(settings, "LEDGER_CONSEQUENTIAL_PATTERNS", {}))
+        extend(settings.LEDGER_CONSEQUENTIAL_PATTERNS or {})
         from journal_app.models import Journal
         from journal_app.signals import entries_appended
         from ledger_app.receivers import schedule_fold

@@ -16,8 +16,9 @@ from django.views.decorators.http import require_POST
 
 from audit_app.models import Comment
 from audit_app.services import CommentInvalid
-from audit_app.views import back_url, is_htmx
+from audit_app.views import back_url
 from journal_app import selectors
+from journal_app.views.htmx import is_fragment_request
 from ledger_app.comments import comment_on_fact
 from ledger_app.views import fact_dom_id
 
@@ -45,7 +46,7 @@ def fact_comment(
         "ledger:facts",
         kwargs={"tenant": tenant, "session": session, "lane": lane, "branch": branch},
     )
-    if is_htmx(request):
+    if is_fragment_request(request):
         comments = list(
             Comment.objects.filter(journal=journal, fact_id=fact_id).select_related("author")
         )

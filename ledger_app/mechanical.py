@@ -252,7 +252,7 @@ def pin_fact(
     gives the fields); ``pin_kind`` is ``"governing"`` or ``"request"`` and ``pin_reason``
     says why (:func:`ledger_app.pins.classify`; ``objective``: the session's first request).
     Cited by the entry's hash; id ``pin:<16 hex>``. Under ``rules`` 1 and 2 (what a fold
-    written then held, e.g. for a what-if refold of it): the text whole, no kind, no
+    written then held, e.g. for a refold of it): the text whole, no kind, no
     attachments.
     """
     base: Fact = {

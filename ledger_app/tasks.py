@@ -177,8 +177,9 @@ def check_ledger(journal_id: int) -> dict[str, Any]:
     """Run the full check of a journal's ledger and store it for the pages.
 
     One call of :func:`ledger_app.services.full_check.ledger_check`; queued by a page that
-    finds no stored check for the ledger's current state. Read-only and idempotent, so it
-    leaves no ``TaskRun`` (it changes nothing a run would account for).
+    finds no stored check for the ledger's current state. It reads the ledger and writes
+    only the stored check (one row per journal, replaced); it is idempotent and leaves no
+    ``TaskRun`` (it changes nothing of the ledger a run would account for).
 
     Returns:
         The stored check (``state``, ``problems``, ``checked_at``), or ``{"journal_id": id,

@@ -6,7 +6,7 @@ names the folds it ran after and entered), so the ledger cannot read a :class:`R
 The ledger exports and re-imports what it owns (:func:`ledger_app.export.session_export`,
 :func:`ledger_app.services.reimport.transcript_import`) and takes the receipts step as an
 argument; this module passes it. Every entry point that moves a whole session calls the two
-functions here: the export page (:func:`recovery_app.views.export`), the ``export`` and
+functions here: the export page (:func:`recovery_app.export_views.export`), the ``export`` and
 ``import_journal`` commands, and the upload API (registered in ``recovery_app.apps``).
 """
 

@@ -21,7 +21,7 @@ from journal_app.pricing import CostTotal, Price, cost_add, cost_sum, parse_pric
 def model_prices() -> dict[str, Price]:
     """The price table of ``settings.LEDGER_MODEL_PRICES`` (parsed at start-up by
     :func:`journal_app.pricing.parse_price_table`); ``{}``: no cost is shown."""
-    return parse_price_table(getattr(settings, "LEDGER_MODEL_PRICES", None) or {})
+    return parse_price_table(settings.LEDGER_MODEL_PRICES or {})
 
 
 def journal_costs(journal_ids: Sequence[int], prices: Mapping[str, Price]) -> dict[int, CostTotal]:

@@ -3,14 +3,15 @@
 The counter holds the tokens (``Entry.token_count``, as counted at append) of the entries
 after the last fold's ``seq_end``, so deciding whether a fold is due costs no aggregate
 query (docs/architecture.md, "One owner for each value"). Three moments change it, each a
-function here, each run inside the caller's transaction while it holds the journal row:
+function here:
 
 * an append adds its new entries' tokens (:func:`unfolded_add`, from
-  :func:`journal_app.services.append.journal_append`);
+  :func:`journal_app.services.append.journal_append`, which saves the row it holds locked);
 * a fold of kind ``fold`` sets it to the tokens after its range (:func:`unfolded_after`,
-  called by :func:`ledger_app.services.store.fold_store`);
-* a journal from before the counter (``NULL``) is counted once, when an append asks whether
-  a fold is due (:func:`unfolded_fill`, from :func:`ledger_app.receivers.schedule_fold`).
+  called by :func:`ledger_app.services.store.fold_store` in the fold's transaction);
+* a journal from before the counter (``NULL``) is counted once, after an append commits and
+  asks whether a fold is due (:func:`unfolded_fill`, from
+  :func:`ledger_app.receivers.schedule_fold`; stored only where still ``NULL``).
 
 The journal knows nothing of folds: the ledger passes the ``seq`` its last fold ends at.
 """

@@ -65,7 +65,7 @@ Modules, one reason to change each:
 * :mod:`.projection`: artifact receipts and the shrinking of tool results.
 * :mod:`.continuation`: the continuation record at the head of the checkpoint.
 * :mod:`.checkpoint`: the ledger checkpoint message.
-* :mod:`.builder`: the state of one build (rounds, how each is shown, costs, decisions).
+* :mod:`.build_state`: the state of one build (rounds, how each is shown, costs, decisions).
 * :mod:`.compaction`: the compaction steps (project, shrink, fold, recovery compaction).
 * :mod:`.final_request`: the request assembled from the plan, the last pass and its
   validation (step 5).

@@ -1,7 +1,7 @@
 """The request for the next model call, built in a controlled order (DESIGN.md section 6).
 
 Pure module: no Django, no database. :func:`build_context` runs the steps of the module
-docstring of :mod:`ledger_app.context` on a :class:`~ledger_app.context.builder.Builder`
+docstring of :mod:`ledger_app.context` on a :class:`~ledger_app.context.build_state.Builder`
 (protect, project, shrink, fold, rebuild and validate, one recovery compaction, explicit
 failure) and returns the model view and the debug trace as :class:`ContextBuild`.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledger_app import reducer
-from ledger_app.context.builder import Builder
+from ledger_app.context.build_state import Builder
 from ledger_app.context.calibration import calibrate
 from ledger_app.context.common import (
     TARGETS,

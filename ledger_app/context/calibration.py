@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ledger_app.context.builder import Builder
+from ledger_app.context.build_state import Builder
 from ledger_app.mechanical import EntryView
 
 #: The most the provider's figures may lower the planning limit by (a factor): a larger

@@ -1,7 +1,7 @@
 """The compaction steps, each applied only while the request is over its target (DESIGN.md 6).
 
 Pure module: no Django, no database. Each step changes how rounds of a
-:class:`~ledger_app.context.builder.Builder` are shown and records a decision (step number,
+:class:`~ledger_app.context.build_state.Builder` are shown and records a decision (step number,
 action, reason, tokens before and after):
 
 * :func:`project`: oversized tool results become their artifact receipts (step 2);
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ledger_app.context.builder import Builder, Plan
+from ledger_app.context.build_state import Builder, Plan
 from ledger_app.context.projection import receipt_text, shrink_text
 from ledger_app.validation import ARTIFACT_CHECKS, ValidationReport
 

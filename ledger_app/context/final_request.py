@@ -1,7 +1,7 @@
 """The final request of a build: its parts, its assembly, the last pass and its validation.
 
 Pure module: no Django, no database (DESIGN.md section 6, step 5 "rebuild and validate").
-Each function reads a :class:`~ledger_app.context.builder.Builder` as the compaction steps
+Each function reads a :class:`~ledger_app.context.build_state.Builder` as the compaction steps
 left it: :func:`final_parts` puts the shown rounds, the ledger checkpoint and the task state
 in order (secrets redacted except in pins); :func:`request` assembles them in the target
 format; :func:`rebuild` counts the built request as it will be sent, trims the P2/P3 facts
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ledger_app.context.assembly import CONTINUED, Assembled, Part, assemble, starts_with_assistant
-from ledger_app.context.builder import Builder
+from ledger_app.context.build_state import Builder
 from ledger_app.context.common import TARGETS, ArtifactResolver
 from ledger_app.context.projection import receipt_again
 from ledger_app.mechanical import is_pin_source

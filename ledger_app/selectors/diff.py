@@ -13,7 +13,7 @@ A fact with a ``new`` row and no ``gone`` row is *added*; a ``gone`` row and no 
 an MD5 of the stored JSON computed in the database). Every other fact is unchanged. The two
 row sets are read in one query as small columns (id, pk, priority, since: no text), then the
 digests of the facts on both sides only; they are matched and ordered in Python like
-:func:`ledger_app.diff.state_diff` (priority, added/changed/removed, id); a page then reads
+:func:`ledger_app.fact_changes.state_diff` (priority, added/changed/removed, id); a page then reads
 its own versions, the earlier versions of its changed facts and their births. Five queries
 whatever the size of the ledger or of the diff (six when a fact has versions on both sides:
 their digests); the bytes read grow with the number of changes between the two folds (about
@@ -31,12 +31,12 @@ from django.db.models import Q
 from django.db.models.functions import MD5
 
 from journal_app.models import Journal
-from ledger_app.diff import FactChange, birth_fold, field_changes
+from ledger_app.fact_changes import FactChange, birth_fold, field_changes
 from ledger_app.facts import priority_rank
 from ledger_app.models import LedgerFact
 from ledger_app.selectors.fact_presenters import fact_shown
 
-#: status ranks in the listing order (``ledger_app.diff._order``)
+#: status ranks in the listing order (``ledger_app.fact_changes._order``)
 _RANK = {"added": 0, "changed": 1, "removed": 2}
 DIFF_STATUSES = tuple(_RANK)
 
@@ -47,7 +47,7 @@ def _valid_after(number: int) -> Q:
 
 @dataclass
 class DiffRow:
-    """One fact of a diff page: the :class:`~ledger_app.diff.FactChange` (fields compared)
+    """One fact of a diff page: the :class:`~ledger_app.fact_changes.FactChange` (fields compared)
     and the fold the shown version's fact was born in (``None``: unknown)."""
 
     change: FactChange

@@ -158,7 +158,7 @@ class FieldRow:
 
 
 def field_rows(changes: Iterable[Any], links: ScopeLinks | None = None) -> list[FieldRow]:
-    """:class:`ledger_app.diff.FieldChange` items as :class:`FieldRow` (text diffed by word,
+    """:class:`ledger_app.fact_changes.FieldChange` items as :class:`FieldRow` (text diffed by word,
     support by entry hash, other values as :func:`value_node` trees when ``links`` is
     given)."""
     rows = []

@@ -1,6 +1,6 @@
 """Every state change of the ledger (DESIGN.md section 5), one module per change.
 
-* :mod:`.writers`: the writer registry (which writer folds);
+* :mod:`.writer_registry`: which writer folds (``writer_resolve``);
 * :mod:`.fold`: ``ledger_fold``, the one fold service every entry point calls;
 * :mod:`.compact`: ``ledger_compact``, folds in slices then consolidates;
 * :mod:`.consolidate`: ``ledger_consolidate``, checkpoint folds;

@@ -3,7 +3,7 @@ read by every web and worker process, so a restart or another worker never runs 
 again in a user's request (README, "Settings": ``LEDGER_CHECK_MAX_AGE_SECONDS``).
 
 :func:`ledger_app.services.full_check.ledger_check` writes through :func:`check_store`;
-:func:`ledger_app.services.full_check.ledger_warnings` reads through :func:`check_read` and
+:func:`ledger_app.services.full_check.ledger_warnings` reads through :func:`check_lookup` and
 queues a check through :func:`check_claim`.
 """
 
@@ -28,22 +28,10 @@ def check_store(*, journal_id: int, state: list[Any], problems: list[str], at: d
     )
 
 
-def check_read(*, journal_id: int) -> dict[str, Any] | None:
-    """The stored check as ``{"state", "problems", "checked_at"}`` (ISO time), or ``None``
-    before the first. One query."""
-    row = (
-        StoredCheck.objects.filter(journal_id=journal_id, checked_at__isnull=False)
-        .values("state", "problems", "checked_at")
-        .first()
-    )
-    if row is None:
-        return None
-    return {**row, "checked_at": row["checked_at"].isoformat()}
-
-
 def check_lookup(*, journal: Journal) -> tuple[list[Any], dict[str, Any] | None, dict[str, Any]]:
     """In one query: the ledger's state (``[head_seq, head_hash, last fold pk]``), its stored
-    check (as :func:`check_read` gives it, or ``None``) and the current claim
+    check (``{"state", "problems", "checked_at"}`` with an ISO time, or ``None``) and the
+    current claim
     (``{"key", "at"}``, empty values when none)."""
     last = Fold.objects.filter(journal=OuterRef("pk")).order_by("-number").values("pk")[:1]
     row = (

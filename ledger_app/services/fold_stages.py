@@ -35,11 +35,9 @@ from journal_app.models import Entry, Journal
 from journal_app.rounds import complete_prefix_end, group_rounds
 from journal_app.tokens import source_label
 from ledger_app import hooks, model_writer, reducer
-from ledger_app.budget import render_fact
 from ledger_app.delta_manifest import Manifest, covered_make, delta_make, manifest_make
 from ledger_app.errors import FoldFailed, FoldRefused
 from ledger_app.facts import Fact
-from ledger_app.loss import loss_report, term_key
 from ledger_app.mechanical import EntryView, pin_facts, redact_op, required_pins, stamp_keys
 from ledger_app.model_writer import Composition, WriterFailed
 from ledger_app.models import Fold, FoldAttempt, RetirementRequest
@@ -55,6 +53,7 @@ from ledger_app.services.entries import (
 )
 from ledger_app.services.fold_attempts import attempt_record, attempt_store
 from ledger_app.services.pins_check import instructions_check, pins_to_check
+from ledger_app.services.range_figures import interrupted_calls, range_loss
 from ledger_app.services.records import fold_seal
 from ledger_app.services.state import facts_known, latest_fold, writer_state
 from ledger_app.services.store import (
@@ -64,7 +63,6 @@ from ledger_app.services.store import (
     delta_apply,
     fold_store,
     pins_count,
-    terms_indexed,
 )
 
 #: entries read past a fold's limit (see :func:`plan`)
@@ -369,28 +367,6 @@ def reduce(
             "from": recovery.note,
         }
     return manifest
-
-
-def interrupted_calls(rounds: list[Any], end: int) -> list[str]:
-    """The ids of the tool calls left without a result in the ``rounds`` (API rounds,
-    :func:`journal_app.rounds.group_rounds`) that end at or before seq ``end``."""
-    return [c for r in rounds if r.last_seq <= end for c in r.interrupted_call_ids]
-
-
-def range_loss(
-    journal: Journal,
-    views: list[EntryView],
-    identifiers: dict[str, list[Identifier]],
-    applied: Applied,
-) -> dict[str, Any]:
-    """The loss report of a fold over ``views`` (:func:`ledger_app.loss.loss_report`): the
-    covered entries' stored identifiers (``identifiers``: entry hash -> identifiers) against
-    the term index of the active facts, searching only the text this fold wrote."""
-    ledger_text = "\n".join(render_fact(f) for f in applied.active_added())
-    indexed = terms_indexed(
-        journal, (term_key(i.value) for found in identifiers.values() for i in found), applied
-    )
-    return loss_report(views, ledger_text, identifiers=identifiers, indexed=indexed).to_dict()
 
 
 def store(

@@ -32,8 +32,8 @@ from ledger_app.services.entries import (
     fold_context,
     range_hash,
 )
-from ledger_app.services.fold_stages import interrupted_calls, range_loss
 from ledger_app.services.pins_check import instructions_check, pins_to_check
+from ledger_app.services.range_figures import interrupted_calls, range_loss
 from ledger_app.services.state import current_facts, facts_known, latest_fold, writer_state
 from ledger_app.services.store import FoldResult, active_tokens, delta_apply, fold_store, pins_count
 from ledger_app.services.writer_registry import writer_resolve

@@ -54,12 +54,6 @@ class FoldResult:
     consolidation: Fold | None = None
 
 
-#: a checkpoint every this many folds at most (``LEDGER_CHECKPOINT_EVERY_FOLDS``)
-CHECKPOINT_EVERY_FOLDS = 1000
-#: ... or once the deltas since the last one are this many times its size
-CHECKPOINT_DELTA_RATIO = 2.0
-
-
 def _term(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
@@ -277,8 +271,8 @@ def _checkpoint_due(since: dict[str, int] | None, delta_bytes: int) -> bool:
         folds_since=int(since["folds"]) + 1,
         delta_bytes_since=int(since["delta_bytes"]) + delta_bytes,
         state_bytes_at_last=int(since["state_bytes"]),
-        every=int(getattr(settings, "LEDGER_CHECKPOINT_EVERY_FOLDS", CHECKPOINT_EVERY_FOLDS)),
-        ratio=float(getattr(settings, "LEDGER_CHECKPOINT_DELTA_RATIO", CHECKPOINT_DELTA_RATIO)),
+        every=settings.LEDGER_CHECKPOINT_EVERY_FOLDS,
+        ratio=settings.LEDGER_CHECKPOINT_DELTA_RATIO,
     )
 
 

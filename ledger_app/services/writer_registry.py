@@ -4,7 +4,7 @@
 ``offline``; ``mechanical`` is asked for by name only (it is otherwise the labelled fallback
 a model fold falls back to after a rejected repair, inside
 :func:`ledger_app.model_writer.compose`). Every entry point (the fold service, ``compact``,
-the task, the API, the UI's what-if refold) resolves a writer through :func:`writer_resolve`.
+the task, the API, ``compact --refold``) resolves a writer through :func:`writer_resolve`.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def writer_resolve(writer: str | Writer | ModelWriter | None = None) -> Any:
 
     Args:
         writer: ``None`` (the configured default, :func:`default_writer`), a name from
-            :data:`WRITER_NAMES`, or a writer object (tests, the what-if refold).
+            :data:`WRITER_NAMES`, or a writer object (tests).
 
     Returns:
         A writer with ``id``, ``label``, ``prompt_version`` and ``propose`` (or a

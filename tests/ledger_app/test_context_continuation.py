@@ -216,7 +216,7 @@ def test_a_closed_request_is_one_line_and_never_shown_as_current():
 
 
 def test_a_closed_request_shown_whole_fails_the_context_check():
-    from ledger_app.context.builder import Builder
+    from ledger_app.context.build_state import Builder
     from ledger_app.context.final_request import done_request_problems
     from ledger_app.validation import Meter
 
@@ -244,7 +244,7 @@ def test_a_closed_request_shown_whole_fails_the_context_check():
 
 
 def test_pins_are_shown_through_pin_shown_text(monkeypatch):
-    import ledger_app.context.builder as builder
+    import ledger_app.context.build_state as builder
     import ledger_app.context.final_request as final_request
 
     entries = waves_session()

@@ -1,6 +1,6 @@
 """Ledger diff between two states (pure)."""
 
-from ledger_app.diff import state_diff
+from ledger_app.fact_changes import state_diff
 
 
 def _fact(fid, priority="P1", **kw):

@@ -15,7 +15,7 @@ from journal_app.formats.base import message
 from journal_app.models import Entry
 from journal_app.services import journal_append
 from ledger_app import selectors
-from ledger_app.diff import state_diff
+from ledger_app.fact_changes import state_diff
 from ledger_app.selectors import fold_diff
 from ledger_app.selectors.ui import ScopeLinks, value_node
 from ledger_app.services import ledger_fold

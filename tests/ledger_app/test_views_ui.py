@@ -9,7 +9,7 @@ from django.urls import reverse
 from journal_app.formats.base import message, tool_result
 from journal_app.models import Entry
 from journal_app.services import journal_append
-from ledger_app.diff import FieldChange
+from ledger_app.fact_changes import FieldChange
 from ledger_app.models import FoldAttempt
 from ledger_app.selectors.ui import field_rows, text_diff
 from ledger_app.services import ledger_fold
