@@ -41,7 +41,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.views.decorators.csrf import csrf_exempt
 
 from journal_app.auth import PayloadTooLarge, check_body_size
-from journal_app.chain import EntryInvalid
+from journal_app.entry_validation import EntryInvalid
 from journal_app.errors import DomainError, MalformedBody
 from journal_app.formats.base import short_title
 from proxy_app import services
