@@ -43,7 +43,7 @@ from django.views.decorators.csrf import csrf_exempt
 from journal_app.auth import PayloadTooLarge, check_body_size
 from journal_app.entry_validation import EntryInvalid
 from journal_app.errors import DomainError, MalformedBody
-from journal_app.formats.base import short_title
+from journal_app.formats.titles import short_title
 from proxy_app import services
 from proxy_app.bodies import bad_text, json_depth, may_hold_bad_text
 from proxy_app.errors import BodyRefused
