@@ -1,7 +1,7 @@
 """The request for the next model call, built in a controlled order (DESIGN.md section 6, seed 001).
 
 Pure package: no Django, no database. Input: the journal's entries as plain views
-(:class:`ledger_app.mechanical.EntryView`, as of one revision), the ledger state with the
+(:class:`ledger_app.entry_view.EntryView`, as of one revision), the ledger state with the
 last seq its folds cover, the artifact receipts of oversized tool results, budgets in tokens
 and a target format (``"openai"``: Chat Completions messages; ``"anthropic"``: Messages).
 

@@ -25,7 +25,8 @@ from ledger_app.context.common import (
 )
 from ledger_app.context.compaction import cut, drop, project, recover, shrink
 from ledger_app.context.final_request import fill_share, rebuild
-from ledger_app.mechanical import EntryView, is_pin_source
+from ledger_app.entry_view import EntryView
+from ledger_app.pin_facts import is_pin_source
 from ledger_app.validation import (
     ARTIFACT_CHECKS,
     BUDGET_CHECKS,

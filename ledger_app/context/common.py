@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ledger_app.budget import SUPPORT_PREFIX
-from ledger_app.mechanical import EntryView
+from ledger_app.entry_view import EntryView
 from ledger_app.validation import ArtifactInfo
 
 #: Target format -> the ``format`` label of the model view.

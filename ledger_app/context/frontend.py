@@ -16,7 +16,7 @@ from typing import Any
 from journal_app import privacy
 from journal_app.artifacts import make_preview, media_type_of
 from ledger_app.context.common import args_text, clip
-from ledger_app.mechanical import EntryView
+from ledger_app.entry_view import EntryView
 
 #: Characters of a call's arguments shown.
 ARGS_SHOWN = 2000

@@ -21,7 +21,7 @@ from journal_app.artifacts import (
     media_type_of,
 )
 from ledger_app.context.common import short
-from ledger_app.mechanical import EntryView
+from ledger_app.entry_view import EntryView
 from ledger_app.validation import RECEIPT_MARK
 
 
