@@ -43,7 +43,7 @@ from journal_app.services import (
     session_ensure,
 )
 from journal_app.tokens import count_tokens, source_label
-from ledger_app.context.common import short
+from ledger_app.context.entry_text import short
 from ledger_app.services import latest_fold
 from ledger_app.services.context import context_build
 from ledger_app.validation import Meter

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from journal_app.rounds import Round
-from ledger_app.context.common import args_text
+from ledger_app.context.entry_text import args_text
 from ledger_app.entry_view import EntryView
 from ledger_app.pin_facts import is_pin_source
 

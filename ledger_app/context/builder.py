@@ -28,8 +28,8 @@ from ledger_app.context.assembly import (
     round_parts,
 )
 from ledger_app.context.checkpoint import Checkpoint, fact_line, imported_summaries
-from ledger_app.context.common import ArtifactResolver, FoldCallback
 from ledger_app.context.continuation import done_request_line, is_closed_request
+from ledger_app.context.inputs import ArtifactResolver, FoldCallback
 from ledger_app.context.task_state import current_goal, pending_approvals, task_state_text
 from ledger_app.context.thinking import loop_thinking, thinking_part
 from ledger_app.entry_view import EntryView
