@@ -1,4 +1,4 @@
-"""The one privacy module (issue 12, item 3): pure tests, no database."""
+"""The one privacy module and its secret patterns: pure tests, no database."""
 
 from __future__ import annotations
 
