@@ -1,9 +1,10 @@
-"""Building and checking the hash chain of a journal (DESIGN.md section 4). Pure.
+"""Building a journal's hash chain and each entry's figures hash (DESIGN.md section 4). Pure.
 
 :func:`prepare_entries` turns parsed items into rows ready to insert: canonical body,
 ``body_hash``, ``byte_length``, metadata hash, ``parent_hash`` and ``entry_hash``, chunks and
-token counts. :func:`check_entry` recomputes all of it from stored values and lists every
-mismatch, which is what ``verify_journal`` and the "hash verified" badge rely on.
+token counts. :func:`journal_app.chain_check.check_entry` recomputes all of it from stored
+values and lists every mismatch, which is what ``journal_verify`` and the "hash verified"
+badge rely on.
 
 The figures derived at append (``token_count``, ``token_source``, ``source_ref`` and the
 artifact an oversized result was moved to, with its size and token figures) are not part
@@ -20,9 +21,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from journal_app.chunking import ChunkSpec, chunk
 from journal_app.content import content_text
@@ -292,129 +293,3 @@ def check_figures(
             else ""
         )
     ]
-
-
-@dataclass(frozen=True)
-class StoredChunk:
-    position: int
-    offset: int
-    length: int
-    hash: str
-
-
-class StoredFields(Protocol):
-    """The stored columns of an entry that :func:`check_entry` re-hashes: an ``Entry`` row,
-    a row of ``journal_verify``'s stream or recovery's ``StoredEntry`` all have them."""
-
-    @property
-    def seq(self) -> int: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def role(self) -> str: ...
-    @property
-    def tool_call_id(self) -> str: ...
-    @property
-    def tool_name(self) -> str: ...
-    @property
-    def derived(self) -> bool: ...
-    @property
-    def is_error(self) -> bool | None: ...
-    @property
-    def body(self) -> str: ...
-    @property
-    def body_hash(self) -> str: ...
-    @property
-    def byte_length(self) -> int: ...
-    @property
-    def meta(self) -> str: ...
-    @property
-    def meta_hash(self) -> str: ...
-    @property
-    def parent_hash(self) -> str: ...
-    @property
-    def entry_hash(self) -> str: ...
-
-
-def check_entry(
-    stored: StoredFields,
-    *,
-    scope: Mapping[str, str],
-    chunks: Sequence[StoredChunk],
-    expected_parent: str | None,
-    chunk_bytes: int,
-) -> list[str]:
-    """Recompute every hash of one stored entry and list what does not match.
-
-    The one entry check: ``Entry.hash_problems`` (the "hash verified" badge,
-    ``journal_app.services.entry_check``), ``journal_verify`` and recovery's verified read
-    (``recovery_app.snapshot.verify_read``) all call it.
-
-    Args:
-        stored: the entry's stored columns (:class:`StoredFields`).
-        scope: ``tenant``, ``session``, ``lane``, ``branch`` the entry header is hashed under.
-        chunks: the entry's stored chunks, in order.
-        expected_parent: the previous entry's stored ``entry_hash`` (``""`` for seq 1), or
-            ``None`` to skip the chain check (a single-entry badge).
-        chunk_bytes: the journal's chunk size.
-
-    Returns:
-        Problems as short sentences naming the field (``"body_hash: stored ..., recomputed
-        ..."``); empty when everything matches.
-    """
-    problems: list[str] = []
-    raw = stored.body.encode("utf-8", errors="surrogatepass")
-    recomputed_body = body_hash(raw)
-    if recomputed_body != stored.body_hash:
-        problems.append(f"body_hash: stored {stored.body_hash}, recomputed {recomputed_body}")
-    if len(raw) != stored.byte_length:
-        problems.append(f"byte_length: stored {stored.byte_length}, recomputed {len(raw)}")
-    recomputed_meta = hashlib.sha256(
-        stored.meta.encode("utf-8", errors="surrogatepass")
-    ).hexdigest()
-    if recomputed_meta != stored.meta_hash:
-        problems.append(f"meta_hash: stored {stored.meta_hash}, recomputed {recomputed_meta}")
-    if expected_parent is not None and stored.parent_hash != expected_parent:
-        problems.append(
-            f"parent_hash: stored {stored.parent_hash}, previous entry is {expected_parent}"
-        )
-    recomputed_entry = header_hash(
-        tenant=scope["tenant"],
-        session=scope["session"],
-        lane=scope["lane"],
-        branch=scope["branch"],
-        seq=stored.seq,
-        kind=stored.kind,
-        role=stored.role,
-        tool_call_id=stored.tool_call_id,
-        body_hash=recomputed_body,
-        byte_length=len(raw),
-        parent_hash=stored.parent_hash,
-        meta_hash=recomputed_meta,
-        derived=stored.derived,
-        tool_name=stored.tool_name,
-    )
-    if recomputed_entry != stored.entry_hash:
-        problems.append(f"entry_hash: stored {stored.entry_hash}, recomputed {recomputed_entry}")
-    if stored.is_error is not None and stored.kind == "tool_result":
-        try:
-            shown = bool(json.loads(stored.body).get("is_error"))
-        except (ValueError, AttributeError):
-            shown = None
-        if shown is not None and shown != stored.is_error:
-            problems.append(f"is_error: stored {stored.is_error}, the body says {shown}")
-    expected_chunks = chunk(raw, chunk_bytes)
-    if len(expected_chunks) != len(chunks):
-        problems.append(f"chunks: stored {len(chunks)}, recomputed {len(expected_chunks)}")
-    for want, got in zip(expected_chunks, chunks, strict=False):
-        if (want.position, want.offset, want.length, want.hash) != (
-            got.position,
-            got.offset,
-            got.length,
-            got.hash,
-        ):
-            problems.append(
-                f"chunk {got.position}: stored offset {got.offset} length {got.length} "
-                f"hash {got.hash}, recomputed offset {want.offset} length {want.length} hash {want.hash}"
-            )
-    return problems
