@@ -12,7 +12,7 @@ from journal_app.errors import DomainError
 
 
 class RecoveryError(DomainError):
-    """Base of recovery's own domain errors (the pure modules' errors are listed in __all__)."""
+    """Base of recovery's own domain errors (HTTP 422 unless a subclass says otherwise)."""
 
     status = 422
     code = "invalid_request"
