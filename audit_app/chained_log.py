@@ -17,7 +17,7 @@ import rfc8785
 from django.db import IntegrityError, models, transaction
 
 from audit_app.models import LogRecord
-from journal_app.chain import record_hash, record_value
+from journal_app.record_chain import record_hash, record_value
 
 #: the models whose every write is logged: ``app_label.ModelName`` -> (model, the lookup of
 #: its tenant's pk); filled by :func:`log_register` from the apps' ``ready()``

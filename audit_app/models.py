@@ -121,9 +121,9 @@ class LogRecord(AppendOnlyModel):
 
     Every write of a retirement request (its creation and its decision), a comment, an
     annotation and an audit event appends the row as stored (``record``: canonical JSON of
-    every column, :func:`journal_app.chain.record_value` values) to the chain of its tenant
+    every column, :func:`journal_app.record_chain.record_value` values) to the chain of its tenant
     (``chain``: the tenant's pk, 0 for account events). ``record_hash`` is
-    :func:`journal_app.chain.record_hash` of the record (with its chain, seq, model and
+    :func:`journal_app.record_chain.record_hash` of the record (with its chain, seq, model and
     object id) chained to ``previous``, the hash of the record before it. Append-only (the
     model layer; on PostgreSQL a trigger too); ``verify_ledger`` recomputes the chain and
     compares each row with its latest record (:func:`audit_app.chained_log.log_verify`).

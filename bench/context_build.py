@@ -54,7 +54,7 @@ def views_of(n_entries: int, seed: int = 0) -> tuple[list[Any], dict[str, int]]:
     token count of each (entry hash -> tokens)."""
     from bench.generator import iter_session
     from journal_app.chain import prepare_entries
-    from ledger_app.mechanical import EntryView
+    from ledger_app.entry_view import EntryView
 
     scope = {"tenant": "bench", "session": f"ctx{n_entries}", "lane": "main", "branch": "main"}
     prepared = prepare_entries(

@@ -60,7 +60,7 @@ def _sources() -> list[Path]:
 def _views(path: Path) -> tuple[list[Any], dict[str, int]]:
     from journal_app.chain import prepare_entries
     from journal_app.formats import parse_path
-    from ledger_app.mechanical import EntryView
+    from ledger_app.entry_view import EntryView
 
     prepared = prepare_entries(
         scope=SCOPE, start_seq=1, parent_hash="", items=parse_path(path).entries, chunk_bytes=4096
@@ -145,14 +145,14 @@ def _pins(entries: list[Any], ledger: Any = None, *, listed_verbatim: bool = Fal
     :func:`ledger_app.services.context_reads.session_pins` says for a stored journal: each
     authoritative message's pin as a context shows it (harness blocks such as Codex's
     ``<environment_context>`` left out, attachments as receipts:
-    :func:`ledger_app.mechanical.pin_fact`, :func:`ledger_app.pins.pin_shown_text`), less the
+    :func:`ledger_app.pin_facts.pin_fact`, :func:`ledger_app.pins.pin_shown_text`), less the
     pins ``ledger`` (the state the build ended with) has retired, superseded or closed (a
     done request is one line); of the open requests the ledger holds, the latest three are
     expected verbatim, the next ten as their one line (:func:`ledger_app.pins.request_line`)
     and the rest not at all (DESIGN.md 6: :func:`ledger_app.pins.open_requests_split`). The
     same pins for both sides; ``listed_verbatim`` (the trimmed baseline, which has no record
     lines): the next ten are expected as their whole text."""
-    from ledger_app.mechanical import is_pin_source, pin_fact
+    from ledger_app.pin_facts import is_pin_source, pin_fact
     from ledger_app.pins import open_requests_split, pin_shown_text, request_line
 
     facts = {

@@ -54,8 +54,8 @@ from journal_app.services import journal_append, journal_ensure, session_ensure,
 from ledger_app import reducer, selectors
 from ledger_app.budget import render_fact
 from ledger_app.loss import ledger_terms
-from ledger_app.mechanical import is_pin_source, pin_fact, required_pins
 from ledger_app.models import Fold, LedgerFact, LedgerTerm
+from ledger_app.pin_facts import is_pin_source, pin_fact, required_pins
 from ledger_app.services import (
     fold_stages,
     ledger_compact,

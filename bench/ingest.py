@@ -19,7 +19,7 @@ ones (indexes included), in one transaction, best of three: the database's own w
 rows, no Python per row.
 
 **The whole import** (the row a user pays):
-:func:`ledger_app.services.reimport.transcript_import` (what ``manage.py import_journal`` runs) of a generated ``openai-chat`` file of
+:func:`ledger_app.services.transcript_import.transcript_import` (what ``manage.py import_journal`` runs) of a generated ``openai-chat`` file of
 ``IMPORT_ENTRIES`` entries (4,000; 20,000 with ``--full``): reading and parsing the file,
 hashing, token counting, chunking, artifacts, the COPY of entries and chunks, and the derived
 rows (identifiers, search index) run eagerly after commit as on the embedded default; the
@@ -320,7 +320,7 @@ def timed_import(path: str, tenant: str = "bench") -> tuple[Any, float]:
     rows (identifiers, search index) eager after commit as on the embedded default, no fold
     (threshold raised); returns ``(ImportResult, seconds)``. The caller provides
     ``MEDIA_ROOT``."""
-    from ledger_app.services.reimport import transcript_import
+    from ledger_app.services.transcript_import import transcript_import
 
     conf = current_app.conf
     eager = conf.task_always_eager

@@ -42,10 +42,10 @@ def sources() -> list[Path]:
 
 
 def views_of(path: Path) -> list[Any]:
-    """The entries of one transcript as :class:`ledger_app.mechanical.EntryView`."""
+    """The entries of one transcript as :class:`ledger_app.entry_view.EntryView`."""
     from journal_app.content import content_text
     from journal_app.formats import parse_path
-    from ledger_app.mechanical import EntryView
+    from ledger_app.entry_view import EntryView
 
     session = parse_path(path)
     return [
@@ -70,7 +70,7 @@ def reduce_one_fold(views: list[Any], ops: list[dict[str, Any]]) -> Any:
     """The reducer's :class:`~ledger_app.reducer.Reduction` of ``ops`` as fold 1 over
     ``views`` (every view is evidence of that fold), from the empty state."""
     from ledger_app import reducer
-    from ledger_app.mechanical import required_pins
+    from ledger_app.pin_facts import required_pins
 
     evidence = {
         v.entry_hash: {
@@ -97,8 +97,8 @@ def reduce_one_fold(views: list[Any], ops: list[dict[str, Any]]) -> Any:
 def ledger_text(views: list[Any]) -> str:
     """The rendered active facts of one offline fold over ``views``."""
     from ledger_app.budget import render_fact
-    from ledger_app.mechanical import is_pin_source, pin_fact
     from ledger_app.offline import EvidenceIndex, OfflineWriter, check_item
+    from ledger_app.pin_facts import is_pin_source, pin_fact
 
     index = EvidenceIndex(views)
     proposed = OfflineWriter().propose(views, {})

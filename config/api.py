@@ -87,7 +87,7 @@ from audit_app.api import router as audit_router
 from config.api_body import ApiParser, entry_of, field_path
 from journal_app.api import router as journal_router
 from journal_app.auth import api_key_auth
-from journal_app.chain import EntryInvalid
+from journal_app.entry_validation import EntryInvalid
 from journal_app.errors import DomainError
 from journal_app.formats import FormatError
 from journal_app.waterfall_api import router as waterfall_router

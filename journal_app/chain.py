@@ -1,9 +1,10 @@
-"""Building and checking the hash chain of a journal (DESIGN.md section 4). Pure.
+"""Building a journal's hash chain and each entry's figures hash (DESIGN.md section 4). Pure.
 
 :func:`prepare_entries` turns parsed items into rows ready to insert: canonical body,
 ``body_hash``, ``byte_length``, metadata hash, ``parent_hash`` and ``entry_hash``, chunks and
-token counts. :func:`check_entry` recomputes all of it from stored values and lists every
-mismatch, which is what ``verify_journal`` and the "hash verified" badge rely on.
+token counts. :func:`journal_app.chain_check.check_entry` recomputes all of it from stored
+values and lists every mismatch, which is what ``journal_verify`` and the "hash verified"
+badge rely on.
 
 The figures derived at append (``token_count``, ``token_source``, ``source_ref`` and the
 artifact an oversized result was moved to, with its size and token figures) are not part
@@ -11,19 +12,23 @@ of the entry header: they depend on the tokenizer and the artifact threshold, no
 was said. :func:`figures_hash` binds them to the entry instead, and
 :func:`check_figures` recomputes it, so a change to any of them is reported at its entry
 without recounting tokens.
+
+What an item must be to become an entry is :mod:`journal_app.entry_validation`; the hash
+chains of stored records (folds, the audit log) are :mod:`journal_app.record_chain`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from journal_app.chunking import ChunkSpec, chunk
 from journal_app.content import content_text
-from journal_app.formats.base import KINDS, ROLES, ParsedEntry
+from journal_app.entry_validation import EntryInvalid, validate_item
+from journal_app.formats.base import ParsedEntry
 from journal_app.hashing import (
     CanonicalisationError,
     body_hash,
@@ -31,33 +36,6 @@ from journal_app.hashing import (
     header_hash,
 )
 from journal_app.tokens import count_tokens, source_label
-
-#: which roles each kind may carry (journal_app.formats.base documents the shapes)
-ROLES_OF_KIND: dict[str, tuple[str, ...]] = {
-    "message": ("system", "developer", "user", "assistant"),
-    "tool_call": ("assistant",),
-    "tool_result": ("tool",),
-    "reasoning": ("assistant",),
-    "event": ("runtime",),
-}
-
-
-#: the longest ``tool_call_id`` and ``tool_name`` stored (characters; the ``Entry`` columns'
-#: ``max_length``). The entry hash covers both whole, so a longer value is refused here, on
-#: the one path every surface appends through (importers, API, proxy, follow), never cut.
-MAX_TOOL_FIELD_CHARS = 200
-
-
-class EntryInvalid(ValueError):
-    """An item cannot become an entry. ``index`` is its position in the batch, ``field`` the field."""
-
-    def __init__(self, index: int, field_name: str, reason: str, source_ref: str = "") -> None:
-        self.index = index
-        self.field = field_name
-        self.reason = reason
-        self.source_ref = source_ref
-        where = f"entry {index}" + (f" ({source_ref})" if source_ref else "")
-        super().__init__(f"{where}, field {field_name!r}: {reason}")
 
 
 @dataclass
@@ -94,76 +72,6 @@ def _meta_of(item: ParsedEntry) -> dict[str, Any]:
     return meta
 
 
-def _validate(index: int, item: ParsedEntry) -> None:
-    ref = item.source_ref
-    if item.kind not in KINDS:
-        raise EntryInvalid(
-            index, "kind", f"unknown kind {item.kind!r} (known: {', '.join(KINDS)})", ref
-        )
-    if item.role not in ROLES:
-        raise EntryInvalid(
-            index, "role", f"unknown role {item.role!r} (known: {', '.join(ROLES)})", ref
-        )
-    if not isinstance(item.content, dict):
-        raise EntryInvalid(index, "content", "content must be a JSON object", ref)
-    if item.kind == "message" and not isinstance(item.content.get("text"), str):
-        raise EntryInvalid(index, "content.text", "a message needs its text (null content)", ref)
-    for name in ("tool_call_id", "tool_name"):
-        value = getattr(item, name)
-        if "\x00" in value:
-            raise EntryInvalid(index, name, "contains a NUL character", ref)
-        if len(value) > MAX_TOOL_FIELD_CHARS:
-            raise EntryInvalid(
-                index,
-                name,
-                f"is {len(value)} characters; at most {MAX_TOOL_FIELD_CHARS} are stored "
-                "(the entry hash covers it whole)",
-                ref,
-            )
-    if item.kind in ("tool_call", "tool_result") and not item.tool_call_id:
-        raise EntryInvalid(index, "tool_call_id", f"a {item.kind} needs a tool_call_id", ref)
-    if item.token_figure is not None:
-        tokens, source = item.token_figure
-        if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
-            raise EntryInvalid(index, "token_figure", "tokens must be an integer >= 0", ref)
-        if not isinstance(source, str) or not 0 < len(source) <= 40:
-            raise EntryInvalid(index, "token_figure", "source must be 1-40 characters", ref)
-    if item.kind == "tool_result" and not isinstance(item.content.get("output"), str):
-        raise EntryInvalid(index, "content.output", "a tool result needs its output text", ref)
-    allowed = ROLES_OF_KIND.get(item.kind)
-    if allowed and item.role not in allowed:
-        raise EntryInvalid(
-            index, "role", f"a {item.kind} has role {' or '.join(allowed)}, not {item.role!r}", ref
-        )
-    content = item.content
-    if item.kind == "tool_result":
-        if "is_error" in content and not isinstance(content["is_error"], bool):
-            raise EntryInvalid(index, "content.is_error", "must be true or false", ref)
-        code = content.get("exit_code")
-        if code is not None and (isinstance(code, bool) or not isinstance(code, int)):
-            raise EntryInvalid(index, "content.exit_code", "must be an integer or null", ref)
-    if item.kind == "tool_call" and not isinstance(content.get("name"), str):
-        raise EntryInvalid(index, "content.name", "a tool call needs its tool name", ref)
-    if item.kind == "tool_call" and not isinstance(content.get("arguments", {}), dict | str):
-        raise EntryInvalid(
-            index,
-            "content.arguments",
-            "tool arguments must be a JSON object (or the raw string the model sent), not "
-            + _type_name(content.get("arguments")),
-            ref,
-        )
-    if item.kind == "event" and not isinstance(content.get("type"), str):
-        raise EntryInvalid(index, "content.type", "an event needs its type", ref)
-
-
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    return {bool: "a boolean", int: "a number", float: "a number", list: "a list"}.get(
-        type(value), type(value).__name__
-    )
-
-
 def prepare_entries(
     *,
     scope: Mapping[str, str],
@@ -194,7 +102,7 @@ def prepare_entries(
     out: list[PreparedEntry] = []
     parent = parent_hash
     for index, item in enumerate(items):
-        _validate(index, item)
+        validate_item(index, item)
         try:
             body_bytes = canonical_record(item.content)
         except CanonicalisationError as exc:
@@ -385,166 +293,3 @@ def check_figures(
             else ""
         )
     ]
-
-
-@dataclass(frozen=True)
-class StoredChunk:
-    position: int
-    offset: int
-    length: int
-    hash: str
-
-
-class StoredFields(Protocol):
-    """The stored columns of an entry that :func:`check_entry` re-hashes: an ``Entry`` row,
-    a row of ``journal_verify``'s stream or recovery's ``StoredEntry`` all have them."""
-
-    @property
-    def seq(self) -> int: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def role(self) -> str: ...
-    @property
-    def tool_call_id(self) -> str: ...
-    @property
-    def tool_name(self) -> str: ...
-    @property
-    def derived(self) -> bool: ...
-    @property
-    def is_error(self) -> bool | None: ...
-    @property
-    def body(self) -> str: ...
-    @property
-    def body_hash(self) -> str: ...
-    @property
-    def byte_length(self) -> int: ...
-    @property
-    def meta(self) -> str: ...
-    @property
-    def meta_hash(self) -> str: ...
-    @property
-    def parent_hash(self) -> str: ...
-    @property
-    def entry_hash(self) -> str: ...
-
-
-def check_entry(
-    stored: StoredFields,
-    *,
-    scope: Mapping[str, str],
-    chunks: Sequence[StoredChunk],
-    expected_parent: str | None,
-    chunk_bytes: int,
-) -> list[str]:
-    """Recompute every hash of one stored entry and list what does not match.
-
-    The one entry check: ``Entry.hash_problems`` (the "hash verified" badge,
-    ``journal_app.services.entry_check``), ``journal_verify`` and recovery's verified read
-    (``recovery_app.snapshot.verify_read``) all call it.
-
-    Args:
-        stored: the entry's stored columns (:class:`StoredFields`).
-        scope: ``tenant``, ``session``, ``lane``, ``branch`` the entry header is hashed under.
-        chunks: the entry's stored chunks, in order.
-        expected_parent: the previous entry's stored ``entry_hash`` (``""`` for seq 1), or
-            ``None`` to skip the chain check (a single-entry badge).
-        chunk_bytes: the journal's chunk size.
-
-    Returns:
-        Problems as short sentences naming the field (``"body_hash: stored ..., recomputed
-        ..."``); empty when everything matches.
-    """
-    problems: list[str] = []
-    raw = stored.body.encode("utf-8", errors="surrogatepass")
-    recomputed_body = body_hash(raw)
-    if recomputed_body != stored.body_hash:
-        problems.append(f"body_hash: stored {stored.body_hash}, recomputed {recomputed_body}")
-    if len(raw) != stored.byte_length:
-        problems.append(f"byte_length: stored {stored.byte_length}, recomputed {len(raw)}")
-    recomputed_meta = hashlib.sha256(
-        stored.meta.encode("utf-8", errors="surrogatepass")
-    ).hexdigest()
-    if recomputed_meta != stored.meta_hash:
-        problems.append(f"meta_hash: stored {stored.meta_hash}, recomputed {recomputed_meta}")
-    if expected_parent is not None and stored.parent_hash != expected_parent:
-        problems.append(
-            f"parent_hash: stored {stored.parent_hash}, previous entry is {expected_parent}"
-        )
-    recomputed_entry = header_hash(
-        tenant=scope["tenant"],
-        session=scope["session"],
-        lane=scope["lane"],
-        branch=scope["branch"],
-        seq=stored.seq,
-        kind=stored.kind,
-        role=stored.role,
-        tool_call_id=stored.tool_call_id,
-        body_hash=recomputed_body,
-        byte_length=len(raw),
-        parent_hash=stored.parent_hash,
-        meta_hash=recomputed_meta,
-        derived=stored.derived,
-        tool_name=stored.tool_name,
-    )
-    if recomputed_entry != stored.entry_hash:
-        problems.append(f"entry_hash: stored {stored.entry_hash}, recomputed {recomputed_entry}")
-    if stored.is_error is not None and stored.kind == "tool_result":
-        try:
-            shown = bool(json.loads(stored.body).get("is_error"))
-        except (ValueError, AttributeError):
-            shown = None
-        if shown is not None and shown != stored.is_error:
-            problems.append(f"is_error: stored {stored.is_error}, the body says {shown}")
-    expected_chunks = chunk(raw, chunk_bytes)
-    if len(expected_chunks) != len(chunks):
-        problems.append(f"chunks: stored {len(chunks)}, recomputed {len(expected_chunks)}")
-    for want, got in zip(expected_chunks, chunks, strict=False):
-        if (want.position, want.offset, want.length, want.hash) != (
-            got.position,
-            got.offset,
-            got.length,
-            got.hash,
-        ):
-            problems.append(
-                f"chunk {got.position}: stored offset {got.offset} length {got.length} "
-                f"hash {got.hash}, recomputed offset {want.offset} length {want.length} hash {want.hash}"
-            )
-    return problems
-
-
-# Record chains (folds, and the log of reviews, comments and audit events) -----------------
-
-
-def record_value(value: Any) -> Any:
-    """A stored column's value as the record hash sees it: datetimes and dates as ISO 8601
-    text (UTC as stored), ``Decimal``/UUID as text, everything JSON already is unchanged."""
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    if value is None or isinstance(value, bool | int | float | str | list | dict):
-        return value
-    return str(value)
-
-
-def text_digest(text: str | None) -> str | None:
-    """sha256 hex of a stored text (a proposal's raw model answer: hashed, not copied)."""
-    if text is None:
-        return None
-    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
-
-
-def record_hash(*, previous: str, record: Mapping[str, Any]) -> str:
-    """sha256 hex of one chained record: RFC 8785 of ``{"previous": ..., "record": ...}``.
-
-    Args:
-        previous: the previous record's hash in its chain (``""`` for the first).
-        record: the record's stored values (column name to :func:`record_value` values).
-
-    Returns:
-        The record hash; changing any value, or the previous record's hash, changes it.
-
-    Raises:
-        CanonicalisationError: a value with no RFC 8785 form (NaN, a lone surrogate).
-    """
-    data = canonical_record({"previous": previous, "record": dict(record)})
-    return hashlib.sha256(data).hexdigest()

@@ -236,7 +236,7 @@ def _strings(value: Any) -> Iterator[str]:
 def shell_command(content: dict[str, Any]) -> str:
     """The shell command of a tool call's content (``command``/``cmd``/``script``), or ``""``.
 
-    The one reading of a call's command: :func:`ledger_app.mechanical.command_of` (the
+    The one reading of a call's command: :func:`ledger_app.entry_view.command_of` (the
     reducer's command key, the offline writer) calls this.
     """
     args = content.get("arguments")

@@ -13,7 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
-from journal_app.chain import StoredChunk, check_entry
+from journal_app.chain_check import StoredChunk, check_entry
 from journal_app.content import content_text, is_authoritative
 from journal_app.hashing import display
 
@@ -319,7 +319,7 @@ class Entry(AppendOnlyModel):
         return is_authoritative(self.kind, self.role, self.derived, self.meta_dict, text=self.text)
 
     def hash_problems(self, *, expected_parent: str | None = None) -> list[str]:
-        """Recompute this entry's hashes and chunks (:func:`journal_app.chain.check_entry`).
+        """Recompute this entry's hashes and chunks (:func:`journal_app.chain_check.check_entry`).
 
         Not ``check``: that name is Django's system-check class method on every model.
 

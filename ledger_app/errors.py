@@ -59,3 +59,19 @@ class ReviewForbidden(LedgerError):
 
     status = 403
     code = "forbidden"
+
+
+class ReimportInvalid(LedgerError):
+    """The export's ledger records do not verify, or do not fit the re-imported journal
+    (HTTP 422 ``reimport_invalid``; ``field`` names the record field). Nothing is written
+    when the caller holds the import's transaction."""
+
+    status = 422
+    code = "reimport_invalid"
+
+
+class ReimportConflict(LedgerError):
+    """The journal already holds a different ledger (HTTP 409 ``reimport_conflict``)."""
+
+    status = 409
+    code = "reimport_conflict"

@@ -25,7 +25,7 @@ from journal_app.identifiers import (
     extract_identifiers,
     identifiers_of,
 )
-from ledger_app.mechanical import EntryView
+from ledger_app.entry_view import EntryView
 
 __all__ = [
     "COMMAND_LIMIT",

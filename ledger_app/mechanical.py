@@ -1,37 +1,33 @@
-"""Mechanical facts: what code can establish without a model (DESIGN.md section 5.3). Pure.
+"""Mechanical tool facts: what code can establish of tool calls without a model. Pure.
 
-Used by the first fold and as the fallback of a fold whose model proposals were rejected:
+Used by the first fold and as the fallback of a fold whose model proposals were rejected
+(with the pins of :mod:`ledger_app.pin_facts`, DESIGN.md section 5.3):
 
-* every authoritative system, developer and user message becomes a P0 **pin** holding its
-  text verbatim minus the harness blocks inside it (author ``code``; pin rules 3: a
-  ``pin_kind``, governing or request, and its ``attachments``; :func:`pin_facts`);
-* every tool call with a result becomes one fact about its outcome: a routine read at P3
-  (``history``), another success at P2 (``verified_state``), a failure at P1 as a
-  ``blocker`` (so no later success claim may cite it as support);
+* every tool call with a result becomes one fact about its outcome (:func:`outcome_fact`):
+  a routine read at P3 (``history``), another success at P2 (``verified_state``), a failure
+  at P1 as a ``blocker`` (so no later success claim may cite it as support);
 * every tool call that never got a result in a closed round becomes a P1
   ``open_obligation`` "tool X was called and did not complete" ("is pending since seq N" when
-  the runtime declared it pending), closed by its result when that arrives later.
+  the runtime declared it pending), closed by its result when that arrives later
+  (:func:`interrupted_fact`);
+* :func:`fact_key` gives the command key by which a later run of the same command
+  supersedes a fact, and :func:`stamp_keys` sets it on a model writer's facts too.
 
-Privacy (issue 12): a pin is the authoritative text verbatim, secrets included (validation
-compares it byte for byte). Every other fact quotes journal text (a command, a path, an
-error line) only through :func:`redact`, before it is clipped, so no non-pin fact copies a
-secret value.
+Every fact quotes journal text only through :mod:`ledger_app.fact_text` (redacted before it
+is clipped), so no such fact copies a secret value.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
-from journal_app.chunking import DEFAULT_CHUNK_BYTES
-from journal_app.content import PIN_RULES, is_authoritative, pin_text
-from journal_app.harness import DEFAULT_ATTACHMENT_TOKENS
-from journal_app.identifiers import COMMAND_LIMIT, Identifier, identifiers_of, shell_command
-from journal_app.privacy import redact_secrets
+from journal_app.identifiers import identifiers_of
 from ledger_app.consequence import is_consequential, is_test_run
+from ledger_app.entry_view import EntryView, cite, command_of
+from ledger_app.fact_text import clip, redact, shown_command
 from ledger_app.facts import Fact
 from ledger_app.outcomes import (
     QUOTE_CHARS,
@@ -41,10 +37,8 @@ from ledger_app.outcomes import (
     is_edit_tool,
     path_of,
     read_outcome,
-    support_item,
 )
 from ledger_app.pending import call_obligation
-from ledger_app.pins import classify, pin_layout
 
 READ_TOOLS = {
     "read",
@@ -65,77 +59,6 @@ READ_TOOLS = {
 _READ_COMMAND = re.compile(
     r"^\s*(?:cd [^;&|]+(?:&&|;)\s*)?(cat|ls|head|tail|grep|rg|find|sed -n|wc|pwd|tree|less|file|stat|git (?:status|log|show|diff|branch))\b"
 )
-TEXT_LIMIT = 400
-
-
-@dataclass
-class EntryView:
-    """What the mechanical rules read of one entry (built from a row by the service)."""
-
-    seq: int
-    entry_hash: str
-    kind: str
-    role: str
-    text: str
-    content: dict[str, Any]
-    tool_call_id: str = ""
-    tool_name: str = ""
-    derived: bool = False
-    is_error: bool = False
-    meta: dict[str, Any] = field(default_factory=dict)
-    #: the journal's chunk size in bytes (support items name the chunks of their quote)
-    chunk_bytes: int = DEFAULT_CHUNK_BYTES
-    #: the entry's stored identifiers (:class:`journal_app.models.EntryIdentifiers`, the
-    #: same :func:`journal_app.identifiers.identifiers_of` reading), when the service read
-    #: them; ``None``: :func:`mentions` extracts them itself (issue 18: once per entry)
-    identifiers: tuple[Identifier, ...] | None = None
-
-
-def clip(text: str, limit: int = TEXT_LIMIT) -> str:
-    """``text`` with whitespace runs collapsed, cut to ``limit`` characters (``…`` at the cut)."""
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def redact(text: str) -> str:
-    """``text`` with every secret value replaced by ``[filtered: <kind>]``.
-
-    :func:`journal_app.privacy.redact_secrets`, the one detector; deterministic, so the same
-    command always gives the same redacted text (facts match repeated commands by it).
-    """
-    return redact_secrets(text)[0]
-
-
-def redact_op(op: dict[str, Any]) -> dict[str, Any]:
-    """A copy of ``op`` with :func:`redact` applied to its reason and, unless the fact is a
-    pin (verbatim by rule, DESIGN.md 5.2), to its fact's text and support quotes.
-
-    Every op a writer proposes passes here (:func:`ledger_app.model_writer.compose`).
-    """
-    fact = op.get("fact")
-    out = dict(op)
-    if isinstance(op.get("reason"), str):
-        out["reason"] = redact(op["reason"])
-    if isinstance(fact, dict) and not fact.get("pin"):
-        fact = dict(fact)
-        if isinstance(fact.get("text"), str):
-            fact["text"] = redact(fact["text"])
-        if isinstance(fact.get("support"), list):
-            fact["support"] = [
-                {**s, "quote": redact(s["quote"])}
-                if isinstance(s, dict) and isinstance(s.get("quote"), str)
-                else s
-                for s in fact["support"]
-            ]
-        out["fact"] = fact
-    return out
-
-
-def command_of(call: EntryView) -> str:
-    """The shell command of a call, if its arguments hold one (``command``/``cmd``/``script``),
-    else ``""``: :func:`journal_app.identifiers.shell_command`, the one reading (the journal
-    sits below the ledger, so the rule lives there and this names it for the ledger)."""
-    return shell_command(call.content)
 
 
 def is_routine_read(call: EntryView) -> bool:
@@ -167,15 +90,7 @@ def _json_failure(text: str) -> str:
     return ", ".join(parts)
 
 
-def shown_command(cmd: str) -> str:
-    """A command as a fact shows it: redacted, whitespace collapsed, cut after
-    :data:`journal_app.identifiers.COMMAND_LIMIT` characters (the loss report's command
-    identifier, so a fact keeps it whole)."""
-    flat = " ".join(redact(cmd).split())
-    return flat if len(flat) <= COMMAND_LIMIT else flat[:COMMAND_LIMIT].rstrip() + "…"
-
-
-#: Identifier kinds a tool fact lists from its entries (issue 15, item 9: the loss report)
+#: Identifier kinds a tool fact lists from its entries (what the loss report counts)
 MENTION_KINDS = ("path", "url", "number", "hash", "id", "migration")
 #: Most identifiers one fact lists; the rest stay recoverable from the cited entry
 MENTION_LIMIT = 100
@@ -230,122 +145,6 @@ def _describe(call: EntryView) -> str:
     return f"`{call.tool_name}`"
 
 
-def pin_id(entry_hash: str) -> str:
-    """The id code gives the pin of the entry of ``entry_hash`` (hex): ``pin:<16 hex>``.
-    Cheaper than ``pin_fact(entry)["id"]``, which lays the message out."""
-    return f"pin:{entry_hash[:16]}"
-
-
-def pin_fact(
-    entry: EntryView,
-    *,
-    objective: bool = False,
-    attachment_tokens: int = DEFAULT_ATTACHMENT_TOKENS,
-    rules: int = PIN_RULES,
-) -> Fact:
-    """The P0 pin of one authoritative message (DESIGN.md 5.2), written by code.
-
-    Pin rules 3 (:data:`journal_app.content.PIN_RULES`): ``text`` is the message's text
-    verbatim minus the harness blocks inside it (:func:`journal_app.content.pin_text`; the
-    whole text when it is harness blocks only); ``attachments`` lists attached material over
-    ``attachment_tokens`` tokens (``PIN_ATTACHMENT_TOKENS``; :func:`ledger_app.pins.pin_layout`
-    gives the fields); ``pin_kind`` is ``"governing"`` or ``"request"`` and ``pin_reason``
-    says why (:func:`ledger_app.pins.classify`; ``objective``: the session's first request).
-    Cited by the entry's hash; id ``pin:<16 hex>``. Under ``rules`` 1 and 2 (what a fold
-    written then held, e.g. for a refold of it): the text whole, no kind, no
-    attachments.
-    """
-    base: Fact = {
-        "id": pin_id(entry.entry_hash),
-        "category": "constraint" if entry.role in ("system", "developer") else "objective",
-        "priority": "P0",
-        "lifecycle": "active",
-        "confidence": "verified",
-        "text": entry.text,
-        "support": [{"entry": entry.entry_hash}],
-        "pin": True,
-        "author": "code",
-    }
-    if rules < 3:
-        return base
-    text, attachments, words = pin_layout(entry.text, attachment_tokens=attachment_tokens)
-    kind, reason = classify(role=entry.role, words=words.strip(), objective=objective)
-    fact: Fact = {**base, "text": text, "pin_kind": kind, "pin_reason": reason, "seq": entry.seq}
-    if attachments:
-        fact["attachments"] = attachments
-    return fact
-
-
-#: ``pin_reason`` of user pins that are never the session's objective: standing instructions,
-#: and a message with no words (harness blocks or an attachment only)
-NOT_OBJECTIVE = ("instructions", "empty")
-
-
-def objective_pinned(facts: Mapping[str, Fact]) -> bool:
-    """Whether the ledger ``facts`` already hold the session's objective: an active user pin
-    (category ``objective``) whose ``pin_reason`` is not in :data:`NOT_OBJECTIVE`. Pins
-    folded before pin rules 3 count (any user pin)."""
-    return any(
-        f.get("pin")
-        and f.get("category") == "objective"
-        and f.get("lifecycle", "active") == "active"
-        and f.get("pin_reason") not in NOT_OBJECTIVE
-        for f in facts.values()
-    )
-
-
-def pin_facts(
-    entries: Sequence[EntryView],
-    *,
-    state: Mapping[str, Any] | None = None,
-    attachment_tokens: int = DEFAULT_ATTACHMENT_TOKENS,
-) -> list[Fact]:
-    """The pins of ``entries`` (every :func:`is_pin_source`, in order, :func:`pin_fact`).
-
-    The first user pin with words that are not standing instructions is the session's
-    objective, in the session's first fold only (``state["folds"]`` 0 or absent), unless
-    ``state`` (the ledger before these entries; its active pins suffice) already holds one
-    (:func:`objective_pinned`). DESIGN.md 5.2.
-    """
-    # the session's objective is in its first fold: a later fold never names one (the
-    # objective may have closed since, a request that was done: DESIGN.md 5.2)
-    first = int((state or {}).get("folds") or 0) == 0
-    want_objective = first and not objective_pinned((state or {}).get("facts") or {})
-    out: list[Fact] = []
-    for e in entries:
-        if not is_pin_source(e):
-            continue
-        fact = pin_fact(
-            e, objective=want_objective and e.role == "user", attachment_tokens=attachment_tokens
-        )
-        if want_objective and e.role == "user" and fact["pin_reason"] not in NOT_OBJECTIVE:
-            want_objective = False
-        out.append(fact)
-    return out
-
-
-def pin_text_of(entry: EntryView, rules: int = PIN_RULES) -> str:
-    """The text the pin of ``entry`` holds under pin rules ``rules``
-    (:func:`journal_app.content.pin_text`): what a required pin and a check compare."""
-    return pin_text(entry.text, rules)
-
-
-def is_pin_source(entry: EntryView, rules: int = PIN_RULES) -> bool:
-    """Authoritative message (:func:`journal_app.content.is_authoritative`, under pin rules
-    ``rules``) with non-empty text."""
-    return entry.text != "" and is_authoritative(
-        entry.kind, entry.role, entry.derived, entry.meta, text=entry.text, rules=rules
-    )
-
-
-def cite(view: EntryView, quote: str = "") -> dict[str, Any]:
-    """A support item citing ``view``, with the byte range and chunks of ``quote`` when the
-    quote is exact text of the entry (:func:`ledger_app.outcomes.support_item`)."""
-    return support_item(
-        entry_hash=view.entry_hash, content=view.content, quote=quote, chunk_bytes=view.chunk_bytes
-    )
-
-
 def _call_quote(call: EntryView) -> str:
     cmd = command_of(call)
     if cmd:
@@ -359,7 +158,7 @@ def _call_quote(call: EntryView) -> str:
     return call.tool_name
 
 
-#: outcome kind -> (category, priority, outcome label) of the fact (issue 15, item 5)
+#: outcome kind -> (category, priority, outcome label) of the fact
 _OUTCOME_CLASS = {
     "failure": ("blocker", "P1", "failure"),
     "rejected": ("blocker", "P1", "failure"),
@@ -541,17 +340,7 @@ def interrupted_fact(call: EntryView) -> Fact:
         "author": "code",
         "outcome": "interrupted",
     }
-    return call_obligation(fact, call)  # "pending since seq N" when declared (issue 15)
-
-
-def required_pins(entries: Sequence[EntryView], rules: int = PIN_RULES) -> list[dict[str, str]]:
-    """``[{"entry": hex, "text": pin text}]`` for every pin source in ``entries``: the text
-    its pin must hold byte for byte under pin rules ``rules`` (:func:`pin_text_of`)."""
-    return [
-        {"entry": e.entry_hash, "text": pin_text_of(e, rules)}
-        for e in entries
-        if is_pin_source(e, rules)
-    ]
+    return call_obligation(fact, call)  # "pending since seq N" when declared
 
 
 def stamp_keys(ops: Sequence[dict[str, Any]], entries: Sequence[EntryView]) -> list[dict[str, Any]]:

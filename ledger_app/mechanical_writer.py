@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from ledger_app.mechanical import EntryView, interrupted_fact, outcome_fact
+from ledger_app.entry_view import EntryView
+from ledger_app.mechanical import interrupted_fact, outcome_fact
 from ledger_app.pending import CALL_KEY, late_result_closes
 
 

@@ -22,7 +22,7 @@ CALL_KEY = "call:"
 
 
 def is_pending(call: Any) -> bool:
-    """A tool call entry (:class:`ledger_app.mechanical.EntryView`) whose metadata says
+    """A tool call entry (:class:`ledger_app.entry_view.EntryView`) whose metadata says
     ``pending: true``."""
     meta = getattr(call, "meta", None)
     return call.kind == "tool_call" and isinstance(meta, dict) and meta.get("pending") is True

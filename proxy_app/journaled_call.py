@@ -17,7 +17,7 @@ from typing import Any
 from django.http import HttpRequest
 
 from journal_app.auth import check_body_size
-from journal_app.formats.base import short_title
+from journal_app.formats.titles import short_title
 from proxy_app import services
 from proxy_app.prefix import request_messages
 from proxy_app.request_body import request_body

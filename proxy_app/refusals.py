@@ -12,7 +12,7 @@ import logging
 
 from django.http import JsonResponse
 
-from journal_app.chain import EntryInvalid
+from journal_app.entry_validation import EntryInvalid
 from journal_app.errors import DomainError
 
 log = logging.getLogger("ledgerkeep.proxy")

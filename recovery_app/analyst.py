@@ -1,8 +1,8 @@
-"""The bounded analyst: lexical plans, claims with exact quotes, citation checks (DESIGN.md 7). Pure.
+"""The bounded analyst: claims with exact quotes from hash-verified reads (DESIGN.md 7). Pure.
 
-The analyst plans a few lexical queries (:func:`plan_queries`), the service searches and
-reads what they find, and :func:`analyse` turns the hash-verified reads into claims, each
-marked
+The analyst plans a few lexical queries (:func:`recovery_app.query_plan.plan_queries`), the
+service searches and reads what they find, and :func:`analyse` turns the hash-verified reads
+into claims, each marked
 
 * ``current``: the latest tool evidence on the matter at the snapshot's revision (current
   *at that revision*, never "the state of the world");
@@ -10,13 +10,9 @@ marked
 * ``reported``: something a participant said (a message), at any confidence it claims;
 * ``unresolved``: a tool call with no verified result in the snapshot.
 
-Every claim cites exact quotes from hash-verified byte ranges. A citation is
-``{"entry": hex, "seq", "range": [start, end], "chunks": [positions], "quote"}``: ``range``
-is a byte range of the entry's canonical body, and :func:`check_citation` checks the quote
-occurs there byte for byte (in its JSON string form, which is how the body stores it), that
-the entry was read and verified in this snapshot, that it is raw (a summary or compaction
-marker cited as if it were the original is rejected), that ``chunks`` are the chunks covering
-the range, and that the quote holds nothing the read filter removes (secrets, reasoning).
+Every claim cites exact quotes from hash-verified byte ranges, checked by
+:func:`recovery_app.citations.check_claims` (the citation's shape and each check are
+described there).
 
 A model-backed analyst (:class:`ModelAnalyst`) proposes claims the same way when a model is
 configured; its claims pass the same checks, so a quote a model invented is rejected.
@@ -27,17 +23,14 @@ each check is worth"); recovered facts entering the ledger still go through its 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any, Protocol
 
-import rfc8785
-
 from journal_app.privacy import filter_text
-from recovery_app.lexical import Query, QueryInvalid, first_match, parse_query, tokenize
-from recovery_app.triggers import find_identifiers
+from recovery_app.citations import STATUSES, ReadView, citation, string_leaves
+from recovery_app.lexical import Query, QueryInvalid, first_match, parse_query
 
-STATUSES = ("current", "historical", "reported", "unresolved")
+#: the most characters of one quote :func:`quote_for` takes
 QUOTE_CHARS = 240
 INSTRUCTIONS = (
     "You answer a question about an agent's own past from raw journal entries only. "
@@ -50,294 +43,6 @@ INSTRUCTIONS = (
     "A tool that ran is not proof that its wider goal succeeded."
 )
 
-_STOP = {
-    "the",
-    "and",
-    "for",
-    "that",
-    "this",
-    "with",
-    "was",
-    "were",
-    "have",
-    "has",
-    "been",
-    "may",
-    "might",
-    "could",
-    "should",
-    "would",
-    "not",
-    "but",
-    "are",
-    "you",
-    "your",
-    "our",
-    "its",
-    "from",
-    "into",
-    "then",
-    "than",
-    "there",
-    "here",
-    "what",
-    "which",
-    "when",
-    "where",
-    "who",
-    "how",
-    "why",
-    "all",
-    "any",
-    "can",
-    "did",
-    "does",
-    "done",
-    "just",
-    "also",
-    "about",
-    "again",
-    "earlier",
-    "result",
-    "wrong",
-    "actually",
-    "please",
-    "check",
-    "sure",
-    "think",
-    "maybe",
-    "last",
-    "time",
-    "same",
-    "method",
-    "use",
-    "used",
-    "one",
-    "two",
-    "now",
-    "some",
-    "let",
-}
-
-
-def plan_queries(
-    question: str, terms: Sequence[str] = (), suggestions: Sequence[str] = ()
-) -> list[list[str]]:
-    """Lexical queries by round: most specific first, broader in later rounds.
-
-    Args:
-        question: the text that prompted recovery (trigger messages, or the agent's question).
-        terms: identifiers from the trigger scan, most specific first.
-        suggestions: words from the ledger's own notes that share a token with the question
-            (they suggest search terms; they are never evidence).
-
-    Returns:
-        Up to three rounds of normalised query strings (see :func:`recovery_app.lexical.parse_query`):
-        round 1 the identifiers; round 2 the question's distinctive words (two per query)
-        and the suggestions; round 3 single distinctive tokens of the identifiers.
-    """
-    rounds: list[list[str]] = []
-    seen: set[str] = set()
-
-    def add(round_: list[str], raw: str) -> None:
-        try:
-            text = parse_query(raw).text
-        except QueryInvalid:
-            return
-        if text not in seen:
-            seen.add(text)
-            round_.append(text)
-
-    first: list[str] = []
-    for t in terms:
-        add(first, t)
-    words = _distinctive(question)
-    if not terms and words:
-        add(first, " ".join(words[:3]))
-    rounds.append(first)
-    second: list[str] = []
-    for i in range(0, min(len(words), 4), 2):
-        add(second, " ".join(words[i : i + 2]))
-    for s in suggestions:
-        add(second, s)
-    rounds.append(second)
-    third: list[str] = []
-    for t in terms:
-        toks = sorted(tokenize(t), key=lambda x: (-any(c.isdigit() for c in x), -len(x)))
-        if toks:
-            add(third, toks[0])
-    rounds.append(third)
-    return [r for r in rounds if r]
-
-
-def _distinctive(text: str) -> list[str]:
-    """Words of ``text`` worth searching: not stop words, at least 4 characters, longest first."""
-    seen: list[str] = []
-    for tok in tokenize(text):
-        if len(tok) >= 4 and tok not in _STOP and tok not in seen:
-            seen.append(tok)
-    return sorted(seen, key=lambda w: (-any(c.isdigit() for c in w), -len(w)))
-
-
-def suggest_terms(question: str, notes: Iterable[str], limit: int = 2) -> list[str]:
-    """Identifiers from ledger notes that share a distinctive word with the question.
-
-    The ledger's own notes may suggest where to look; they are never evidence (DESIGN.md 7).
-    """
-    wanted = set(_distinctive(question))
-    out: list[str] = []
-    for note in notes:
-        if not wanted & set(tokenize(note)):
-            continue
-        for _, value in find_identifiers(note):
-            value = value.removeprefix("sha256:")
-            if value not in out:
-                out.append(value)
-            if len(out) >= limit:
-                return out
-    return out
-
-
-@dataclass
-class ReadView:
-    """A re-read entry as the analyst sees it. ``verified`` and ``reason`` come from the read check."""
-
-    seq: int
-    entry_hash: str
-    kind: str
-    role: str
-    content: dict[str, Any]
-    body: str
-    chunks: Sequence[tuple[int, int, int]] = ()  # (position, offset, length)
-    tool_call_id: str = ""
-    tool_name: str = ""
-    is_error: bool = False
-    derived: bool = False
-    verified: bool = True
-    reason: str = ""
-    matched: list[str] = field(default_factory=list)  # queries that found it
-
-
-def json_fragment(quote: str) -> bytes:
-    """The bytes a quote occupies inside a canonical JSON string (RFC 8785 escaping)."""
-    return rfc8785.dumps(quote)[1:-1]
-
-
-def locate_quote(body: str, quote: str) -> tuple[int, int] | None:
-    """Byte range ``(start, end)`` of the first occurrence of ``quote`` in the canonical ``body``."""
-    raw = body.encode("utf-8", errors="surrogatepass")
-    frag = json_fragment(quote)
-    if not frag:
-        return None
-    i = raw.find(frag)
-    return None if i < 0 else (i, i + len(frag))
-
-
-def covering_chunks(chunks: Sequence[tuple[int, int, int]], start: int, end: int) -> list[int]:
-    """Positions of the chunks that hold any byte of ``[start, end)``."""
-    return [p for p, off, ln in chunks if off < end and off + ln > start]
-
-
-def citation(read: ReadView, quote: str) -> dict[str, Any] | None:
-    """A citation of ``quote`` in ``read``, or ``None`` when the quote is not in its body."""
-    span = locate_quote(read.body, quote)
-    if span is None:
-        return None
-    return {
-        "entry": read.entry_hash,
-        "seq": read.seq,
-        "range": [span[0], span[1]],
-        "chunks": covering_chunks(read.chunks, *span),
-        "quote": quote,
-    }
-
-
-def check_citation(c: dict[str, Any], reads: dict[str, ReadView]) -> str:
-    """Why citation ``c`` is refused, or ``""`` when it holds (see the module docstring)."""
-    entry = str(c.get("entry", "")).removeprefix("sha256:")
-    read = reads.get(entry)
-    quote = c.get("quote")
-    if read is None:
-        return f"sha256:{entry} was not read and verified in this snapshot"
-    if read.derived:
-        return (
-            f"sha256:{entry} is a summary or compaction marker (derived): citing it as if it "
-            "were the original is rejected"
-        )
-    if not read.verified:
-        return f"sha256:{entry} failed verification: {read.reason}"
-    if not isinstance(quote, str) or not quote:
-        return "a citation needs a non-empty exact quote"
-    rng = c.get("range")
-    raw = read.body.encode("utf-8", errors="surrogatepass")
-    if rng is None:
-        if json_fragment(quote) not in raw:
-            return f"the quote does not occur byte for byte in sha256:{entry}"
-        return "a citation needs the byte range its quote is in"
-    if (
-        not isinstance(rng, list)
-        or len(rng) != 2
-        or not all(isinstance(x, int) for x in rng)
-        or not 0 <= rng[0] < rng[1] <= len(raw)
-    ):
-        return f"range {rng!r} is not a byte range of the entry's body (0-{len(raw)})"
-    if json_fragment(quote) not in raw[rng[0] : rng[1]]:
-        return (
-            f"the quote does not occur byte for byte in bytes {rng[0]}-{rng[1]} of sha256:{entry}"
-        )
-    if sorted(c.get("chunks") or []) != covering_chunks(read.chunks, rng[0], rng[1]):
-        return f"chunks {c.get('chunks')!r} are not the chunks covering bytes {rng[0]}-{rng[1]}"
-    if filter_text(quote, kind=read.kind).filtered:
-        return "the quote holds text the read filter removes (a secret or hidden reasoning)"
-    return ""
-
-
-def check_claims(
-    claims: Sequence[dict[str, Any]], reads: dict[str, ReadView]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Split ``claims`` into accepted and rejected (with ``reason``), checking every citation."""
-    accepted, rejected = [], []
-    for claim in claims:
-        problem = ""
-        if claim.get("status") not in STATUSES:
-            problem = f"status {claim.get('status')!r} is not one of {', '.join(STATUSES)}"
-        elif not isinstance(claim.get("claim"), str) or not claim["claim"]:
-            problem = "a claim needs its text"
-        elif not claim.get("citations"):
-            problem = "a claim needs at least one citation with an exact quote"
-        else:
-            for c in claim["citations"]:
-                problem = check_citation(c, reads)
-                if problem:
-                    break
-        if problem:
-            rejected.append({**claim, "reason": problem})
-        else:
-            accepted.append(claim)
-    return accepted, rejected
-
-
-def _leaves(value: Any) -> Iterable[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, list):
-        for v in value:
-            yield from _leaves(v)
-    elif isinstance(value, dict):
-        for k in sorted(value):
-            yield from _leaves(value[k])
-
-
-def _strings(read: ReadView) -> list[str]:
-    c = read.content
-    if read.kind == "tool_call":
-        return list(_leaves(c.get("arguments"))) + [str(c.get("name", ""))]
-    if read.kind == "tool_result":
-        return [str(c.get("output", ""))]
-    if read.kind == "message":
-        return [str(c.get("text", ""))]
-    return list(_leaves(c))
-
 
 def quote_for(read: ReadView, query: Query | None) -> str:
     """An exact quote from ``read`` around ``query``'s first match (or its first line).
@@ -347,7 +52,7 @@ def quote_for(read: ReadView, query: Query | None) -> str:
     """
     if read.kind == "reasoning" or read.derived:
         return ""
-    for leaf in _strings(read):
+    for leaf in string_leaves(read):
         span = first_match(query, leaf) if query is not None else None
         if span is None and query is not None:
             continue
@@ -482,7 +187,7 @@ def model_reads(reads: Sequence[ReadView]) -> list[dict[str, Any]]:
     for r in reads:
         if not r.verified or r.derived:
             continue
-        text = "\n".join(_strings(r))
+        text = "\n".join(string_leaves(r))
         out.append(
             {
                 "entry": r.entry_hash,
@@ -494,59 +199,6 @@ def model_reads(reads: Sequence[ReadView]) -> list[dict[str, Any]]:
                 "text": filter_text(text, kind=r.kind).text,
             }
         )
-    return out
-
-
-def shown_text(read: ReadView) -> str:
-    """Exactly the text a model is shown of ``read`` (:func:`model_reads`): its string
-    leaves joined with newlines, filtered."""
-    return filter_text("\n".join(_strings(read)), kind=read.kind).text
-
-
-def map_quote(read: ReadView, quote: str) -> list[dict[str, Any]] | None:
-    """Citations of ``quote`` in ``read``'s bytes: one when it occurs in the body as it is;
-    else, when it occurs in the text the model was shown (:func:`shown_text`), one per line
-    of it (each line lies inside one string value, byte for byte in the body). ``None``
-    when it is in neither (an invented quote, or one holding a filter mark)."""
-    whole = citation(read, quote)
-    if whole is not None:
-        return [whole]
-    if not quote or quote not in shown_text(read):
-        return None
-    parts = [line.strip() for line in quote.split("\n") if line.strip()]
-    cites = [citation(read, part) for part in parts]
-    if not parts or any(c is None for c in cites):
-        return None
-    return [c for c in cites if c is not None]
-
-
-def complete_citations(
-    claims: Sequence[dict[str, Any]], reads: dict[str, ReadView]
-) -> list[dict[str, Any]]:
-    """Fill ``range`` and ``chunks`` of model citations that give only entry and quote.
-
-    A quote is checked against exactly the text the model was shown and mapped back to the
-    entry's bytes (:func:`map_quote`: a quote spanning lines of two argument values becomes
-    one citation per line). A quote found in neither keeps no range, so
-    :func:`check_citation` rejects it.
-    """
-    out = []
-    for claim in claims:
-        cites: list[dict[str, Any]] = []
-        for c in claim.get("citations") or []:
-            if not isinstance(c, dict):
-                continue
-            entry = str(c.get("entry", "")).removeprefix("sha256:")
-            c = {**c, "entry": entry}
-            read = reads.get(entry)
-            if read is not None and "range" not in c and isinstance(c.get("quote"), str):
-                mapped = map_quote(read, c["quote"])
-                if mapped is not None:
-                    extra = {k: v for k, v in c.items() if k not in mapped[0] and k != "quote"}
-                    cites.extend({**m, **extra} for m in mapped)
-                    continue
-            cites.append(c)
-        out.append({**claim, "citations": cites})
     return out
 
 

@@ -4,7 +4,7 @@ receipts (docs/architecture.md, "Layers").
 Recovery sits above the ledger (its attempts read the ledger's latest facts, and each receipt
 names the folds it ran after and entered), so the ledger cannot read a :class:`Receipt`.
 The ledger exports and re-imports what it owns (:func:`ledger_app.export.session_export`,
-:func:`ledger_app.services.reimport.transcript_import`) and takes the receipts step as an
+:func:`ledger_app.services.transcript_import.transcript_import`) and takes the receipts step as an
 argument; this module passes it. Every entry point that moves a whole session calls the two
 functions here: the export page (:func:`recovery_app.export_views.export`), the ``export`` and
 ``import_journal`` commands, and the upload API (registered in ``recovery_app.apps``).
@@ -16,11 +16,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from journal_app.models import Journal, Session
+from ledger_app.errors import ReimportInvalid
 from ledger_app.export import ExportSummary
 from ledger_app.export import session_export as ledger_session_export
 from ledger_app.models import Fold
-from ledger_app.services.reimport import ReimportInvalid, TranscriptImport, records_of
-from ledger_app.services.reimport import transcript_import as ledger_transcript_import
+from ledger_app.services.reimport_copy import records_of
+from ledger_app.services.transcript_import import TranscriptImport
+from ledger_app.services.transcript_import import transcript_import as ledger_transcript_import
 from recovery_app.models import Receipt
 
 #: the receipt's references to ledger folds, exported by fold number
@@ -102,6 +104,6 @@ def session_export(**options: Any) -> ExportSummary:
 
 
 def transcript_import(**options: Any) -> TranscriptImport:
-    """:func:`ledger_app.services.reimport.transcript_import` re-creating an export's receipts
+    """:func:`ledger_app.services.transcript_import.transcript_import` re-creating an export's receipts
     too (:func:`receipts_reimport`); same arguments, result and errors."""
     return ledger_transcript_import(**options, receipts=receipts_reimport)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from journal_app.chain import StoredChunk, check_entry
+from journal_app.chain_check import StoredChunk, check_entry
 from journal_app.errors import DomainError
 
 SCOPE_PARTS = ("tenant", "session", "lane", "branch")
@@ -147,7 +147,7 @@ def verify_read(
 ) -> ReadCheck:
     """Check an entry re-read in full against the snapshot and its own hashes.
 
-    The hashes are recomputed by the journal's own :func:`journal_app.chain.check_entry`
+    The hashes are recomputed by the journal's own :func:`journal_app.chain_check.check_entry`
     (one definition of the entry header and the chunking), under the *snapshot's* scope:
     an entry of another scope cannot pass.
 

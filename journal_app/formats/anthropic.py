@@ -34,12 +34,12 @@ from journal_app.formats.base import (
     ParsedEntry,
     ParsedSession,
     message,
-    role_of,
-    short_title,
     tool_call,
     tool_result,
 )
+from journal_app.formats.fields import role_of
 from journal_app.formats.source import Source
+from journal_app.formats.titles import short_title
 
 NAME = "anthropic-messages"
 

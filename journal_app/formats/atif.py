@@ -43,12 +43,12 @@ from journal_app.formats.base import (
     ParsedEntry,
     ParsedSession,
     message,
-    short_title,
     tool_call,
     tool_result,
 )
 from journal_app.formats.openai_chat import parse_arguments
 from journal_app.formats.source import Source
+from journal_app.formats.titles import short_title
 
 NAME = "atif-trajectory"
 

@@ -56,13 +56,13 @@ from journal_app.formats.base import (
     Repeats,
     collect,
     message,
-    object_arguments,
     record_repeats,
-    request_title,
     tool_call,
 )
 from journal_app.formats.base import tool_result as tool_result_entry
+from journal_app.formats.fields import object_arguments
 from journal_app.formats.source import Source
+from journal_app.formats.titles import request_title
 
 NAME = "codex-rollout-jsonl"
 

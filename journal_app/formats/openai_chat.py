@@ -40,13 +40,12 @@ from journal_app.formats.base import (
     ParsedSession,
     collect,
     message,
-    parts_text,
-    role_of,
-    short_title,
     tool_call,
     tool_result,
 )
+from journal_app.formats.fields import parts_text, role_of
 from journal_app.formats.source import Source, loads
+from journal_app.formats.titles import short_title
 
 NAME = "openai-chat"
 

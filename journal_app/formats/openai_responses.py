@@ -38,15 +38,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from journal_app.formats.base import (
-    FormatError,
-    ParsedEntry,
-    ParsedSession,
-    message,
-    parts_text,
-    short_title,
-    tool_result,
-)
+from journal_app.formats.base import FormatError, ParsedEntry, ParsedSession, message, tool_result
+from journal_app.formats.fields import parts_text
 from journal_app.formats.openai_chat import (
     json_exit_code,
     numbered_call,
@@ -54,6 +47,7 @@ from journal_app.formats.openai_chat import (
     result_call_id,
 )
 from journal_app.formats.source import Source
+from journal_app.formats.titles import short_title
 
 NAME = "openai-responses"
 

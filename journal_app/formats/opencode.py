@@ -46,12 +46,12 @@ from journal_app.formats.base import (
     Repeats,
     message,
     record_repeats,
-    short_title,
     tool_call,
     tool_result,
 )
 from journal_app.formats.openai_chat import unique_call_id
 from journal_app.formats.source import Source, loads, read_json_file
+from journal_app.formats.titles import short_title
 
 NAME = "opencode-export"
 

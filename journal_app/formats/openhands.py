@@ -41,19 +41,16 @@ from pathlib import Path
 from typing import Any
 
 from journal_app.formats.base import (
-    OPENAI_USAGE,
     FormatError,
     ParsedEntry,
     ParsedSession,
     message,
-    object_arguments,
-    require_str,
-    task_title,
     tool_call,
     tool_result,
-    usage_counts,
 )
+from journal_app.formats.fields import OPENAI_USAGE, object_arguments, require_str, usage_counts
 from journal_app.formats.source import Source
+from journal_app.formats.titles import task_title
 
 NAME = "openhands-events"
 

@@ -42,13 +42,12 @@ from journal_app.formats.base import (
     ParsedEntry,
     ParsedSession,
     message,
-    message_fields,
-    task_title,
     tool_call,
     tool_result,
-    top_list,
 )
+from journal_app.formats.fields import message_fields, top_list
 from journal_app.formats.source import Source
+from journal_app.formats.titles import task_title
 
 NAME = "swe-agent-traj"
 

@@ -4,7 +4,7 @@ Services are keyword-only and never return HTTP responses. Each write runs in on
 transaction: an import, an append batch either lands whole or leaves nothing.
 """
 
-from journal_app.chain import EntryInvalid
+from journal_app.entry_validation import EntryInvalid
 from journal_app.formats import FormatError
 from journal_app.services.append import (
     AppendResult,

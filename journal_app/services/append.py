@@ -16,12 +16,12 @@ from django.utils import timezone
 
 from journal_app.chain import (
     ArtifactFigures,
-    EntryInvalid,
     PreparedEntry,
     check_figures,
     figures_hash,
     prepare_entries,
 )
+from journal_app.entry_validation import EntryInvalid
 from journal_app.formats import ParsedEntry
 from journal_app.identifiers import RULES_VERSION, identifiers_dump, identifiers_of
 from journal_app.models import (

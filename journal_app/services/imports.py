@@ -12,7 +12,7 @@ from django.db import reset_queries
 from django.utils import timezone
 from django.utils.text import slugify
 
-from journal_app.chain import EntryInvalid
+from journal_app.entry_validation import EntryInvalid
 from journal_app.formats import FormatError, ParsedEntry, ParsedSession, stream_path
 from journal_app.hashing import CanonicalisationError, canonical_body
 from journal_app.models import Journal, Session

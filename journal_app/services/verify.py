@@ -9,13 +9,8 @@ from typing import Any, cast
 
 from django.db import transaction
 
-from journal_app.chain import (
-    ArtifactFigures,
-    StoredChunk,
-    StoredFields,
-    check_entry,
-    check_figures,
-)
+from journal_app.chain import ArtifactFigures, check_figures
+from journal_app.chain_check import StoredChunk, StoredFields, check_entry
 from journal_app.models import (
     Artifact,
     Chunk,

@@ -1,7 +1,7 @@
 """The request for the next model call, built in a controlled order (DESIGN.md section 6, seed 001).
 
 Pure package: no Django, no database. Input: the journal's entries as plain views
-(:class:`ledger_app.mechanical.EntryView`, as of one revision), the ledger state with the
+(:class:`ledger_app.entry_view.EntryView`, as of one revision), the ledger state with the
 last seq its folds cover, the artifact receipts of oversized tool results, budgets in tokens
 and a target format (``"openai"``: Chat Completions messages; ``"anthropic"``: Messages).
 
@@ -57,7 +57,8 @@ user-safe history from the entries on its own.
 
 Modules, one reason to change each:
 
-* :mod:`.common`: target formats, input errors, entry text helpers.
+* :mod:`.inputs`: target formats, the fold and artifact callbacks, input errors.
+* :mod:`.entry_text`: an entry's short hash name and a call's argument text.
 * :mod:`.task_state`: the current goal, interrupted calls, pending approvals, the plan, and
   the task state message.
 * :mod:`.assembly`: the request's parts and their assembly as OpenAI Chat Completions or
@@ -81,14 +82,9 @@ from ledger_app.context.assembly import CONTINUED, EMPTY_OUTPUT, Assembled, Part
 from ledger_app.context.build import TAIL_SHARE, ContextBuild, build_context
 from ledger_app.context.calibration import provider_usage
 from ledger_app.context.checkpoint import CHECKPOINT_MARK, OMITTED
-from ledger_app.context.common import (
-    TARGETS,
-    ArtifactResolver,
-    ContextInputError,
-    FoldCallback,
-)
 from ledger_app.context.final_request import FILL_MARGIN
 from ledger_app.context.frontend import frontend_view
+from ledger_app.context.inputs import TARGETS, ArtifactResolver, ContextInputError, FoldCallback
 from ledger_app.context.projection import excerpt, shrink_text
 from ledger_app.context.task_state import (
     ARGS_CHARS,

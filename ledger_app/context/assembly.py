@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from journal_app.rounds import Round
-from ledger_app.context.common import args_text
-from ledger_app.mechanical import EntryView, is_pin_source
+from ledger_app.context.entry_text import args_text
+from ledger_app.entry_view import EntryView
+from ledger_app.pin_facts import is_pin_source
 
 EMPTY_OUTPUT = "(empty output)"
 #: The user turn an Anthropic request opens with when the journal's first kept turn is the

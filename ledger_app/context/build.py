@@ -16,16 +16,12 @@ from typing import Any
 from ledger_app import reducer
 from ledger_app.context.build_state import Builder
 from ledger_app.context.calibration import calibrate
-from ledger_app.context.common import (
-    TARGETS,
-    ArtifactResolver,
-    ContextInputError,
-    FoldCallback,
-    short,
-)
 from ledger_app.context.compaction import cut, drop, project, recover, shrink
+from ledger_app.context.entry_text import short
 from ledger_app.context.final_request import fill_share, rebuild
-from ledger_app.mechanical import EntryView, is_pin_source
+from ledger_app.context.inputs import TARGETS, ArtifactResolver, ContextInputError, FoldCallback
+from ledger_app.entry_view import EntryView
+from ledger_app.pin_facts import is_pin_source
 from ledger_app.validation import (
     ARTIFACT_CHECKS,
     BUDGET_CHECKS,

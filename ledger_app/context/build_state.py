@@ -28,11 +28,12 @@ from ledger_app.context.assembly import (
     round_parts,
 )
 from ledger_app.context.checkpoint import Checkpoint, fact_line, imported_summaries
-from ledger_app.context.common import ArtifactResolver, FoldCallback
 from ledger_app.context.continuation import done_request_line, is_closed_request
+from ledger_app.context.inputs import ArtifactResolver, FoldCallback
 from ledger_app.context.task_state import current_goal, pending_approvals, task_state_text
 from ledger_app.context.thinking import loop_thinking, thinking_part
-from ledger_app.mechanical import EntryView, is_pin_source, pin_fact
+from ledger_app.entry_view import EntryView
+from ledger_app.pin_facts import is_pin_source, pin_fact
 from ledger_app.pins import open_requests_split, pin_shown_text
 from ledger_app.validation import (
     Meter,
@@ -280,7 +281,7 @@ class Builder:
             self._skip_sums.append(self._skip_sums[-1] + cost)
 
     def pin_of(self, e: EntryView) -> dict[str, Any]:
-        """The pin fact of entry ``e`` as a fold records it (:func:`ledger_app.mechanical.pin_fact`:
+        """The pin fact of entry ``e`` as a fold records it (:func:`ledger_app.pin_facts.pin_fact`:
         its kind and attachments), remembered for the build."""
         fact = self._pin_facts.get(e.entry_hash)
         if fact is None:

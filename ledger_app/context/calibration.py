@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ledger_app.context.build_state import Builder
-from ledger_app.mechanical import EntryView
+from ledger_app.entry_view import EntryView
 
 #: The most the provider's figures may lower the planning limit by (a factor): a larger
 #: ratio says the figure covers more than the journal (a runtime prompt, another request).

@@ -17,11 +17,11 @@ from typing import Any
 
 from journal_app.rounds import Round
 from ledger_app.budget import render_fact
-from ledger_app.context.common import short
 from ledger_app.context.continuation import Record, continuation_record
+from ledger_app.context.entry_text import short
 from ledger_app.context.task_state import instructions_done
+from ledger_app.entry_view import EntryView
 from ledger_app.facts import priority_rank
-from ledger_app.mechanical import EntryView
 from ledger_app.validation import Meter, Scanner, redact
 
 CHECKPOINT_MARK = "[ledger checkpoint"

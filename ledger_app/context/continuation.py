@@ -32,8 +32,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger_app.context.common import clip, short
-from ledger_app.mechanical import EntryView
+from ledger_app.context.entry_text import short
+from ledger_app.entry_view import EntryView
+from ledger_app.fact_text import clip
 from ledger_app.pins import open_requests_split, pin_shown_text, request_line
 
 RECORD_MARK = "[continuation record"

@@ -18,9 +18,9 @@ from typing import Any
 
 from ledger_app.context.assembly import CONTINUED, Assembled, Part, assemble, starts_with_assistant
 from ledger_app.context.build_state import Builder
-from ledger_app.context.common import TARGETS, ArtifactResolver
+from ledger_app.context.inputs import TARGETS, ArtifactResolver
 from ledger_app.context.projection import receipt_again
-from ledger_app.mechanical import is_pin_source
+from ledger_app.pin_facts import is_pin_source
 from ledger_app.pins import expected_text, pin_shown_text
 from ledger_app.validation import (
     BUDGET_CHECKS,

@@ -15,8 +15,9 @@ from typing import Any
 
 from journal_app import privacy
 from journal_app.artifacts import make_preview, media_type_of
-from ledger_app.context.common import args_text, clip
-from ledger_app.mechanical import EntryView
+from ledger_app.context.entry_text import args_text
+from ledger_app.entry_view import EntryView
+from ledger_app.fact_text import clip
 
 #: Characters of a call's arguments shown.
 ARGS_SHOWN = 2000

@@ -20,8 +20,8 @@ from journal_app.artifacts import (
     PREVIEW_TAIL_LINES,
     media_type_of,
 )
-from ledger_app.context.common import short
-from ledger_app.mechanical import EntryView
+from ledger_app.context.entry_text import short
+from ledger_app.entry_view import EntryView
 from ledger_app.validation import RECEIPT_MARK
 
 

@@ -20,8 +20,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from journal_app.harness import harness_kind
-from ledger_app.context.common import args_text, clip, short
-from ledger_app.mechanical import EntryView, is_submit
+from ledger_app.context.entry_text import args_text, short
+from ledger_app.entry_view import EntryView
+from ledger_app.fact_text import clip
+from ledger_app.mechanical import is_submit
 from ledger_app.offline import plan_items
 from ledger_app.pending import is_pending
 from ledger_app.validation import TASK_STATE_MARK

@@ -20,7 +20,7 @@ from typing import Any
 
 from journal_app.rounds import Round
 from ledger_app.context.assembly import Part
-from ledger_app.mechanical import EntryView
+from ledger_app.entry_view import EntryView
 
 
 def thinking_block(e: EntryView) -> dict[str, Any] | None:

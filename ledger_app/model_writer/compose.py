@@ -12,7 +12,7 @@ record of how they were reached (a :class:`~ledger_app.model_writer.records.Comp
   outcome is ``fallback``, labelled with :data:`FALLBACK_NOTE`).
 
 Whatever the writer, the ops returned never carry a secret value in a non-pin fact's text,
-support quotes, or an op's reason (:func:`ledger_app.mechanical.redact_op`). The
+support quotes, or an op's reason (:func:`ledger_app.fact_text.redact_op`). The
 mechanical and offline writers already redact what they quote before clipping it; this is
 the last check, for every other writer (models, recovery, scripted).
 """
@@ -22,7 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ledger_app.mechanical import EntryView, redact_op
+from ledger_app.entry_view import EntryView
+from ledger_app.fact_text import redact_op
 from ledger_app.mechanical_writer import Writer
 from ledger_app.model_writer.judges import (
     FoldContext,

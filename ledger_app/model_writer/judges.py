@@ -16,23 +16,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger_app import reducer
+from ledger_app.entry_view import EntryView, command_of
+from ledger_app.fact_text import clip, redact
 from ledger_app.facts import support_hashes
-from ledger_app.mechanical import (
-    EntryView,
-    clip,
-    command_of,
-    interrupted_fact,
-    is_pin_source,
-    is_routine_read,
-    is_submit,
-    outcome_fact,
-    redact,
-)
+from ledger_app.mechanical import interrupted_fact, is_routine_read, is_submit, outcome_fact
 from ledger_app.model_writer.records import Judgement
 from ledger_app.offline import EvidenceIndex, RuleVerdict, is_check_command
 from ledger_app.offline.decisions import acceptance
 from ledger_app.offline.request_parts import PartProgress, pin_kinds
 from ledger_app.offline.turns import instruction_parts, numbered_items, part_kind
+from ledger_app.pin_facts import is_pin_source
 
 Resolver = Callable[[Iterable[int], Iterable[str]], list[EntryView]]
 EvidenceFn = Callable[[Sequence[dict[str, Any]]], dict[str, dict[str, Any]]]

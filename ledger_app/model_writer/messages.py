@@ -24,7 +24,7 @@ from typing import Any
 
 from journal_app.privacy import filter_text
 from journal_app.tokens import count_tokens
-from ledger_app.mechanical import EntryView
+from ledger_app.entry_view import EntryView
 from ledger_app.model_writer.judges import FoldContext
 from ledger_app.model_writer.records import ItemRecord, RoundRecord
 from ledger_app.offline import EvidenceIndex

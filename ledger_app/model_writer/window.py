@@ -25,7 +25,7 @@ from typing import Any
 
 from journal_app.rounds import group_rounds
 from journal_app.tokens import count_tokens
-from ledger_app.mechanical import EntryView
+from ledger_app.entry_view import EntryView
 from ledger_app.model_client import ModelConfig, format_hint
 from ledger_app.model_writer.judges import FoldContext
 from ledger_app.model_writer.messages import (

@@ -22,8 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ledger_app.entry_view import EntryView, cite
+from ledger_app.fact_text import clip, redact
 from ledger_app.facts import Fact
-from ledger_app.mechanical import EntryView, cite, clip, redact
 from ledger_app.offline.turns import call_text, completes, words
 from ledger_app.outcomes import QUOTE_CHARS
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ledger_app.mechanical import EntryView, command_of
+from ledger_app.entry_view import EntryView, command_of
 from ledger_app.offline.testruns import RunCounts, parse_test_output
 
 

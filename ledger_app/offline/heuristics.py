@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import re
 
+from ledger_app.entry_view import EntryView
+from ledger_app.fact_text import redact
 from ledger_app.facts import Fact
-from ledger_app.mechanical import EntryView, is_pin_source, redact
+from ledger_app.pin_facts import is_pin_source
 
 PLAN_TOOLS = {"todowrite", "todo_write", "update_plan", "updateplan", "todo", "plan", "write_todos"}
 DONE = {"completed", "complete", "done", "finished"}
@@ -77,7 +79,7 @@ def user_decisions(entry: EntryView) -> list[str]:
     Examples: "Yes, let's go with the economy class for this option, please.", "We should
     use the initials from the username if name isn't present". Injected context (IDE
     blocks, caveats) and harness-written messages are not read. Secret values in a sentence
-    are redacted (:func:`ledger_app.mechanical.redact`) before it is cut to 300 characters.
+    are redacted (:func:`ledger_app.fact_text.redact`) before it is cut to 300 characters.
     """
     if entry.role != "user" or not is_pin_source(entry) or entry.meta.get("injected"):
         return []

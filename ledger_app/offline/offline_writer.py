@@ -20,7 +20,7 @@ that go beyond the mechanical fallback:
   active ledger shows the latest outcome while the earlier failure stays in the history.
 
 Privacy: every piece of journal text a fact quotes (commands, output lines, sentences, plan
-items) goes through :func:`ledger_app.mechanical.redact` first (:mod:`journal_app.privacy`),
+items) goes through :func:`ledger_app.fact_text.redact` first (:mod:`journal_app.privacy`),
 so no non-pin fact copies a secret verbatim.
 """
 
@@ -30,20 +30,15 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from ledger_app.entry_view import EntryView, cite, command_of
+from ledger_app.fact_text import clip, redact, shown_command
 from ledger_app.facts import Fact
 from ledger_app.mechanical import (
     EDITOR_COMMANDS,
-    EntryView,
-    cite,
-    clip,
-    command_of,
     fact_key,
     interrupted_fact,
-    is_pin_source,
     mentions,
     outcome_fact,
-    redact,
-    shown_command,
 )
 from ledger_app.offline.decisions import AWAIT_KEY
 from ledger_app.offline.evidence import EvidenceIndex
@@ -74,6 +69,7 @@ from ledger_app.offline.turns import (
 )
 from ledger_app.outcomes import QUOTE_CHARS
 from ledger_app.pending import CALL_KEY, late_result_closes
+from ledger_app.pin_facts import is_pin_source
 
 
 class OfflineWriter:

@@ -16,9 +16,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger_app import mechanical
+from ledger_app.entry_view import EntryView, cite
+from ledger_app.fact_text import redact
 from ledger_app.facts import Fact
-from ledger_app.mechanical import EntryView, cite, is_pin_source, redact
 from ledger_app.offline.heuristics import sentences
 from ledger_app.offline.turns import (
     CHECK_STEP,
@@ -29,6 +29,7 @@ from ledger_app.offline.turns import (
     part_kind,
     problem_list,
 )
+from ledger_app.pin_facts import pin_facts
 
 
 @dataclass
@@ -277,12 +278,8 @@ def request_part_ids(pins: Mapping[str, Fact]) -> set[str]:
 def pin_kinds(entries: Sequence[EntryView], state: Mapping[str, Any]) -> dict[str, str]:
     """``{pin id: "request" | "governing"}`` for the pins code writes for ``entries`` (a
     fold's covered entries, ``state`` the ledger before them), classified exactly as the
-    fold writes them (:func:`ledger_app.mechanical.pin_facts`: the session's first request
+    fold writes them (:func:`ledger_app.pin_facts.pin_facts`: the session's first request
     is its objective, governing); a pin without ``pin_kind`` counts as governing
     (DESIGN.md 5.2: only a request closes)."""
-    facts = getattr(mechanical, "pin_facts", None)  # pin kinds: the pins' code (DESIGN 5.2)
-    if facts is not None:
-        pins = facts(entries, state=state)
-    else:  # a code base whose pins have no kind yet: every pin governing
-        pins = [mechanical.pin_fact(e) for e in entries if is_pin_source(e)]
+    pins = pin_facts(entries, state=state)
     return {p["id"]: str(p.get("pin_kind") or "governing") for p in pins}

@@ -25,7 +25,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ledger_app.mechanical import EntryView, clip, is_routine_read, redact
+from ledger_app.entry_view import EntryView
+from ledger_app.fact_text import clip, redact
+from ledger_app.mechanical import is_routine_read
 from ledger_app.offline.evidence import EvidenceIndex
 from ledger_app.offline.heuristics import TEST_WORDS, is_success_claim, is_universal
 from ledger_app.offline.testruns import RunCounts, is_test_command, run_scope

@@ -6,8 +6,8 @@ parts out and the assistant's closing message (DESIGN.md 5.5). :func:`conclusion
 :func:`completion_fact`, :func:`close_request` and :func:`retirements` build the ops a turn
 ends with; :class:`ledger_app.offline.offline_writer.OfflineWriter` drives them.
 
-Privacy: every quote goes through :func:`ledger_app.mechanical.redact` or
-:func:`ledger_app.mechanical.cite` (:mod:`journal_app.privacy`).
+Privacy: every quote goes through :func:`ledger_app.fact_text.redact` or
+:func:`ledger_app.entry_view.cite` (:mod:`journal_app.privacy`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from journal_app.privacy import filter_text
+from ledger_app.entry_view import EntryView, cite, command_of
+from ledger_app.fact_text import clip, redact
 from ledger_app.facts import Fact
-from ledger_app.mechanical import EntryView, cite, clip, command_of, is_routine_read, redact
+from ledger_app.mechanical import is_routine_read
 from ledger_app.offline.decisions import Approvals
 from ledger_app.offline.heuristics import sentences
 from ledger_app.offline.request_parts import PartProgress, RequestParts, pin_kinds

@@ -32,9 +32,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ledger_app.entry_view import EntryView, command_of
 from ledger_app.facts import Fact
-from ledger_app.mechanical import EntryView, command_of, is_pin_source
 from ledger_app.offline.heuristics import sentences
+from ledger_app.pin_facts import is_pin_source
 
 #: "that"/"it" closing a clause: "cancel that." lifts something, "drop that table" is a task
 _END = r"(?=\s*(?:[.,;:!?)]|\band\b|\bbut\b|$))"

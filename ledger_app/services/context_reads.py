@@ -19,8 +19,9 @@ from journal_app.models import Artifact, Entry, Journal
 from journal_app.services import artifact_read
 from journal_app.tokens import count_tokens, source_label
 from ledger_app import selectors
-from ledger_app.mechanical import EntryView, is_pin_source, pin_fact
+from ledger_app.entry_view import EntryView
 from ledger_app.models import Fold
+from ledger_app.pin_facts import is_pin_source, pin_fact
 from ledger_app.pins import pin_shown_text
 from ledger_app.services.context_records import ContextError
 from ledger_app.services.entries import entry_view

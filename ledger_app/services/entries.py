@@ -20,7 +20,7 @@ from journal_app.content import AUTHORITATIVE_ROLES
 from journal_app.identifiers import RULES_VERSION, Identifier, identifiers_load
 from journal_app.models import Entry, EntryIdentifiers, Journal
 from journal_app.services import entry_identifiers_row
-from ledger_app.mechanical import EntryView
+from ledger_app.entry_view import EntryView
 from ledger_app.model_writer import FoldContext
 from ledger_app.models import Fold
 

@@ -36,12 +36,15 @@ from journal_app.rounds import complete_prefix_end, group_rounds
 from journal_app.tokens import source_label
 from ledger_app import hooks, model_writer, reducer
 from ledger_app.delta_manifest import Manifest, covered_make, delta_make, manifest_make
+from ledger_app.entry_view import EntryView
 from ledger_app.errors import FoldFailed, FoldRefused
+from ledger_app.fact_text import redact_op
 from ledger_app.facts import Fact
-from ledger_app.mechanical import EntryView, pin_facts, redact_op, required_pins, stamp_keys
+from ledger_app.mechanical import stamp_keys
 from ledger_app.model_writer import Composition, WriterFailed
 from ledger_app.models import Fold, FoldAttempt, RetirementRequest
 from ledger_app.offline.turns import cancellation_boundary
+from ledger_app.pin_facts import pin_facts, required_pins
 from ledger_app.pins import conservative_notes, harness_notes, pin_notes
 from ledger_app.services.entries import (
     delta_evidence,
@@ -247,7 +250,7 @@ def judge(
 ) -> Judged:
     """Stage 3: the delta, judged.
 
-    The pins are written by code from the entries (:func:`ledger_app.mechanical.pin_facts`);
+    The pins are written by code from the entries (:func:`ledger_app.pin_facts.pin_facts`);
     the writer's ops and the recovered ``add`` ops whose fact id is new follow them, with
     the evidence of the cited entries. The reducer accepts, rejects or holds (pending) each
     op on the facts the delta reads (:func:`~ledger_app.services.store.delta_apply`); the

@@ -13,8 +13,8 @@ from typing import Any
 from journal_app.identifiers import Identifier
 from journal_app.models import Journal
 from ledger_app.budget import render_fact
+from ledger_app.entry_view import EntryView
 from ledger_app.loss import loss_report, term_key
-from ledger_app.mechanical import EntryView
 from ledger_app.services.store import Applied, terms_indexed
 
 

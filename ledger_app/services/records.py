@@ -5,7 +5,7 @@ A fold's record is its columns (the delta and a checkpoint's state by sha256), a
 :class:`~ledger_app.models.FoldAttempt` that produced it with its
 :class:`~ledger_app.models.Proposal` rows (the writer's and the verifier's raw answers by
 sha256) and their :class:`~ledger_app.models.Verdict` rows, all columns. ``record_hash`` is
-:func:`journal_app.chain.record_hash` of that record chained to the previous fold's, so a
+:func:`journal_app.record_chain.record_hash` of that record chained to the previous fold's, so a
 changed label, note, loss figure, count, verdict or raw answer, or a changed earlier fold,
 is named by :func:`fold_records_verify`. The functions take the model classes so that the
 data migration filling existing folds runs the same code on its historical models.
@@ -18,8 +18,8 @@ from typing import Any
 
 from django.db import models
 
-from journal_app.chain import record_hash, record_value, text_digest
 from journal_app.models import Journal
+from journal_app.record_chain import record_hash, record_value, text_digest
 from ledger_app.models import Fold, FoldAttempt, Proposal, Verdict
 
 #: columns recorded by their sha256 instead of their text (large, or a model's raw answer)

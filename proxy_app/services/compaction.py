@@ -17,7 +17,7 @@ from typing import Any
 from django.core.cache import cache
 
 from journal_app.models import Entry, Journal
-from ledger_app.context.common import short
+from ledger_app.context.entry_text import short
 from ledger_app.services import latest_fold
 from ledger_app.services.context import context_build
 from proxy_app.caching import client_marks, marks_place, stable_end

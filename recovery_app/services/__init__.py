@@ -18,17 +18,11 @@ from __future__ import annotations
 
 from recovery_app.budget import BudgetExhausted
 from recovery_app.cursors import CursorRefused
+from recovery_app.errors import EntryNotFound, RecoveryError
 from recovery_app.lexical import QueryInvalid
 from recovery_app.services.attempt import recovery_run
-from recovery_app.services.common import (
-    EntryNotFound,
-    Read,
-    RecoveryError,
-    analyst_model_from_settings,
-    read_verify,
-    recovery_budget,
-    snapshot_freeze,
-)
+from recovery_app.services.from_settings import analyst_model_from_settings, recovery_budget
+from recovery_app.services.reads import Read, read_verify, snapshot_freeze
 from recovery_app.services.tools import (
     ReadResult,
     SearchPage,

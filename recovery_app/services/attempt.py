@@ -8,6 +8,7 @@ budget (3 rounds, 4 searches, 8 reads, 4 sources, about 8,000 tokens, 30 seconds
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,22 +21,21 @@ from journal_app.models import Entry, Journal
 from journal_app.privacy import filter_text
 from ledger_app.models import Fold
 from recovery_app import analyst as lexical_analyst
-from recovery_app.analyst import AnalystModel, ReadView
+from recovery_app.analyst import AnalystModel
 from recovery_app.budget import Budget, BudgetExhausted, BudgetMeter
+from recovery_app.citations import ReadView, check_claims, complete_citations
 from recovery_app.lexical import parse_query
 from recovery_app.models import Receipt
+from recovery_app.query_plan import plan_queries, suggest_terms
 from recovery_app.search import backend
-from recovery_app.services.common import (
-    PAIR_WINDOW,
+from recovery_app.services.from_settings import analyst_model_from_settings, recovery_budget
+from recovery_app.services.reads import (
     Read,
-    _journal,
-    _reread,
-    _snapshot_spec,
-    analyst_model_from_settings,
-    log,
+    entry_reread,
+    journal_reload,
     read_verify,
-    recovery_budget,
     snapshot_freeze,
+    snapshot_spec,
 )
 from recovery_app.snapshot import (
     Denied,
@@ -44,6 +44,10 @@ from recovery_app.snapshot import (
 )
 from recovery_app.triggers import WINDOW, ScanItem, TriggerScan, find_identifiers, scan
 from recovery_app.writer import recovered_fact
+
+log = logging.getLogger("ledgerkeep.recovery")
+#: How far (in seq) a tool call's result is looked for before the whole journal is.
+PAIR_WINDOW = 256
 
 
 @dataclass
@@ -69,7 +73,7 @@ class _Attempt:
                 known.view.matched.append(query)
             return known
         self.meter.charge_read()
-        entry = _reread(entry_id)
+        entry = entry_reread(entry_id)
         if entry is None:
             self.read_lines.append(
                 {"seq": lead_seq, "entry": lead_hash, "ok": False, "failed": ["exists"],
@@ -209,10 +213,10 @@ def _claims(
             views[e.entry_hash] = ReadView(
                 e.seq, e.entry_hash, e.kind, e.role, {}, e.body, derived=True, verified=False
             )
-        proposed = lexical_analyst.complete_citations(proposed, views)
+        proposed = complete_citations(proposed, views)
     else:
         proposed = lexical_analyst.analyse(queries, [r.view for r in attempt.verified])
-    return lexical_analyst.check_claims(proposed, views)
+    return check_claims(proposed, views)
 
 
 def recovery_run(
@@ -250,7 +254,7 @@ def recovery_run(
     clock = clock or time.monotonic
     limits = budget or recovery_budget()
     meter = BudgetMeter(limits, clock)
-    journal = _journal(journal)
+    journal = journal_reload(journal)
     kind = kind or ("manual" if query else "analyst" if question is not None else "fold")
     data: dict[str, Any] = {
         "journal": journal,
@@ -264,9 +268,9 @@ def recovery_run(
     attempt: _Attempt | None = None
     try:
         with transaction.atomic():
-            target = _journal(fold.journal) if fold is not None else journal
+            target = journal_reload(fold.journal) if fold is not None else journal
             snap_revision = fold.revision if fold is not None else journal.head_seq
-            spec = _snapshot_spec(target, snap_revision)
+            spec = snapshot_spec(target, snap_revision)
             data["snapshot"] = {**spec.to_dict(), "frozen": False}
             asked = snap_revision if revision is None else int(revision)
             admit(spec, scope=journal.scope_fields(), revision=asked)
@@ -306,10 +310,10 @@ def recovery_run(
             used_model = analyst_model_from_settings() if isinstance(model, str) else model
             requests_before = used_model.requests if used_model is not None else 0
             q_text = question if question is not None else (query or _question(items, trigger))
-            plan = lexical_analyst.plan_queries(
+            plan = plan_queries(
                 q_text,
                 trigger.terms,
-                lexical_analyst.suggest_terms(q_text, _ledger_notes(target)),
+                suggest_terms(q_text, _ledger_notes(target)),
             )
             attempt = _Attempt(snapshot, meter, int(settings.RECOVERY_LEADS_PER_QUERY))
             exhausted: BudgetExhausted | None = None

@@ -23,22 +23,16 @@ from journal_app.privacy import (
     filter_content,
     filter_text,
 )
-from recovery_app import analyst as lexical_analyst
 from recovery_app.analyst import AnalystModel
 from recovery_app.budget import Budget
 from recovery_app.cursors import Cursor, cursor_open, cursor_sign, derive_key
+from recovery_app.errors import EntryNotFound, RecoveryError
 from recovery_app.lexical import Query, QueryInvalid, parse_query, snippet
 from recovery_app.models import Receipt
+from recovery_app.query_plan import plan_queries
 from recovery_app.search import Lead, backend
 from recovery_app.services.attempt import recovery_run
-from recovery_app.services.common import (
-    EntryNotFound,
-    RecoveryError,
-    _journal,
-    _reread,
-    read_verify,
-    snapshot_freeze,
-)
+from recovery_app.services.reads import entry_reread, journal_reload, read_verify, snapshot_freeze
 
 
 def _cursor_key() -> bytes:
@@ -81,7 +75,7 @@ def recovery_search(
         CursorRefused: tampered, expired, another scope, another query.
     """
     now = time.time() if now is None else now
-    journal = _journal(journal)
+    journal = journal_reload(journal)
     q = parse_query(query)
     size = max(1, min(int(limit or settings.RECOVERY_PAGE_SIZE), 50))
     if cursor:
@@ -204,7 +198,7 @@ def recovery_read(
         raise RecoveryError("give exactly one of seq and entry")
     if text_range is not None and not 0 <= text_range[0] < text_range[1]:
         raise RecoveryError(f"range {list(text_range)} is not [start, end) with start < end")
-    journal = _journal(journal)
+    journal = journal_reload(journal)
     snapshot = snapshot_freeze(journal=journal)
     qs = Entry.objects.filter(journal=journal, seq__lte=snapshot.revision)
     if seq is not None:
@@ -218,7 +212,7 @@ def recovery_read(
         raise EntryNotFound(
             f"{what} is not in {journal.scope_label} at revision {snapshot.revision}"
         )
-    found = _reread(row[0])
+    found = entry_reread(row[0])
     if found is None:
         raise EntryNotFound(f"{what} is not in {journal.scope_label}")
     r = read_verify(snapshot, found, lead_seq=row[1], lead_hash=row[2])
@@ -294,6 +288,6 @@ def recovery_analyst(
     Raises:
         QueryInvalid: the question has nothing searchable.
     """
-    if not any(lexical_analyst.plan_queries(question)):
+    if not any(plan_queries(question)):
         raise QueryInvalid(f"question {question!r} has nothing to search for")
     return recovery_run(journal=journal, question=question, model=model, budget=budget, clock=clock)

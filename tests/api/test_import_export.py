@@ -1,7 +1,7 @@
 """Uploading a ledgerkeep export over the API re-imports what the command does (issue 16).
 
 The upload API and ``import_journal`` call one service,
-:func:`ledger_app.services.reimport.transcript_import` (the API through
+:func:`ledger_app.services.transcript_import.transcript_import` (the API through
 :mod:`journal_app.hooks`): journal, folds with manifests, deltas and verdicts, retirements
 and decisions, comments, annotations and receipts, re-verified; nothing when it fails.
 """

@@ -107,7 +107,7 @@ def test_the_import_command_reports_a_dropped_connection_without_a_traceback(
 ):
     from django.core.management import CommandError, call_command
 
-    from ledger_app.services import reimport as command  # the command's import service
+    from ledger_app.services import transcript_import as command  # the command's import service
 
     settings.LEDGER_FOLD_THRESHOLD_TOKENS = 10**9
     settings.MEDIA_ROOT = tmp_path / "media"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from journal_app.chain import MAX_TOOL_FIELD_CHARS
+from journal_app.entry_validation import MAX_TOOL_FIELD_CHARS
 from journal_app.formats import FormatError
 from journal_app.models import Entry, Journal
 from journal_app.services import journal_import, journal_verify

@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from journal_app.chain import EntryInvalid
+from journal_app.entry_validation import EntryInvalid
 from journal_app.formats.base import message, tool_call, tool_result
 from journal_app.hashing import CanonicalisationError, canonical_record
 from journal_app.models import Chunk, Entry, EntryIdentifiers, Journal

@@ -1,10 +1,10 @@
-"""The one privacy module (issue 12, item 3): pure tests, no database."""
+"""The one privacy module and its secret patterns: pure tests, no database."""
 
 from __future__ import annotations
 
 import pytest
 
-from journal_app import privacy
+from journal_app import privacy, secret_patterns
 from journal_app.privacy import (
     REASONING_MARK,
     filter_content,
@@ -144,9 +144,11 @@ def _imports() -> list[str]:
     import ast
     from pathlib import Path
 
-    tree = ast.parse(Path(privacy.__file__).read_text())
-    names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
-    names += [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
+    names: list[str] = []
+    for module in (privacy, secret_patterns):
+        tree = ast.parse(Path(module.__file__).read_text())
+        names += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        names += [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
     return names
 
 

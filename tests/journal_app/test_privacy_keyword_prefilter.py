@@ -1,4 +1,4 @@
-"""The keyword scan's prefilter (issue 13) never changes what :func:`secret_spans` finds: a
+"""The keyword scan's prefilter never changes what :func:`secret_spans` finds: a
 window is skipped only when it holds no keyword followed by a separator and a value, which
 every keyword match contains. Compared with the scan without the prefilter."""
 
@@ -9,7 +9,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from journal_app import privacy
+from journal_app import privacy, secret_patterns
 
 PIECES = [
     "password",
@@ -43,8 +43,8 @@ def _without_prefilter(text: str) -> list[tuple[int, int]]:
     """What the keyword part of the scan finds when every window is searched."""
     low = text.lower()
     found = []
-    for wa, wb in privacy._keyword_windows(text, low):
-        for m in privacy._KEYWORD.finditer(text, wa, wb):
+    for wa, wb in secret_patterns._keyword_windows(text, low):
+        for m in secret_patterns._KEYWORD.finditer(text, wa, wb):
             found.append((m.start("v"), m.end("v")))
     return found
 
@@ -52,10 +52,10 @@ def _without_prefilter(text: str) -> list[tuple[int, int]]:
 def _with_prefilter(text: str) -> list[tuple[int, int]]:
     low = text.lower()
     found = []
-    for wa, wb in privacy._keyword_windows(text, low):
-        if privacy._KEYWORD_TAIL.search(text, wa, wb) is None:
+    for wa, wb in secret_patterns._keyword_windows(text, low):
+        if secret_patterns._KEYWORD_TAIL.search(text, wa, wb) is None:
             continue
-        for m in privacy._KEYWORD.finditer(text, wa, wb):
+        for m in secret_patterns._KEYWORD.finditer(text, wa, wb):
             found.append((m.start("v"), m.end("v")))
     return found
 
@@ -68,8 +68,8 @@ def test_the_prefilter_keeps_every_keyword_match(pieces):
 
 
 def test_the_prefilter_skips_a_window_without_a_value_and_keeps_one_with():
-    assert privacy._KEYWORD_TAIL.search("the monkey keys are here") is None
-    assert privacy._KEYWORD_TAIL.search("password: Sup3rS3cretValue99")
+    assert secret_patterns._KEYWORD_TAIL.search("the monkey keys are here") is None
+    assert secret_patterns._KEYWORD_TAIL.search("password: Sup3rS3cretValue99")
     spans = privacy.secret_spans("db password: Sup3rS3cretValue99 ok")
     assert [(a, b) for a, b, _ in spans] == [
         (m.start(), m.end())

@@ -4,7 +4,7 @@ import pytest
 from django.db import connection, transaction
 from django.db.utils import DatabaseError
 
-from journal_app.chain import EntryInvalid
+from journal_app.entry_validation import EntryInvalid
 from journal_app.formats import FormatError
 from journal_app.formats.base import message, tool_call, tool_result
 from journal_app.models import AppendOnlyError, Artifact, Chunk, Entry, Journal, Session, Tenant

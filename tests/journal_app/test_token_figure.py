@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from journal_app.chain import EntryInvalid
+from journal_app.entry_validation import EntryInvalid
 from journal_app.formats.base import message
 from journal_app.services import (
     figures_check,

@@ -16,7 +16,8 @@ from journal_app.formats.base import ParsedEntry, message, tool_call, tool_resul
 from journal_app.hashing import chunk_hash
 from journal_app.tokens import count_tokens
 from ledger_app.context import build_context, frontend_view
-from ledger_app.mechanical import EntryView, is_pin_source, pin_fact
+from ledger_app.entry_view import EntryView
+from ledger_app.pin_facts import is_pin_source, pin_fact
 from ledger_app.pins import pin_shown_text
 from ledger_app.validation import TASK_STATE_MARK, message_texts, validate_request
 from tests.conftest import CORPUS

@@ -9,7 +9,7 @@ import json
 from journal_app import privacy
 from journal_app.formats.base import ParsedEntry, message, tool_call, tool_result
 from ledger_app.context import build_context, frontend_view
-from ledger_app.context.common import args_text
+from ledger_app.context.entry_text import args_text
 from ledger_app.validation import validate_frontend
 from tests.ledger_app.test_context import receipts_for, views
 

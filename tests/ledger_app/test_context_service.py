@@ -15,8 +15,8 @@ from journal_app.formats.base import message, tool_call, tool_result
 from journal_app.harness import harness_kind
 from journal_app.models import Artifact
 from journal_app.services import journal_append, journal_import, tenant_ensure
-from ledger_app.mechanical import pin_fact
 from ledger_app.models import Fold
+from ledger_app.pin_facts import pin_fact
 from ledger_app.pins import pin_shown_text
 from ledger_app.services import entry_view, ledger_state
 from ledger_app.services.context import context_build, context_preview, fold_invariants

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from ledger_app import reducer
-from ledger_app.mechanical import EntryView, is_pin_source, pin_fact, required_pins
+from ledger_app.entry_view import EntryView
 from ledger_app.model_writer import judges
 from ledger_app.model_writer.judges import default_evidence
 from ledger_app.offline import OfflineWriter, turn_state
@@ -30,6 +30,7 @@ from ledger_app.offline.decisions import (
 )
 from ledger_app.offline.request_parts import pin_kinds
 from ledger_app.offline.turns import instruction_parts, numbered_items, part_kind
+from ledger_app.pin_facts import is_pin_source, pin_fact, required_pins
 
 
 def _v(seq: int, kind: str, role: str = "assistant", text: str = "", **kw: Any) -> EntryView:

@@ -18,8 +18,10 @@ import rfc8785
 from bench.loss_report import reduce_one_fold, views_of
 from journal_app.harness import harness_kind
 from ledger_app import reducer
-from ledger_app.mechanical import EntryView, is_pin_source, outcome_fact
+from ledger_app.entry_view import EntryView
+from ledger_app.mechanical import outcome_fact
 from ledger_app.offline import EvidenceIndex, OfflineWriter, check_item
+from ledger_app.pin_facts import is_pin_source
 from tests.conftest import CORPUS
 
 CC_FRONTEND = "claude-code-jsonl/claude-code-session-frontend-refactor.jsonl"
@@ -458,7 +460,7 @@ def test_corpus_runs_end_as_submitted(path):
 def test_the_reducer_accepts_the_new_outcomes_of_one_turn():
     """Plan rejected then approved, a question answered, the instruction carried out, a search
     with no match (exit 1) and the closing question: every op stands in the reducer."""
-    from ledger_app.mechanical import pin_fact
+    from ledger_app.pin_facts import pin_fact
 
     user = _v(1, "message", "user", "Please drop the table orders_old.")
     entries = [

@@ -220,7 +220,8 @@ def test_the_table_extends_and_refuses_a_bad_pattern_by_key_and_index():
 
 
 def test_a_model_writers_fact_about_one_command_gets_its_key_and_flag():
-    from ledger_app.mechanical import EntryView, stamp_keys
+    from ledger_app.entry_view import EntryView
+    from ledger_app.mechanical import stamp_keys
 
     call = EntryView(
         seq=2,

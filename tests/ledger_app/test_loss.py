@@ -3,8 +3,8 @@
 import pytest
 
 from ledger_app import loss
+from ledger_app.entry_view import EntryView
 from ledger_app.loss import Identifier, extract_identifiers, identifiers_of_entry, loss_report
-from ledger_app.mechanical import EntryView
 
 CALL, RESULT, USER = "c1" * 32, "b2" * 32, "a3" * 32
 MIGRATE = "python manage.py migrate payments 0097 --skip-locked-tables"

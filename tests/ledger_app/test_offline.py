@@ -23,7 +23,7 @@ from journal_app.services import (
     session_ensure,
     tenant_ensure,
 )
-from ledger_app.mechanical import EntryView
+from ledger_app.entry_view import EntryView
 from ledger_app.models import Fold, FoldAttempt, Verdict
 from ledger_app.offline import (
     EvidenceIndex,

@@ -96,7 +96,7 @@ def test_a_ledger_with_rules_3_pins_verifies(folded):
 def test_a_ledger_folded_under_pin_rules_2_still_verifies(settings, monkeypatch):
     """Rules 2 pinned each message whole and wrote no pin_kind: checked against the rules
     its delta names, it still verifies after the upgrade."""
-    from ledger_app import mechanical
+    from ledger_app import pin_facts
     from ledger_app.services import fold_stages
 
     settings.LEDGER_FOLD_THRESHOLD_TOKENS = 10**9
@@ -105,10 +105,10 @@ def test_a_ledger_folded_under_pin_rules_2_still_verifies(settings, monkeypatch)
         fold_stages,
         "pin_facts",
         lambda vs, **kw: [
-            mechanical.pin_fact(v, rules=2) for v in vs if mechanical.is_pin_source(v, 2)
+            pin_facts.pin_fact(v, rules=2) for v in vs if pin_facts.is_pin_source(v, 2)
         ],
     )
-    monkeypatch.setattr(fold_stages, "required_pins", lambda vs: mechanical.required_pins(vs, 2))
+    monkeypatch.setattr(fold_stages, "required_pins", lambda vs: pin_facts.required_pins(vs, 2))
     old = _journal("old")
     ledger_fold(journal=old)
     monkeypatch.undo()

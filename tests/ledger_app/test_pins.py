@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 
-from ledger_app.mechanical import EntryView, pin_fact, pin_facts, required_pins
+from ledger_app.entry_view import EntryView
+from ledger_app.pin_facts import pin_fact, pin_facts, required_pins
 from ledger_app.pins import (
     attachment_problems,
     classify,

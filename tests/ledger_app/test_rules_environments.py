@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ledger_app.mechanical import EntryView
+from ledger_app.entry_view import EntryView
 from ledger_app.offline import EvidenceIndex, check_item
 from ledger_app.offline.rules import environment_problem, scope_problem
 

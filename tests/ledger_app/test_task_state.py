@@ -17,10 +17,11 @@ from journal_app.formats.base import ParsedEntry, message, tool_call, tool_resul
 from ledger_app import reducer
 from ledger_app.context.checkpoint import CHECKPOINT_MARK, imported_summaries, summary_text
 from ledger_app.context.thinking import loop_thinking, thinking_block
-from ledger_app.mechanical import EntryView, is_pin_source, pin_fact, required_pins
+from ledger_app.entry_view import EntryView
 from ledger_app.mechanical_writer import MechanicalWriter
 from ledger_app.model_writer.judges import default_evidence
 from ledger_app.offline import OfflineWriter
+from ledger_app.pin_facts import is_pin_source, pin_fact, required_pins
 from ledger_app.validation import TASK_STATE_MARK, message_texts
 from tests.conftest import CORPUS
 from tests.ledger_app.test_context import build, padded_items, views

@@ -15,7 +15,9 @@ import pytest
 from journal_app.formats.base import ParsedEntry, message, tool_call, tool_result
 from journal_app.models import Entry
 from journal_app.services import journal_append, journal_ensure, session_ensure, tenant_ensure
-from ledger_app.mechanical import EntryView, outcome_fact, redact_op
+from ledger_app.entry_view import EntryView
+from ledger_app.fact_text import redact_op
+from ledger_app.mechanical import outcome_fact
 from ledger_app.model_writer import (
     FoldContext,
     ItemRecord,

@@ -4,18 +4,16 @@ import json
 
 from journal_app.chunking import chunk
 from journal_app.hashing import canonical_body
-from recovery_app.analyst import (
-    ModelAnalyst,
+from recovery_app.analyst import ModelAnalyst, analyse
+from recovery_app.citations import (
     ReadView,
-    analyse,
     check_citation,
     check_claims,
     citation,
     complete_citations,
     locate_quote,
-    plan_queries,
-    suggest_terms,
 )
+from recovery_app.query_plan import plan_queries, suggest_terms
 
 
 def view(

@@ -110,7 +110,7 @@ def test_the_analyst_usage_is_in_the_receipt(scripted):
 def test_a_quote_of_the_shown_text_maps_back_to_the_entry_bytes():
     import rfc8785
 
-    from recovery_app.analyst import ReadView, check_citation, map_quote, shown_text
+    from recovery_app.citations import ReadView, check_citation, map_quote, shown_text
 
     content = {"name": "exec", "arguments": {"command": "./migrate 0042", "cwd": "/srv/billing"}}
     body = rfc8785.dumps(content).decode()

@@ -10,7 +10,7 @@ from journal_app.formats.base import ParsedEntry, message
 from journal_app.services import journal_append, journal_ensure, session_ensure, tenant_ensure
 from ledger_app.models import Fold
 from ledger_app.services import ledger_fold, ledger_state, ledger_verify
-from recovery_app.analyst import json_fragment
+from recovery_app.citations import json_fragment
 from recovery_app.models import Receipt
 from recovery_app.services import recovery_budget, recovery_run
 from tests.recovery_app.conftest import (

@@ -13,8 +13,9 @@ from typing import Any
 
 from journal_app.rounds import complete_prefix_end, group_rounds
 from ledger_app import reducer
-from ledger_app.mechanical import EntryView, is_pin_source, pin_fact, required_pins
+from ledger_app.entry_view import EntryView
 from ledger_app.mechanical_writer import MechanicalWriter
+from ledger_app.pin_facts import is_pin_source, pin_fact, required_pins
 
 
 def offline_fold(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ledger_app.mechanical import EntryView
+from ledger_app.entry_view import EntryView
 
 
 class ScriptedWriter:

@@ -25,7 +25,7 @@ from journal_app.services import CommitUnconfirmed, ConflictError, JournalError
 from journal_app.services.imports import default_session_key, import_committed_lost
 from ledger_app.errors import LedgerError
 from ledger_app.models import Fold, TaskRun
-from ledger_app.services.reimport import ReimportResult
+from ledger_app.services.reimport_copy import ReimportResult
 from recovery_app.session_transfer import transcript_import
 
 

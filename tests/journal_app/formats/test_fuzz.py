@@ -25,7 +25,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from journal_app.chain import EntryInvalid, prepare_entries
+from journal_app.chain import prepare_entries
+from journal_app.entry_validation import EntryInvalid
 from journal_app.formats import FORMATS, FormatError, parse_path
 from journal_app.formats.base import ParsedEntry
 from tests.conftest import CORPUS

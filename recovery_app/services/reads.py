@@ -1,24 +1,21 @@
-"""Recovery's settings, errors, snapshots and hash-verified reads (DESIGN.md section 7).
+"""Recovery's snapshots and hash-verified reads (DESIGN.md section 7).
 
-Shared by :mod:`.attempt` (one bounded attempt at a fold) and :mod:`.tools` (the agent's
-search, read and analyst).
+:func:`snapshot_freeze` freezes a journal at a revision (recording its head hash and
+bringing the search index up to it); :func:`read_verify` checks an entry read again against
+that snapshot and gives the analyst's view of it. Shared by :mod:`.attempt` (one bounded
+attempt at a fold) and :mod:`.tools` (the agent's search, read and analyst). Reads only: the
+one write is the search index's catch-up in :func:`snapshot_freeze`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
-
-from journal_app.errors import DomainError
 from journal_app.models import Entry, Journal
-from recovery_app import analyst as lexical_analyst
-from recovery_app.analyst import AnalystModel, ReadView
-from recovery_app.budget import Budget
+from recovery_app.citations import ReadView
+from recovery_app.errors import RecoveryError
 from recovery_app.search import index_sync
 from recovery_app.snapshot import (
     ReadCheck,
@@ -28,63 +25,16 @@ from recovery_app.snapshot import (
     verify_read,
 )
 
-log = logging.getLogger("ledgerkeep.recovery")
-#: How far (in seq) a tool call's result is looked for before the whole journal is.
-PAIR_WINDOW = 256
 
-
-class RecoveryError(DomainError):
-    """Base of recovery's own domain errors (the pure modules' errors are listed in __all__)."""
-
-    status = 422
-    code = "invalid_request"
-
-
-class EntryNotFound(RecoveryError):
-    """No entry of that seq or hash in the caller's journal at the revision (HTTP 404)."""
-
-    status = 404
-    code = "not_found"
-
-
-def recovery_budget() -> Budget:
-    """The budget from ``settings.RECOVERY_MAX_*``, the only copy of its figures (defaults
-    in ``config/settings.py``: 3 rounds, 4 searches, 8 reads, 4 sources, 8,000 tokens, 30 s)."""
-    return Budget(
-        rounds=settings.RECOVERY_MAX_ROUNDS,
-        searches=settings.RECOVERY_MAX_SEARCHES,
-        reads=settings.RECOVERY_MAX_READS,
-        sources=settings.RECOVERY_MAX_SOURCES,
-        tokens=settings.RECOVERY_MAX_TOKENS,
-        seconds=settings.RECOVERY_MAX_SECONDS,
-    )
-
-
-def analyst_model_from_settings() -> AnalystModel | None:
-    """The model-backed analyst when a model is configured, else ``None`` (the offline default).
-
-    Configured means ``OPENAI_BASE_URL`` plus ``RECOVERY_ANALYST_MODEL`` (or, failing that,
-    ``WRITER_MODEL``); calls go through :class:`ledger_app.model_client.ModelClient`.
-    Called only once an attempt has been admitted and triggered.
-    """
-    base_url = settings.OPENAI_BASE_URL
-    model = settings.RECOVERY_ANALYST_MODEL or settings.WRITER_MODEL
-    if not (base_url and model):
-        return None
-    from ledger_app.model_client import ModelClient, ModelConfig
-
-    config = dataclasses.replace(ModelConfig.from_settings(settings), writer_model=model)
-    return lexical_analyst.ModelAnalyst(ModelClient(config), model)
-
-
-# --- snapshots and reads ------------------------------------------------------------------
-
-
-def _journal(journal: Journal) -> Journal:
+def journal_reload(journal: Journal) -> Journal:
+    """``journal`` read again with its session and tenant (its head as stored now)."""
     return Journal.objects.select_related("session__tenant").get(pk=journal.pk)
 
 
-def _snapshot_spec(journal: Journal, revision: int, exclude: Sequence[int] = ()) -> Snapshot:
+def snapshot_spec(journal: Journal, revision: int, exclude: Sequence[int] = ()) -> Snapshot:
+    """The snapshot of ``journal``'s scope at ``revision`` before it is frozen (no head hash:
+    :func:`snapshot_freeze` adds it): what an attempt admits a request against and records
+    first. ``exclude`` seqs are never admitted."""
     scope = journal.scope_fields()
     return Snapshot(
         **scope, revision=revision, journal_id=journal.pk, exclude_seqs=tuple(sorted(exclude))
@@ -102,7 +52,7 @@ def snapshot_freeze(
     Raises:
         RecoveryError: ``revision`` is negative or beyond the journal's head.
     """
-    journal = _journal(journal)
+    journal = journal_reload(journal)
     rev = journal.head_seq if revision is None else int(revision)
     if rev < 0 or rev > journal.head_seq:
         raise RecoveryError(
@@ -113,7 +63,7 @@ def snapshot_freeze(
         or ""
     )
     index_sync(journal=journal, upto=rev)
-    spec = _snapshot_spec(journal, rev, exclude_seqs)
+    spec = snapshot_spec(journal, rev, exclude_seqs)
     return Snapshot(**{**spec.__dict__, "head_hash": head_hash})
 
 
@@ -164,7 +114,8 @@ class Read:
         }
 
 
-def _reread(entry_id: int) -> Entry | None:
+def entry_reread(entry_id: int) -> Entry | None:
+    """The entry of pk ``entry_id`` read again in full (journal, scope, chunks), or ``None``."""
     return (
         Entry.objects.select_related("journal__session__tenant")
         .prefetch_related("chunks")
