@@ -1,7 +1,7 @@
-"""Every corpus transcript imports, verifies and folds, with its pins verbatim (issues 2, 12).
+"""Every corpus transcript imports, verifies and folds, with its pins verbatim (12).
 
 Through the README's command: ``import_journal`` then ``compact``, with no model configured,
-every fold is written by the offline writer (issue 12: never mechanical unless labelled as a
+every fold is written by the offline writer (never mechanical unless labelled as a
 fallback with its reason), and ``compact`` afterwards says what it did.
 """
 

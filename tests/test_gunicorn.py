@@ -1,4 +1,4 @@
-"""The web process's gunicorn settings (``config/gunicorn.py``; issue 16).
+"""The web process's gunicorn settings (``config/gunicorn.py``).
 
 Gunicorn answers a request line over its limit itself, in plain text. The config reads lines
 up to gunicorn's maximum, so every URL over the API's own limit gets the API's 414 in the

@@ -1,4 +1,4 @@
-"""The installable package (issue 16): what the wheel carries, and the ``ledgerkeep`` command.
+"""The installable package: what the wheel carries, and the ``ledgerkeep`` command.
 
 The wheel is built here (``pip wheel --no-deps``) and its file list checked: every app, the
 migrations, the templates, static files and sample (copied to ``config/site/`` by setup.py),

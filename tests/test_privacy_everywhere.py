@@ -1,4 +1,4 @@
-"""Same input, same verdict everywhere (issue 12, item 3; "Done when", third bullet).
+"""Same input, same verdict everywhere ("Done when", third bullet).
 
 ONE table of realistic secrets (and hidden reasoning), each planted in a tool result of one
 journal; every surface that shows or checks entry text must give the same verdict on each:

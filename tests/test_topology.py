@@ -1,4 +1,4 @@
-"""The production topology, natively (issue 7; DESIGN.md section 2): gunicorn and a Celery
+"""The production topology, natively (DESIGN.md section 2): gunicorn and a Celery
 worker against PostgreSQL and Redis, driven over HTTP end to end.
 
 ``docker-compose.yml`` describes db, redis, web and worker; Docker cannot run on the CI
@@ -215,7 +215,7 @@ def test_a_transcript_goes_from_http_upload_to_a_cited_ledger(topology):
         assert http.get(scope + "/verify").json()["ok"] is True
 
 
-# -- docker-compose.yml: the same topology, described for Docker or Podman (issue 16) -----
+# -- docker-compose.yml: the same topology, described for Docker or Podman -----
 
 COMPOSE = ROOT / "docker-compose.yml"
 

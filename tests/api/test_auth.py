@@ -1,4 +1,4 @@
-"""Tenant API keys (issue 7): stored hashed, shown once with a visible prefix, revocable, with
+"""Tenant API keys: stored hashed, shown once with a visible prefix, revocable, with
 a role; the commands that create and revoke them; 401 for anything but a live key."""
 
 from __future__ import annotations

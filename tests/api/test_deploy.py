@@ -1,4 +1,4 @@
-"""Production settings (issue 7): ``manage.py check --deploy`` is clean when DEBUG is false,
+"""Production settings: ``manage.py check --deploy`` is clean when DEBUG is false,
 and the embedded default keeps its development settings."""
 
 from __future__ import annotations

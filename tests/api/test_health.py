@@ -1,4 +1,4 @@
-"""``/healthz``: database and broker reachability as JSON (issue 7)."""
+"""``/healthz``: database and broker reachability as JSON."""
 
 from __future__ import annotations
 

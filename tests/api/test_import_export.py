@@ -1,4 +1,4 @@
-"""Uploading a ledgerkeep export over the API re-imports what the command does (issue 16).
+"""Uploading a ledgerkeep export over the API re-imports what the command does.
 
 The upload API and ``import_journal`` call one service,
 :func:`ledger_app.services.transcript_import.transcript_import` (the API through

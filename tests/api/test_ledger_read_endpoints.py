@@ -1,4 +1,4 @@
-"""Everything an operator's page shows has an endpoint (issue 12, item 4): the writer's
+"""Everything an operator's page shows has an endpoint: the writer's
 proposals with both verdicts, failed fold attempts, a fold's invariants and loss report,
 recovery receipts; and ``ops_rejected`` counts the verifier's rejections on both sides."""
 

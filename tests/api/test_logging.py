@@ -1,4 +1,4 @@
-"""Structured logs (issue 7): config/logging.py renders JSON lines (pure, no Django)."""
+"""Structured logs: config/logging.py renders JSON lines (pure, no Django)."""
 
 from __future__ import annotations
 

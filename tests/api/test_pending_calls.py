@@ -1,4 +1,4 @@
-"""A runtime declares a tool call pending (issue 15, item 4): the append API's
+"""A runtime declares a tool call pending: the append API's
 ``metadata.pending`` field, documented in the OpenAPI schema and validated; through the one
 fold service the call stays pending in the ledger and the context, and its result closes it."""
 

@@ -1,4 +1,4 @@
-"""API hygiene (issue 16): per-key rate limits, and keys that follow their users."""
+"""API hygiene: per-key rate limits, and keys that follow their users."""
 
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ def test_a_client_key_with_no_user_stands_on_its_own(api):
 
 
 def test_refused_keys_from_one_address_are_slowed_too(settings):
-    """Fresh-eyes finding (issue 16): only valid keys were counted, so guessing keys was
+    """Fresh-eyes finding: only valid keys were counted, so guessing keys was
     never slowed. Refused keys count per address; over the rate the answer is 429."""
     settings.API_AUTH_FAILURE_RATE = "3/m"
     client = Client()

@@ -1,6 +1,6 @@
 """One review service: the same P0 retirement decided through the UI (with and without
 htmx) and the API answers the same status, needs the same comment and writes the same audit
-event (issue 12, "Done when"; DESIGN.md 5.2 and 9)."""
+event (DESIGN.md 5.2 and 9)."""
 
 from __future__ import annotations
 
@@ -158,7 +158,7 @@ def test_an_operator_is_403_and_logged_and_a_key_whose_user_lost_the_role_is_ref
     assert page["status"] == htmx["status"] == 403
     assert [e[:3] for e in page["events"]] == [("review.denied", setup["rita"].pk, "rita")]
     assert page["events"][0][6] == {"decision": "approve", "role": "operator"}
-    # a key follows its user (issue 16): a reviewer key whose user is no longer a reviewer
+    # a key follows its user: a reviewer key whose user is no longer a reviewer
     # is refused like an unknown key, before any operation runs
     assert api["status"] == 401 and api["body"]["code"] == "unauthenticated"
     assert api["events"] == []

@@ -1,4 +1,4 @@
-"""The server refuses what the OpenAPI document refuses, and no less (issue 16, item 10).
+"""The server refuses what the OpenAPI document refuses, and no less.
 
 The document is JSON Schema 2020-12: ``5668.0`` is an integer there, so an integer field
 takes it; a fraction, a numeric string or a boolean is refused by both.
@@ -86,7 +86,7 @@ READ = "/api/v1/sessions/{session}/{lane}/{branch}/recovery/read"
 
 def test_the_schema_says_a_read_names_exactly_one_of_seq_and_entry(api):
     """Two routes, each with its one required path parameter: a request the schema allows
-    always names exactly one, which is what the service enforces (issue 16)."""
+    always names exactly one, which is what the service enforces."""
     paths = api.client.get("/api/v1/openapi.json").json()["paths"]
     reads = sorted(p for p in paths if p.startswith(READ))
     assert reads == [READ + "/entry/{entry}", READ + "/seq/{seq}"]

@@ -1,4 +1,4 @@
-"""Property-based run of the whole API against its own OpenAPI schema (issue 7).
+"""Property-based run of the whole API against its own OpenAPI schema.
 
 Schemathesis generates requests for every operation from ``/api/v1/openapi.json`` and sends
 them through the WSGI application in-process (same test database). Every response must be
@@ -145,7 +145,7 @@ RELATIONS = ("leaves no room in the hard limit",)
 
 def schema_allows_it(ctx, response, case) -> None:
     """A request generated from the schema (positive mode) is not refused as invalid (422
-    ``validation_error``): the server enforces no rule the schema does not state (issue 16).
+    ``validation_error``): the server enforces no rule the schema does not state.
     Domain refusals (``invalid_query`` for a query with no searchable term, ...) are rules
     on meaning the schema cannot state and stay allowed."""
     if response.status_code != 422 or response.json().get("code") != "validation_error":

@@ -1,4 +1,4 @@
-"""``create_tenant`` and ``create_user`` (issue 6, item 1)."""
+"""``create_tenant`` and ``create_user``."""
 
 from __future__ import annotations
 

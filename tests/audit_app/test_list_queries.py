@@ -99,7 +99,7 @@ def test_list_pages_run_a_fixed_number_of_queries(client, acme, admin, perm_jour
         journal_build(tenant=acme, key=f"other-{i:02d}", items=[message("user", f"task {i}")])
     client.force_login(admin)
     for journal in (small, big):  # warm the cached verification verdict behind the
-        for name in ("facts", "folds"):  # pages' warning (issue 16): the pages are bounded
+        for name in ("facts", "folds"):  # pages' warning: the pages are bounded
             client.get(_pages(journal)[name])
     small_counts = {name: _count(client, url) for name, url in _pages(small).items()}
     big_counts = {name: _count(client, url) for name, url in _pages(big).items()}

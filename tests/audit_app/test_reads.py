@@ -1,4 +1,4 @@
-"""The audited raw read (issue 12, item 3): who may read stored bytes, and the audit trail."""
+"""The audited raw read: who may read stored bytes, and the audit trail."""
 
 from __future__ import annotations
 

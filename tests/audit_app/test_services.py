@@ -1,4 +1,4 @@
-"""Comments, annotations, reviews with their audit events; roles as groups (issue 6)."""
+"""Comments, annotations, reviews with their audit events; roles as groups."""
 
 from __future__ import annotations
 

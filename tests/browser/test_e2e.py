@@ -1,4 +1,4 @@
-"""End to end in headless Chromium (issue 6, "Tests that must exist").
+"""End to end in headless Chromium.
 
 A reviewer logs in, opens a session imported from the corpus, filters the facts, follows a
 support hash to the raw entry (quote highlighted, hash verified), opens a fold whose

@@ -1,4 +1,4 @@
-"""The sessions list fits at 1280 px and stacks on a phone (issue 17, fresh-eyes finding).
+"""The sessions list fits at 1280 px and stacks on a phone (fresh-eyes finding).
 
 Headless Chromium (Debian's, through Playwright) with DEBUG on and off: at 1280 x 800 neither
 the page nor the table scrolls sideways (``scrollWidth <= clientWidth``); at 390 x 844 (a

@@ -1,4 +1,4 @@
-"""Hypothesis-driven bad input on every importer and on the append endpoint (issue 8).
+"""Hypothesis-driven bad input on every importer and on the append endpoint.
 
 For each format in ``journal_app.formats.FORMATS`` a small valid sample (the first records of
 its corpus file; a hand-written one for Anthropic Messages, which has none) is broken in

@@ -1,4 +1,4 @@
-"""Every ledger tampering is reported by ``verify_ledger`` (issue 16, item 5).
+"""Every ledger tampering is reported by ``verify_ledger``.
 
 The ledger under attack: a fold of an instruction-bearing range, a fold whose writer asks
 to retire two P0 pins (two pending retirement requests), a reviewer's approval of the
@@ -378,7 +378,7 @@ def _harness_journal(tenant_slug: str) -> Journal:
 
 
 def test_a_ledger_folded_under_the_earlier_pin_rules_still_verifies(settings, monkeypatch):
-    """Pin rules 2 (issue 15) stopped pinning harness records; a fold written under rules 1
+    """Pin rules 2 stopped pinning harness records; a fold written under rules 1
     (it pinned them, and its delta names no ``pin_rules``) is checked against the rules it
     was written under, so upgrading never makes a sound ledger fail ``verify_ledger``."""
     from journal_app import content

@@ -1,4 +1,4 @@
-"""Dropped database connections and API requests (issue 16, item 8).
+"""Dropped database connections and API requests.
 
 A connection the server ends in the middle of a request gives the API's clear error (503
 ``database_unavailable`` in the error shape, ``Retry-After``), and the next request works;

@@ -12,7 +12,7 @@ Runs on SQLite and PostgreSQL alike: no service is needed to tamper with a row.
 artifact's byte size, media type and preview are recomputed from its bytes. The figures
 derived at append (token counts, the token source label, ``source_ref``, the artifact's
 token count) are outside the entry header; the entry's ``figures_hash`` binds them
-(issue 16, item 5), so a change there is reported at the entry too, without recounting.
+, so a change there is reported at the entry too, without recounting.
 """
 
 from __future__ import annotations

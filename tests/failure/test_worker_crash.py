@@ -1,4 +1,4 @@
-"""``kill -9`` of a Celery worker in the middle of a fold (issue 8, DESIGN.md section 9).
+"""``kill -9`` of a Celery worker in the middle of a fold (DESIGN.md section 9).
 
 The worker is made to stop inside ``ledger_fold``'s transaction by a lock the test holds
 from its own connection, at one of two places:
@@ -13,7 +13,7 @@ Then the worker's process group is killed with SIGKILL, the lock released, and a
 started. The message was acknowledged late (``acks_late``), so Redis hands it to the new
 worker once the visibility timeout has passed; the new worker folds. Nothing of the killed
 transaction is ever visible, and exactly one fold exists at the end. The killed worker's
-run, left ``running``, is marked ``lost`` by the new worker as it starts (issue 16).
+run, left ``running``, is marked ``lost`` by the new worker as it starts.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Artifact bytes written atomically, checked by hash, and orphans collected (issue 16)."""
+"""Artifact bytes written atomically, checked by hash, and orphans collected."""
 
 from __future__ import annotations
 
@@ -176,7 +176,7 @@ def test_gc_artifacts_lists_then_deletes_the_orphans_of_a_failed_import(media, s
     )
 )
 def test_the_preview_error_scan_finds_the_lines_a_per_line_search_finds(lines):
-    """One scan of the joined text (issue 13: the preview is recomputed by verify) gives the
+    """One scan of the joined text (the preview is recomputed by verify) gives the
     same first error lines, in order, as a search of each line."""
     from journal_app.artifacts import _ERROR_LINE, PREVIEW_ERROR_LINES, _error_lines
 

@@ -1,4 +1,4 @@
-"""The benchmark runner's one table and its size flags (issue 13, item 6). No timing."""
+"""The benchmark runner's one table and its size flags. No timing."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Migrations 0005-0007 (issue 16, item 5): existing entries get their figures hash.
+"""Migrations 0005-0007: existing entries get their figures hash.
 
 Runs the three steps for real: back to 0004, an entry written the old way (no figures
 hash), forward again; the filled hash is the one the append path computes, and

@@ -78,7 +78,7 @@ def test_chunk_moves_cut_back_inside_a_multibyte_sequence():
     assert chunk_bounds(b"", 4096) == [(0, 0)]
 
 
-# -- the direct encoders agree with the general path (issue 13) -------------------------
+# -- the direct encoders agree with the general path -------------------------
 _TEXT = st.text(
     alphabet=st.characters(blacklist_categories=("Cs",)) | st.sampled_from('"\\\n\t\x00\x1f/é😀'),
     max_size=20,

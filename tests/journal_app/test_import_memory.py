@@ -1,4 +1,4 @@
-"""Import at constant memory (issue 13, item 2, "done when" 3): the largest corpus source and
+"""Import at constant memory ("done when" 3): the largest corpus source and
 a generated transcript import in a worker limited to 512 MB of address space, with the head
 hashes an independent in-memory computation gives.
 

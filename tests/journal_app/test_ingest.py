@@ -1,4 +1,4 @@
-"""The bulk append path, streaming verify and the canonical header (issue 13, items 3 and 4).
+"""The bulk append path, streaming verify and the canonical header.
 
 Runs on SQLite (``bulk_create`` path) and PostgreSQL (``COPY`` path) alike: the same rows,
 hashes and errors are asserted on both. Query counts, not times.

@@ -1,4 +1,4 @@
-"""Streaming import (issue 13, item 2): bounded batches in one transaction, the same hashes
+"""Streaming import: bounded batches in one transaction, the same hashes
 as one append, bytes-driven progress, nothing written when it fails half way."""
 
 from __future__ import annotations

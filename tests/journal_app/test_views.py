@@ -239,7 +239,7 @@ def test_it_filters_sessions_by_tenant_lane_and_activity(client, acme, member, j
 
 
 def test_last_activity_sorts_and_filters_on_the_time_it_shows(client, acme, member, journal):
-    """Fresh-eyes finding (issue 17): the column showed the source's time while the sort
+    """Fresh-eyes finding: the column showed the source's time while the sort
     and the activity filter used the import time. A session imported now whose source says
     2025 is idle, sorts last, and shows 2025."""
     old = journal_build(

@@ -155,7 +155,7 @@ def test_it_highlights_a_byte_range_exactly(client, member, long_entry):
 
 
 def test_a_support_items_range_highlights_exactly_its_quote(client, member, journal):
-    """Fresh-eyes finding (issue 17): the mark ran one byte past the quote (the range was
+    """Fresh-eyes finding: the mark ran one byte past the quote (the range was
     drawn end-inclusive; support ranges are end-exclusive)."""
     from ledger_app.outcomes import support_item
     from ledger_app.selectors.links import support_links
@@ -323,7 +323,7 @@ def test_audit_filters_and_receipt_filters_swap_their_region_only(client, acme, 
 
 
 def test_a_quote_holding_double_quotes_or_a_tab_is_found_in_the_body(client, member, acme):
-    """Fresh eyes, round 2 (issue 17): a support quote with ``"`` or a tab is stored
+    """Fresh eyes, round 2: a support quote with ``"`` or a tab is stored
     JSON-escaped in the body; the page said the quote did not occur."""
     from journal_app.formats.base import tool_call
     from ledger_app.outcomes import support_item

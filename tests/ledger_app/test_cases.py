@@ -316,7 +316,7 @@ def test_21_the_summary_does_not_grow_across_compactions(tmp_path):
         m for m in result.model_view["messages"] if str(m.get("content", "")).startswith("[ledger")
     ]
     # derived: never a source nor a pin of its own; its text, if any fits, only inside the
-    # checkpoint, labelled as the source's own summary (issue 15, item 5)
+    # checkpoint, labelled as the source's own summary
     for m in result.model_view["messages"]:
         if "PREVIOUS_COMPACTION_SUMMARY" in str(m.get("content", "")):
             assert m in summaries and "- imported summary at seq 1 (" in m["content"]

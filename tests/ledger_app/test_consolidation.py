@@ -33,7 +33,7 @@ def test_one_user_message_of_280000_characters_makes_the_target_unreachable_and_
             tool_result("r", "x = 1"),
         ],
     )
-    # the fold consolidates by itself: nobody has to run compact (issues 12 and 15)
+    # the fold consolidates by itself: nobody has to run compact (and 15)
     fold = ledger_fold(journal=j).consolidation
     assert fold is not None
     assert fold.kind == "consolidation" and fold.outcome == "target_unreachable"
@@ -91,7 +91,7 @@ def test_not_needed_below_the_start_figure():
 
 
 def test_the_loss_report_lists_what_no_fact_keeps_with_its_entry():
-    """A tool fact mentions the identifiers of its entries (issue 15, item 9), except the
+    """A tool fact mentions the identifiers of its entries, except the
     numbers of a failed run (partial output, never results: DESIGN.md case 05); the loss
     report lists exactly those, each with the entry holding it."""
     j = _journal("loss")

@@ -1,4 +1,4 @@
-"""The pure context builder: controlled order, invariants, three views (issue 9, DESIGN.md 6)."""
+"""The pure context builder: controlled order, invariants, three views (DESIGN.md 6)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A long session's context answers with a bounded response and a fixed number of queries
-(issue 13, item 1): the debug trace capped with counts of what was left out, only the views
+: the debug trace capped with counts of what was left out, only the views
 asked for built, the frontend check linear. Sizes and query counts, never times.
 """
 

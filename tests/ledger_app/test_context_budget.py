@@ -1,4 +1,4 @@
-"""The context builder honest about its budget and linear in the session (issues 13 and 15).
+"""The context builder honest about its budget and linear in the session (and 15).
 
 Pure tests (no database): what the plan counts (call ids, redactions, the tools schema, notes),
 the last pass, provider figures first, success at a budget implying success at every larger

@@ -1,5 +1,5 @@
 """The invariants panel is a property of the fold: computed once, stored with it, read after
-(issue 13, item 1). Query counts and stored rows, never times."""
+. Query counts and stored rows, never times."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""context_build end to end: journal, ledger, artifacts, checkpoints; and its API (issue 9)."""
+"""context_build end to end: journal, ledger, artifacts, checkpoints; and its API."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Session export as JSON Lines and its re-import, hash for hash (issue 6, item 6)."""
+"""Session export as JSON Lines and its re-import, hash for hash."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Export round trip into any tenant and session (issue 16, item 9): journal, folds with
+"""Export round trip into any tenant and session: journal, folds with
 manifests, deltas and verdicts, retirements and decisions, comments and receipts."""
 
 from __future__ import annotations

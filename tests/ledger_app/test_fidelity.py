@@ -292,7 +292,7 @@ def test_a_quote_holding_a_secret_keeps_its_range_not_its_text():
 
 
 def test_corpus_non_pin_support_items_carry_a_range_or_quote():
-    """Goal >= 95% (issue 15, item 6), measured over every corpus transcript."""
+    """Goal >= 95%, measured over every corpus transcript."""
     total = covered = 0
     for path in sorted(
         p for p in CORPUS.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl", ".traj")

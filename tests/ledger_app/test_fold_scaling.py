@@ -1,4 +1,4 @@
-"""Fold cost flat in ledger size (issue 18): what one fold reads, and the bench's seed."""
+"""Fold cost flat in ledger size: what one fold reads, and the bench's seed."""
 
 import json
 from pathlib import Path
@@ -59,7 +59,7 @@ def test_seeded_ledger_has_the_state_hash_and_checkpoint_of_its_facts():
 
 
 def test_one_fold_runs_the_same_queries_at_two_ledger_sizes():
-    """The query count of a fold does not grow with the ledger (issue 18)."""
+    """The query count of a fold does not grow with the ledger."""
     small, large = _journal("small", 500), _journal("large", 500)
     ends = {
         "small": fold_scaling.seed_ledger(small, 250, template_entries=200),
@@ -80,7 +80,7 @@ def test_one_fold_runs_the_same_queries_at_two_ledger_sizes():
 
 
 def test_a_fold_loads_only_the_facts_its_writer_declares(settings):
-    """The writer state holds the declared keys' facts, not every command's (issue 18)."""
+    """The writer state holds the declared keys' facts, not every command's."""
     j = _journal("keys", 500)
     end = fold_scaling.seed_ledger(j, 1_500, template_entries=200)
     keyed = LedgerFact.objects.filter(

@@ -1,4 +1,4 @@
-"""One fold service (issue 12): the same writer, recovery and manifest whoever asks.
+"""One fold service: the same writer, recovery and manifest whoever asks.
 
 With a model configured, every entry point (the service, ``compact``, the API's
 ``POST .../folds``, the automatic fold after an append, the context builder) folds with the

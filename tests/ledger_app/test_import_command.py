@@ -1,4 +1,4 @@
-"""``import_journal``'s summary names the runner it was started with (issue 16, item 1)."""
+"""``import_journal``'s summary names the runner it was started with."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reads whose cost must not follow the ledger's size (issue 18): the fold's lookups by key,
+"""Reads whose cost must not follow the ledger's size: the fold's lookups by key,
 the facts count a fold records for the facts page, the term index without zero rows."""
 
 import json

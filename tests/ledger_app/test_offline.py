@@ -633,7 +633,7 @@ def test_an_offline_fold_stores_its_items_and_verdicts_and_says_offline():
     assert attempt.outcome == FoldAttempt.Outcome.ACCEPTED and attempt.writer == "offline"
     [proposal] = attempt.proposals.all()
     assert proposal.kind == "offline" and proposal.raw == ""  # no model output, ever
-    # 27 tool calls, 1 decision, 2 assistant claims, 3 turn conclusions (issue 15: folded
+    # 27 tool calls, 1 decision, 2 assistant claims, 3 turn conclusions (folded
     # assistant turns never vanish), 2 instructions carried out: one verdict each, by the rules
     # 37: the two requests carried out close their pins (a verdict each)
     assert proposal.verdicts.filter(judge="rules").count() == proposal.verdicts.count() == 37

@@ -110,7 +110,7 @@ def test_a_user_entry_from_the_same_fold_retires_no_pin():
 
 
 def test_a_later_harness_record_retires_no_pin():
-    """A harness record (a user-role message the harness wrote, issue 15) is journaled with
+    """A harness record (a user-role message the harness wrote) is journaled with
     ``harness`` in the delta's evidence: it speaks for no one and authorises nothing."""
     delta = later([{"op": "retire", "id": "pin:u1", "evidence": [U2]}])
     delta["evidence"][U2] = {**delta["evidence"][U2], "harness": True}

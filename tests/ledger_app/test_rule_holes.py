@@ -1,4 +1,4 @@
-"""Core rules that used to change unnoticed (issue 12, item 8).
+"""Core rules that used to change unnoticed.
 
 * A summary, a checkpoint (compaction marker) or another fact is never valid support
   (DESIGN.md 5.1): the reducer rejects the op and says why, and the fold service stores the

@@ -1,4 +1,4 @@
-"""The ledger's read layer: a filter expression over the fact rows (issue 18) selects what
+"""The ledger's read layer: a filter expression over the fact rows selects what
 the Python matcher selects over the whole state, with its exact terms in SQL."""
 
 import pytest

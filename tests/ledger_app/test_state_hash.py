@@ -1,4 +1,4 @@
-"""The incremental state hash and partial application of a delta (issue 18). Pure."""
+"""The incremental state hash and partial application of a delta. Pure."""
 
 import copy
 

@@ -1,4 +1,4 @@
-"""Deltas, checkpoints, fact rows, the term index and their verification (issue 18)."""
+"""Deltas, checkpoints, fact rows, the term index and their verification."""
 
 import importlib
 import json
@@ -111,7 +111,7 @@ def test_identifiers_are_stored_at_append_and_read_by_the_loss_report(
     settings, django_capture_on_commit_callbacks
 ):
     j = _journal()
-    with django_capture_on_commit_callbacks(execute=True):  # derived after commit (issue 13)
+    with django_capture_on_commit_callbacks(execute=True):  # derived after commit
         journal_append(journal=j, items=_round(1))
     call = Entry.objects.get(journal=j, seq=2)
     stored = EntryIdentifiers.objects.get(entry=call).values

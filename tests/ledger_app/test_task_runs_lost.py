@@ -1,4 +1,4 @@
-"""Task runs of dead workers are marked ``lost`` (issue 16; ledger_app.runs)."""
+"""Task runs of dead workers are marked ``lost`` (ledger_app.runs)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Task state that tells the truth in the context (issue 15, item 4; item 5's summaries).
+"""Task state that tells the truth in the context (item 5's summaries).
 
 Pure tests (no database): pending calls, instructions carried out, the checkpoint that is
 never a bare header, imported summaries as checkpoint text, and Anthropic thinking blocks.
@@ -146,7 +146,7 @@ def drop_table_session() -> list[ParsedEntry]:
 
 def completion_ledger(entries: Sequence[EntryView], closed: bool) -> dict[str, Any]:
     """A hand-made ledger: the pins, and an obligation citing the instruction, closed on the
-    tool result when ``closed`` (the record of completion, issue 15 item 4)."""
+    tool result when ``closed`` (the record of completion)."""
     facts = {pin_fact(e)["id"]: pin_fact(e) for e in entries if is_pin_source(e)}
     facts["task:drop"] = {
         "id": "task:drop",
@@ -411,7 +411,7 @@ def test_thinking_blocks_count_against_the_budget(fmt):
 
 def test_the_current_goal_is_never_a_harness_record():
     """An interrupt marker or a caveat the harness wrote after the user's request is not
-    what the user asked for: the goal stays the request (issue 15, item 5)."""
+    what the user asked for: the goal stays the request."""
     from ledger_app.context.task_state import current_goal
 
     entries = views(

@@ -1,4 +1,4 @@
-"""``Journal.unfolded_tokens``, the running counter the fold trigger reads (issue 13, item 3).
+"""``Journal.unfolded_tokens``, the running counter the fold trigger reads.
 
 It must equal the aggregate it replaces (the tokens after the last fold's ``seq_end``)
 after appends, after folds and after a refused append, on SQLite and PostgreSQL.

@@ -1,4 +1,4 @@
-"""The pages' warning that a ledger does not verify (issue 16, items 4 and 5).
+"""The pages' warning that a ledger does not verify.
 
 Pages read a stored full check (:func:`ledger_app.services.full_check.ledger_check`, run by
 the ``check_ledger`` task) and never run it: a facts page costs the same queries whatever
@@ -175,7 +175,7 @@ def test_the_warning_reads_one_query_whatever_the_size(build):
 def test_an_edit_in_place_shows_once_the_stored_check_is_older_than_its_max_age(
     build, client, settings, django_capture_on_commit_callbacks, monkeypatch
 ):
-    """Fresh-eyes finding (issue 16): the stored check is keyed by the journal head and the
+    """Fresh-eyes finding: the stored check is keyed by the journal head and the
     last fold, so an edit made in the database in place (no new entry or fold) was never
     seen by the pages. A check older than LEDGER_CHECK_MAX_AGE_SECONDS is queued again."""
     monkeypatch.setattr(receivers, "run_in_background", lambda fn: fn())  # no thread here

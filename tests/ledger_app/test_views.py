@@ -225,11 +225,11 @@ def test_it_renders_the_facts_page_with_bounded_queries(
 ):
     _writer_fold(folded, _ops(folded))
     client.force_login(member)
-    # the first view of a ledger state verifies it for the warning (issue 16) and caches the
+    # the first view of a ledger state verifies it for the warning and caches the
     # verdict under the journal's head and last fold; the page itself is bounded
     assert client.get(FACTS_URL).status_code == 200
-    # fact rows (issue 18): one COUNT and one page of rows instead of one parsed state; the
-    # cached verification verdict costs one query for its key (issue 16)
+    # fact rows: one COUNT and one page of rows instead of one parsed state; the
+    # cached verification verdict costs one query for its key
     with django_assert_max_num_queries(9):
         response = client.get(FACTS_URL)
     assert response.status_code == 200

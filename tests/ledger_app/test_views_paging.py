@@ -1,4 +1,4 @@
-"""Issue 13 item 5 and issue 17 item 7: the fold page, the verifier page and the diff are
+"""Issue 13 item 5: the fold page, the verifier page and the diff are
 paginated (100 rows, a count, a permalink per page), the diff is read from the stored fact
 versions, and none of the three runs more queries for a bigger ledger or fold."""
 

@@ -1,4 +1,4 @@
-"""The Anthropic Messages proxy, end to end with the real ``anthropic`` client (issue 14)."""
+"""The Anthropic Messages proxy, end to end with the real ``anthropic`` client."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Budgets of a proxied call and the ``MODEL_WINDOWS`` setting (issue 14)."""
+"""Budgets of a proxied call and the ``MODEL_WINDOWS`` setting."""
 
 from __future__ import annotations
 

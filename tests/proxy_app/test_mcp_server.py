@@ -1,4 +1,4 @@
-"""The MCP server, driven by the official ``mcp`` client over stdio (issue 14).
+"""The MCP server, driven by the official ``mcp`` client over stdio.
 
 The server is a separate process (as Claude Code and Codex launch it), so it gets its own
 SQLite file prepared with the real commands: migrate, a tenant and key, an import, a fold.
@@ -137,7 +137,7 @@ def test_another_tenants_key_finds_no_session(prepared):
 
 
 def test_a_key_revoked_while_the_server_runs_stops_its_tools(prepared):
-    """Fresh-eyes finding (issue 16, item 6): the key was checked once at start, so a
+    """Fresh-eyes finding: the key was checked once at start, so a
     revoked key kept working until the server restarted."""
     env, _, _ = prepared
     key = manage(env, "create_api_key", "acme", "--name", "revoked-later", "--quiet")
@@ -196,7 +196,7 @@ def _free_port() -> int:
 
 
 def test_over_http_every_request_needs_the_servers_key(prepared):
-    """Fresh-eyes finding (issue 16): ``--http`` served anyone who reached the port with
+    """Fresh-eyes finding: ``--http`` served anyone who reached the port with
     the key it was started with. Now each HTTP request must carry that key as a bearer."""
     import time
     import urllib.error

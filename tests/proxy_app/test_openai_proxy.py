@@ -1,5 +1,5 @@
 """The OpenAI Chat Completions proxy, end to end: the real ``openai`` client, the live server,
-a scripted upstream on 127.0.0.1 (issue 14, Tests)."""
+a scripted upstream on 127.0.0.1 (Tests)."""
 
 from __future__ import annotations
 

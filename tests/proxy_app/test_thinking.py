@@ -1,4 +1,4 @@
-"""Anthropic thinking blocks on the proxy path (issue 15, item 4): a compacted request keeps
+"""Anthropic thinking blocks on the proxy path: a compacted request keeps
 the thinking blocks of the ongoing tool loop's last assistant turn byte for byte (signature
 included), as the Messages API requires with extended thinking on, and drops the others."""
 

@@ -2,7 +2,7 @@
 
 Written with the literal 24 on purpose: a test that reads ``WINDOW`` back passes whatever
 the constant is. Positions count back from the head, the head being 1: the phrase in the
-24th most recent entry fires, in the 25th it does not (issue 12, item 8).
+24th most recent entry fires, in the 25th it does not.
 """
 
 from __future__ import annotations

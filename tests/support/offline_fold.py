@@ -1,6 +1,6 @@
 """A ledger without a database, for pure tests and benchmarks (moved from ``ledger_app.context``).
 
-Test-only code (issue 12, item 7): the product folds through
+Test-only code: the product folds through
 :func:`ledger_app.services.ledger_fold`; this gives the same pins and mechanical tool outcomes
 judged by the reducer, in one delta, with no database.
 """

@@ -1,4 +1,4 @@
-"""Fuzzing every importer over real corpus files (issue 16, item 7). Pure: no database.
+"""Fuzzing every importer over real corpus files. Pure: no database.
 
 For each importer a real file of its format (the corpus, or a bundled case for Anthropic
 Messages, or an export built from a corpus file for ``ledgerkeep-export``) is cut to its

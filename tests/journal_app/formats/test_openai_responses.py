@@ -1,4 +1,4 @@
-"""OpenAI Responses items importer: inline fixtures, detection, pairing, errors (issue 14)."""
+"""OpenAI Responses items importer: inline fixtures, detection, pairing, errors."""
 
 from __future__ import annotations
 

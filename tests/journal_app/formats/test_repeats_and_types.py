@@ -1,4 +1,4 @@
-"""Repeated source records, wrong-typed arguments and orphaned observations (issue 16, item 7).
+"""Repeated source records, wrong-typed arguments and orphaned observations.
 
 Each case starts from a real corpus file and changes one thing: a record repeated (read
 once, counted, never a fabricated ``#2`` call), a record reusing an id with other content

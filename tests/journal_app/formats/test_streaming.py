@@ -1,4 +1,4 @@
-"""Streaming readers (issue 13, item 2): the same entries and hashes as the in-memory path,
+"""Streaming readers: the same entries and hashes as the in-memory path,
 the same kinds of errors, and a JSON document never built whole. Pure: no database."""
 
 from __future__ import annotations
@@ -214,7 +214,7 @@ def test_codex_entries_are_final_when_yielded(streamed):
 
 
 def test_a_bad_value_inside_a_one_line_document_is_located_by_column_and_context(tmp_path):
-    # an openai-chat list on one line: "line 1" alone said nothing (fresh-eyes, issue 13)
+    # an openai-chat list on one line: "line 1" alone said nothing (fresh-eyes)
     path = tmp_path / "chat.json"
     good = '{"role": "user", "content": "hi"}'
     path.write_text("[" + ", ".join([good] * 40 + ['{"role": oops}'] + [good] * 5) + "]")
