@@ -4,7 +4,7 @@ Every save of a registered model (:func:`log_register`, called from the apps' ``
 appends the row as stored to its tenant's chain (:func:`log_append`, in the saving
 transaction); :func:`log_fill` starts the log for existing rows (a data migration) and
 :func:`log_verify` recomputes the chains and compares every logged row with its latest record
-(``manage.py verify_ledger``). DESIGN.md sections 8 and 9.
+(``manage.py verify_ledger``). docs/design.md sections 8 and 9.
 """
 
 from __future__ import annotations

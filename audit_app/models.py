@@ -1,4 +1,4 @@
-"""What people add to a session and what they did with it (DESIGN.md 8, 9).
+"""What people add to a session and what they did with it (docs/design.md 8, 9).
 
 * :class:`Comment`: a note on one ledger fact or one journal entry (who, when, text).
 * :class:`Annotation`: a session-level label, "good/bad compaction example", with a note.

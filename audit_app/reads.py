@@ -1,4 +1,4 @@
-"""Audited reads of unfiltered entry bytes (DESIGN.md sections 4, 8, 9).
+"""Audited reads of unfiltered entry bytes (docs/design.md sections 4, 8, 9).
 
 Every page and endpoint shows an entry's body filtered by :mod:`journal_app.privacy`
 (secrets and hidden reasoning replaced, ``filtered`` and why said). The stored bytes

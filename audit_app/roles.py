@@ -1,4 +1,4 @@
-"""Roles as Django groups with permissions (DESIGN.md sections 8 and 9).
+"""Roles as Django groups with permissions (docs/design.md sections 8 and 9).
 
 A user's *role in a tenant* is their :class:`journal_app.models.Membership` row; the role's
 *permissions* are those of the Django group of the same name. The groups are kept in step

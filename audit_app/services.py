@@ -1,6 +1,6 @@
 """Every state change of the audit app: comments, annotations, exports, accounts.
 
-DESIGN.md sections 8 and 9. Services are keyword-only, raise domain errors (never HTTP), and
+docs/design.md sections 8 and 9. Services are keyword-only, raise domain errors (never HTTP), and
 record an :class:`~audit_app.models.AuditEvent` in the same transaction as the change they
 log, so the log holds exactly what happened. P0 retirement reviews are
 :func:`ledger_app.services.retirement_review` (it logs through :func:`audit_record`). The

@@ -1,4 +1,4 @@
-"""Operator UI routes of the audit app (DESIGN.md section 8).
+"""Operator UI routes of the audit app (docs/design.md section 8).
 
 No namespace of their own: ``config/urls.py`` serves them in the ``journal`` namespace, at
 the paths and names they have always had (``journal:annotate``, ``journal:entry_comment``,

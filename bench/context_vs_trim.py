@@ -149,7 +149,7 @@ def _pins(entries: list[Any], ledger: Any = None, *, listed_verbatim: bool = Fal
     pins ``ledger`` (the state the build ended with) has retired, superseded or closed (a
     done request is one line); of the open requests the ledger holds, the latest three are
     expected verbatim, the next ten as their one line (:func:`ledger_app.pins.request_line`)
-    and the rest not at all (DESIGN.md 6: :func:`ledger_app.pins.open_requests_split`). The
+    and the rest not at all (docs/design.md 6: :func:`ledger_app.pins.open_requests_split`). The
     same pins for both sides; ``listed_verbatim`` (the trimmed baseline, which has no record
     lines): the next ten are expected as their whole text."""
     from ledger_app.pin_facts import is_pin_source, pin_fact

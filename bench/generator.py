@@ -235,7 +235,7 @@ def iter_session(
                     commands[pick] = args[arg]
                 args[arg] = commands[pick]
             if name in FILE_WRITERS:
-                # writes land on a working set of files, as an agent's do (DESIGN.md 5.5:
+                # writes land on a working set of files, as an agent's do (docs/design.md 5.5:
                 # a later write of a file supersedes the earlier one)
                 args["path"] = f"src/module_{files.randrange(WORKING_SET)}.py"
             yield emit(tool_call(call_id, name, args), True)

@@ -7,7 +7,7 @@ writer: the pins, the offline writer's ops judged by the verifier's rules
 as a model sees them (:func:`ledger_app.budget.render_fact`) and
 :func:`ledger_app.loss.loss_report` compares the identifiers of the folded entries with that
 text: an identifier is *kept* when it occurs in a fact, else *recoverable*: listed with the
-first entry (hash and seq) that holds it, so recovery (DESIGN.md 7) can read it back.
+first entry (hash and seq) that holds it, so recovery (docs/design.md 7) can read it back.
 
 Figures, summed over the corpus: the share of file paths, commands and numbers kept (goals
 90%, 90%, 60%; the baseline column is the public measurement of summary compaction: 9.8%,

@@ -1,4 +1,4 @@
-"""Mandatory state against session length (DESIGN.md 5.4, 5.5): does the ledger conclude?
+"""Mandatory state against session length (docs/design.md 5.4, 5.5): does the ledger conclude?
 
 Generated sessions (:mod:`bench.generator`, corpus-shaped) of 2,000, 20,000 and 100,000
 entries, each in a fresh journal, folded by :func:`ledger_app.services.ledger_compact` with

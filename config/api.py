@@ -1,4 +1,4 @@
-"""The REST API v1: the one ``NinjaAPI``, mounted at ``/api/v1/`` (DESIGN.md sections 1 and 9).
+"""The REST API v1: the one ``NinjaAPI``, mounted at ``/api/v1/`` (docs/design.md sections 1 and 9).
 
 Schema at ``/api/v1/openapi.json``, interactive docs at ``/api/v1/docs``. Every operation
 authenticates with a tenant API key (``Authorization: Bearer <key>``,

@@ -68,7 +68,7 @@ def lone_surrogate_path(value: Any) -> str | None:
     ``json.loads`` turns ``"\\ud800"`` into a Python string with an unpaired surrogate (a
     valid pair such as ``"\\ud83d\\ude00"`` becomes one character and passes). Such a string
     has no UTF-8 form and no RFC 8785 form, so it can be neither hashed nor stored
-    (DESIGN.md section 4). Walks iteratively (no recursion limit on deep input).
+    (docs/design.md section 4). Walks iteratively (no recursion limit on deep input).
 
     Returns:
         The path, ``"(key)"``-suffixed for an object key, ``""`` for a top-level string, or

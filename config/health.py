@@ -1,6 +1,6 @@
 """``/healthz``: is this process able to serve? Database and broker reachability, as JSON.
 
-DESIGN.md section 2 (production topology). Used by docker-compose's health checks
+docs/design.md section 2 (production topology). Used by docker-compose's health checks
 and load balancers; no authentication, no tenant data, no connection strings in the answer.
 """
 

@@ -1,4 +1,4 @@
-"""Django settings, all from environment variables (DESIGN.md section 2).
+"""Django settings, all from environment variables (docs/design.md section 2).
 
 With nothing set this is the embedded default: SQLite in the project folder, Celery tasks
 eager in-process, filesystem artifact storage, the offline writer. ``DATABASE_URL`` switches
@@ -219,18 +219,18 @@ CELERY_BEAT_SCHEDULE = {
     }
 }
 
-# Journal (DESIGN.md section 4).
+# Journal (docs/design.md section 4).
 JOURNAL_CHUNK_BYTES = env_int("JOURNAL_CHUNK_BYTES", 4096)
 #: a stored ledger check older than this is run again on the next page view (seconds;
 #: ledger_app.services.full_check.ledger_warnings): in-place database edits show by then
 LEDGER_CHECK_MAX_AGE_SECONDS = env_int("LEDGER_CHECK_MAX_AGE_SECONDS", 3600)
 ARTIFACT_THRESHOLD_TOKENS = env_int("ARTIFACT_THRESHOLD_TOKENS", 2000)
 #: attached material in a pinned message (a pasted log, file or fenced code block) over this
-#: many tokens is shown in a context as a receipt that `read` restores (DESIGN.md 5.2)
+#: many tokens is shown in a context as a receipt that `read` restores (docs/design.md 5.2)
 PIN_ATTACHMENT_TOKENS = env_int("PIN_ATTACHMENT_TOKENS", 1000)
 TOKEN_ENCODING = env_str("TOKEN_ENCODING", "o200k_base")
 
-# Ledger budgets (DESIGN.md section 5.4).
+# Ledger budgets (docs/design.md section 5.4).
 LEDGER_WINDOW_TOKENS = env_int("LEDGER_WINDOW_TOKENS", 270_000)
 LEDGER_CONSOLIDATE_AT_TOKENS = env_int("LEDGER_CONSOLIDATE_AT_TOKENS", 67_500)
 LEDGER_CHECKPOINT_TARGET_TOKENS = env_int("LEDGER_CHECKPOINT_TARGET_TOKENS", 20_000)
@@ -239,7 +239,7 @@ LEDGER_CHECKPOINT_TARGET_TOKENS = env_int("LEDGER_CHECKPOINT_TARGET_TOKENS", 20_
 LEDGER_CHECKPOINT_EVERY_FOLDS = env_int("LEDGER_CHECKPOINT_EVERY_FOLDS", 1000)
 LEDGER_CHECKPOINT_DELTA_RATIO = env_float("LEDGER_CHECKPOINT_DELTA_RATIO", 2.0)
 LEDGER_FOLD_THRESHOLD_TOKENS = env_int("LEDGER_FOLD_THRESHOLD_TOKENS", 32_000)
-# Rows added to the table of consequential actions (DESIGN.md 5.5: P1 until superseded):
+# Rows added to the table of consequential actions (docs/design.md 5.5: P1 until superseded):
 # {"tools": [regex, ...], "commands": [regex, ...]} (ledger_app/consequence.py)
 LEDGER_CONSEQUENTIAL_PATTERNS = env_object("LEDGER_CONSEQUENTIAL_PATTERNS")
 try:
@@ -247,7 +247,7 @@ try:
 except PatternsInvalid as exc:
     raise SettingError(f"LEDGER_CONSEQUENTIAL_PATTERNS: {exc}") from None
 
-# Recovery budget and tools (DESIGN.md section 7).
+# Recovery budget and tools (docs/design.md section 7).
 RECOVERY_MAX_ROUNDS = env_int("RECOVERY_MAX_ROUNDS", 3)
 RECOVERY_MAX_SEARCHES = env_int("RECOVERY_MAX_SEARCHES", 4)
 RECOVERY_MAX_READS = env_int("RECOVERY_MAX_READS", 8)
@@ -259,7 +259,7 @@ RECOVERY_PAGE_SIZE = env_int("RECOVERY_PAGE_SIZE", 10)
 RECOVERY_CURSOR_TTL_SECONDS = env_int("RECOVERY_CURSOR_TTL_SECONDS", 900)
 RECOVERY_ANALYST_MODEL = env_str("RECOVERY_ANALYST_MODEL", "")
 
-# Models (DESIGN.md section 5.3): the offline writer when no base URL is set.
+# Models (docs/design.md section 5.3): the offline writer when no base URL is set.
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL", "")
 OPENAI_API_KEY = env_str("OPENAI_API_KEY", "")
 WRITER_MODEL = env_str("WRITER_MODEL", "")

@@ -1,4 +1,4 @@
-"""API operations of the journal (DESIGN.md section 4): append, import, entries, artifacts.
+"""API operations of the journal (docs/design.md section 4): append, import, entries, artifacts.
 
 Thin: each operation resolves the scope through ``request.auth`` (:mod:`journal_app.auth`:
 the key's tenant, ``Http404`` outside it) and calls the journal's services. Scopes are
@@ -133,7 +133,7 @@ def entry_detail(entry: Entry) -> dict[str, Any]:
     """An entry with content, chunks and its hashes recomputed now (``entry_check``).
 
     ``content``, ``text`` and ``metadata`` are filtered (:func:`journal_app.privacy.filter_entry`);
-    the verification is over the stored bytes (DESIGN.md section 4).
+    the verification is over the stored bytes (docs/design.md section 4).
     """
     problems = entry_check(entry, chain=True)
     shown = filter_entry(
@@ -215,7 +215,7 @@ def entries_append(
     lane: ScopePart,
     branch: ScopePart,
 ) -> Any:
-    """Append a batch of entries at ``start_seq`` in one transaction (DESIGN.md section 4).
+    """Append a batch of entries at ``start_seq`` in one transaction (docs/design.md section 4).
 
     The session and journal are created on first use. Idempotent: entries at seqs the
     journal already holds must hash identically (counted ``unchanged``); a different hash

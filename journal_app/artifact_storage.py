@@ -1,6 +1,6 @@
 """The bytes of artifacts in Django's default storage: atomic writes and garbage collection.
 
-DESIGN.md section 4 ("Artifacts"). An artifact's bytes live at
+docs/design.md section 4 ("Artifacts"). An artifact's bytes live at
 ``artifacts/<tenant>/<sha256>``; the name is the content's hash, so a file at that name is
 only as good as its bytes:
 

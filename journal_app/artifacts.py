@@ -1,6 +1,6 @@
 """Artifact receipts: media type and preview of an oversized tool result (pure).
 
-DESIGN.md section 4 ("Artifacts") and seed 001: the receipt carries a *high-signal* preview,
+docs/design.md section 4 ("Artifacts") and seed 001: the receipt carries a *high-signal* preview,
 not a summary: the head and tail of the text, the lines that look like errors, and for JSON
 the top-level keys. Storage and deduplication are in :mod:`journal_app.services`.
 """

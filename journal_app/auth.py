@@ -1,4 +1,4 @@
-"""API keys and the API's authentication (DESIGN.md sections 1, 7 and 9).
+"""API keys and the API's authentication (docs/design.md sections 1, 7 and 9).
 
 Keys
 ----

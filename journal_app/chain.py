@@ -1,4 +1,4 @@
-"""Building a journal's hash chain and each entry's figures hash (DESIGN.md section 4). Pure.
+"""Building a journal's hash chain and each entry's figures hash (docs/design.md section 4). Pure.
 
 :func:`prepare_entries` turns parsed items into rows ready to insert: canonical body,
 ``body_hash``, ``byte_length``, metadata hash, ``parent_hash`` and ``entry_hash``, chunks and
@@ -88,7 +88,7 @@ def prepare_entries(
         start_seq: the ``seq`` of the first item (head + 1).
         parent_hash: the head's ``entry_hash`` (``""`` for an empty journal).
         items: parsed entries in order.
-        chunk_bytes: chunk size in bytes (DESIGN.md section 4: 4 KiB by default).
+        chunk_bytes: chunk size in bytes (docs/design.md section 4: 4 KiB by default).
         encoding: tiktoken encoding for ``token_count`` (an item's ``token_figure``, a
             provider-reported figure, is stored instead when it has one).
 

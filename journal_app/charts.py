@@ -1,4 +1,4 @@
-"""The session overview's token chart, computed server-side as SVG geometry (DESIGN.md 8).
+"""The session overview's token chart, computed server-side as SVG geometry (docs/design.md 8).
 
 Pure module. The x axis is the journal's seq (its own clock: imported transcripts all carry
 one import time), the y axis tokens, linear or logarithmic (``scale="log"``: a ledger of a

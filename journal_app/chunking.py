@@ -1,4 +1,4 @@
-"""Fixed-size chunking of entry bodies (DESIGN.md section 4, "Chunks").
+"""Fixed-size chunking of entry bodies (docs/design.md section 4, "Chunks").
 
 Pure module. A body is cut every ``size`` bytes (4 KiB by default), moving a cut back to
 the start of a UTF-8 sequence when it would fall inside one, so every chunk decodes on its

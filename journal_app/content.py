@@ -38,7 +38,7 @@ AUTHORITATIVE_ROLES = ("system", "developer", "user")
 #: (``delta["pin_rules"]``): 1 pinned every non-derived system/developer/user message; 2
 #: leaves harness records out; 3 also leaves the harness blocks inside a
 #: message out of the pin's text (:func:`pin_text`) and gives each pin a ``pin_kind`` and
-#: its ``attachments`` (DESIGN.md 5.2). ``verify_ledger`` checks a delta against the rules
+#: its ``attachments`` (docs/design.md 5.2). ``verify_ledger`` checks a delta against the rules
 #: it names, so ledgers folded before a change still verify; a pin fact with ``pin_kind``
 #: was written under rules 3 or later, one without it under rules 1 or 2.
 PIN_RULES = 3
@@ -47,7 +47,7 @@ PIN_RULES = 3
 def is_authoritative(
     kind: str, role: str, derived: bool, meta: dict[str, Any], *, text: str, rules: int = PIN_RULES
 ) -> bool:
-    """Whether an entry is an authoritative instruction (a pin source, DESIGN.md 5.2).
+    """Whether an entry is an authoritative instruction (a pin source, docs/design.md 5.2).
 
     A system, developer or user *message* that is not derived (summaries, compaction
     markers) and not a harness record (:func:`journal_app.harness.harness_kind`: Claude
@@ -64,7 +64,7 @@ def is_authoritative(
 
 def pin_text(text: str, rules: int = PIN_RULES) -> str:
     """The text a pin holds of an authoritative message whose text is ``text``, under pin
-    rules ``rules`` (DESIGN.md 5.2; validation compares a pin with this byte for byte).
+    rules ``rules`` (docs/design.md 5.2; validation compares a pin with this byte for byte).
 
     Rules 1 and 2: ``text`` itself. Rules 3: ``text`` minus the harness blocks inside it
     (:func:`journal_app.harness.without_harness`: IDE context, ``<environment_context>``,

@@ -2,7 +2,7 @@
 
 Agent harnesses journal their own bookkeeping as user or developer messages. They are kept in
 the journal verbatim (they reached the model), but they are not instructions: never a P0 pin,
-never the user's goal or decision (DESIGN.md 5.2, "authoritative message").
+never the user's goal or decision (docs/design.md 5.2, "authoritative message").
 :func:`harness_kind` names the kind of one such record from what the importers already store
 (the text and the entry metadata); :func:`journal_app.content.is_authoritative` calls it, so
 every pin decision (fold, refold, validation, integrity check, context) agrees.
@@ -30,7 +30,7 @@ Codex ``<user_instructions>`` (AGENTS.md) and the "# Context from my IDE setup" 
 Codex user turn are *not* harness records: the first is the user's standing instructions, the
 second holds the user's request.
 
-Inside a message (pin rules 3, DESIGN.md 5.2), :func:`harness_blocks` finds the harness
+Inside a message (pin rules 3, docs/design.md 5.2), :func:`harness_blocks` finds the harness
 blocks riding with the user's words (the IDE-context prefix, ``<environment_context>``,
 ``<system-reminder>``, empty command markup, local command output, interrupt lines);
 :func:`segments` splits a message into words, harness blocks and attached material (a pasted
@@ -118,10 +118,10 @@ def harness_kind(
     return ""
 
 
-# --- Harness blocks inside a message, and attached material (DESIGN.md 5.2, pin rules 3) ---
+# --- Harness blocks inside a message, and attached material (docs/design.md 5.2, pin rules 3) ---
 
 #: Default of the ``PIN_ATTACHMENT_TOKENS`` setting: attached material (a pasted log, file or
-#: fenced code block) over this many tokens is shown in a context as a receipt (DESIGN.md 5.2)
+#: fenced code block) over this many tokens is shown in a context as a receipt (docs/design.md 5.2)
 DEFAULT_ATTACHMENT_TOKENS = 1000
 
 #: Codex's IDE-context prefix: from the heading to the line that introduces the user's words
@@ -146,7 +146,7 @@ _INSTRUCTIONS_INSIDE = re.compile(
 
 def carries_instructions(text: str) -> bool:
     """Whether ``text`` holds a reminder block carrying the user's standing instructions
-    (CLAUDE.md, AGENTS.md): such a pin is governing (DESIGN.md 5.2)."""
+    (CLAUDE.md, AGENTS.md): such a pin is governing (docs/design.md 5.2)."""
     return any(
         _INSTRUCTIONS_INSIDE.search(m.group(0))
         for m in _TAG_BLOCK.finditer(text)
@@ -184,7 +184,7 @@ class Segment(NamedTuple):
 
 def harness_blocks(text: str) -> list[tuple[int, int, str]]:
     """The harness blocks inside a message, ``[(start, end, kind)]`` in text order, not
-    overlapping (DESIGN.md 5.2: "inside a user message, harness blocks ... are harness
+    overlapping (docs/design.md 5.2: "inside a user message, harness blocks ... are harness
     records"). Pure and deterministic.
 
     Blocks (sources: the corpus in ``tests/fixtures/corpus``, Claude Code's proxied requests):
@@ -195,7 +195,7 @@ def harness_blocks(text: str) -> list[tuple[int, int, str]]:
     * ``environment``: ``<environment_context>...</environment_context>``;
     * ``system_reminder``: ``<system-reminder>...</system-reminder>``, unless it carries the
       user's standing instructions (``Contents of CLAUDE.md``, ``# claudeMd``, AGENTS.md):
-      those are governing text and stay in the pin (DESIGN.md 5.2);
+      those are governing text and stay in the pin (docs/design.md 5.2);
     * ``command``: a run of Claude Code command markup (``<command-name>``,
       ``<command-message>``, ``<command-args>``, ``<command-contents>``) whose arguments are
       empty; a command given arguments is the user's words and stays;
@@ -351,7 +351,7 @@ def segments(
 
     Harness blocks are :func:`harness_blocks`; a stretch of whitespace between two of them
     (or before the first, after the last) belongs to the harness. In the words left,
-    attached material over ``attachment_tokens`` tokens (``PIN_ATTACHMENT_TOKENS``, DESIGN.md
+    attached material over ``attachment_tokens`` tokens (``PIN_ATTACHMENT_TOKENS``, docs/design.md
     5.2) is an ``attachment``: a fenced code block, or a run of paragraphs that are not
     running text (a pasted log or file), without a lead-in line ending with ``:``.
 
@@ -410,6 +410,6 @@ def _split(text: str) -> list[Segment]:
 
 def without_harness(text: str) -> str:
     """``text`` minus its harness blocks: the words and attached material of
-    :func:`segments`, verbatim and in order (the pin text under pin rules 3, DESIGN.md 5.2);
+    :func:`segments`, verbatim and in order (the pin text under pin rules 3, docs/design.md 5.2);
     ``""`` when the text is harness blocks and whitespace only. No token counting."""
     return "".join(text[s.start : s.end] for s in _split(text) if s.kind == "words")

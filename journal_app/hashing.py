@@ -1,4 +1,4 @@
-"""Content addressing for the journal, Git-style (DESIGN.md section 4).
+"""Content addressing for the journal, Git-style (docs/design.md section 4).
 
 Pure module: no Django, no database. Every hash the product shows is computed here.
 
@@ -91,7 +91,7 @@ def entry_header(
     derived: bool,
     tool_name: str = "",
 ) -> dict[str, Any]:
-    """Build the header that :func:`entry_hash` digests (DESIGN.md section 4).
+    """Build the header that :func:`entry_hash` digests (docs/design.md section 4).
 
     ``parent_hash`` is the previous entry's ``entry_hash`` in the same branch, or ``""``
     for ``seq`` 1. ``tool_name`` is hashed too (a tool result's name is not in its body). ``derived`` marks summaries and compaction markers (never citable).

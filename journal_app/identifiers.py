@@ -263,7 +263,7 @@ def identifiers_of(
     * messages, tool results, events: the identifiers of ``text``;
     * secrets and hidden reasoning are filtered first (:mod:`journal_app.privacy`);
     * reasoning (hidden, never shown to clients) and derived entries (summaries are not
-      sources, DESIGN.md 5.1): none.
+      sources, docs/design.md 5.1): none.
 
     The entry's own ``tool_call_id`` is never returned.
     """

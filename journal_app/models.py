@@ -1,6 +1,6 @@
 """Journal rows: tenants, sessions, journals (one per scope), entries, chunks, artifacts.
 
-DESIGN.md section 4. Entries, chunks and artifacts are append-only: the model layer refuses
+docs/design.md section 4. Entries, chunks and artifacts are append-only: the model layer refuses
 ``save()`` on an existing row, ``delete()``, and queryset ``update()``/``delete()``; on
 PostgreSQL a trigger (migration 0002) refuses UPDATE and DELETE as well.
 """
@@ -66,7 +66,7 @@ class Tenant(models.Model):
 
 
 class Membership(models.Model):
-    """A user's membership of a tenant with a role (DESIGN.md section 8)."""
+    """A user's membership of a tenant with a role (docs/design.md section 8)."""
 
     class Role(models.TextChoices):
         OPERATOR = "operator"
@@ -181,7 +181,7 @@ class Journal(models.Model):
 
 
 class Artifact(AppendOnlyModel):
-    """An oversized tool result kept once in the content-addressed store (DESIGN.md section 4).
+    """An oversized tool result kept once in the content-addressed store (docs/design.md section 4).
 
     The bytes live in Django's default storage under ``artifacts/<tenant>/<sha256>``.
     """
@@ -226,7 +226,7 @@ class Artifact(AppendOnlyModel):
 
 
 class Entry(AppendOnlyModel):
-    """One journal entry, content-addressed (DESIGN.md section 4).
+    """One journal entry, content-addressed (docs/design.md section 4).
 
     ``body`` is the RFC 8785 canonical JSON of the content, stored verbatim as text;
     ``meta`` is the canonical JSON of the source fields the journal does not model.
@@ -381,7 +381,7 @@ class Chunk(AppendOnlyModel):
 
 
 class ApiKey(models.Model):
-    """A tenant's API key (DESIGN.md sections 1 and 9: keys stored hashed, tenant from the key).
+    """A tenant's API key (docs/design.md sections 1 and 9: keys stored hashed, tenant from the key).
 
     The secret is shown once, at creation (:func:`journal_app.auth.api_key_create`); only its
     ``sha256`` is stored. ``prefix`` is the visible start of the key (``lk_<8 hex>``), unique,

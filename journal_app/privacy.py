@@ -1,4 +1,4 @@
-"""The one privacy module: secrets and hidden reasoning (DESIGN.md sections 6, 7 and 9).
+"""The one privacy module: secrets and hidden reasoning (docs/design.md sections 6, 7 and 9).
 
 Pure module (no Django). Every surface that shows or sends an entry's text (the frontend
 view, recovery reads, search and the analyst, ``/validate``, the UI pages and API endpoints

@@ -1,4 +1,4 @@
-"""Grouping journal entries into API rounds (DESIGN.md section 4, "Rounds and tails").
+"""Grouping journal entries into API rounds (docs/design.md section 4, "Rounds and tails").
 
 Pure module. An *API round* is one model response (assistant messages, reasoning and tool
 calls that arrive before any result) followed by all results of its calls. Parallel calls

@@ -1,6 +1,6 @@
 """API schemas of the journal, and the one error shape every API operation answers with.
 
-DESIGN.md sections 3, 4 and 9. Input schemas are strict (no type coercion: ``"1"`` is not
+docs/design.md sections 3, 4 and 9. Input schemas are strict (no type coercion: ``"1"`` is not
 an integer, ``"yes"`` is not a boolean) and forbid unknown fields, so a typo in a field
 name is an error, not a silently ignored value. Hashes are written ``sha256:<hex>``.
 
@@ -221,7 +221,7 @@ class VerificationOut(Schema):
 
 
 class ArtifactReceiptOut(Schema):
-    """An artifact receipt (DESIGN.md section 4): what the context carries instead of content."""
+    """An artifact receipt (docs/design.md section 4): what the context carries instead of content."""
 
     reference: str
     media_type: str

@@ -1,4 +1,4 @@
-"""Token counting with tiktoken, offline (DESIGN.md sections 2 and 4, "Token figures").
+"""Token counting with tiktoken, offline (docs/design.md sections 2 and 4, "Token figures").
 
 Pure module. tiktoken downloads its rank files at run time, which fails without network,
 so the project ships ``o200k_base`` and ``cl100k_base`` gzip-compressed in

@@ -1,4 +1,4 @@
-"""Operator UI routes of the journal (DESIGN.md section 8); included at ``""``.
+"""Operator UI routes of the journal (docs/design.md section 8); included at ``""``.
 
 ``config/urls.py`` serves these in the ``journal`` namespace together with the pages that
 show data of the apps above (the audit app's timeline, entry, comment, annotation and

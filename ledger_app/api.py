@@ -1,4 +1,4 @@
-"""API operations of the ledger (DESIGN.md sections 5 and 8): state at any fold, facts with
+"""API operations of the ledger (docs/design.md sections 5 and 8): state at any fold, facts with
 support, folds with manifest and delta, verdicts, the writer's proposals with both verdicts,
 failed fold attempts, a fold's invariants and loss report, the P0 retirement review queue,
 fold tasks.
@@ -157,7 +157,7 @@ def fact_read(
 def ledger_verify_read(
     request: HttpRequest, session: ScopePart, lane: ScopePart, branch: ScopePart
 ) -> Any:
-    """Replay every delta from scratch and compare with every stored state (DESIGN.md 5.2),
+    """Replay every delta from scratch and compare with every stored state (docs/design.md 5.2),
     then check the ledger against the journal and the reviews (manifests, ranges,
     pins, support, retirements, the journal head). ``mismatch`` is the replay's first
     mismatch, else the first integrity problem (``check``, ``fold``, ``fact``, ``entry``,
@@ -252,7 +252,7 @@ def fold_verdicts(
 def fold_proposals(
     request: HttpRequest, session: ScopePart, lane: ScopePart, branch: ScopePart, number: FoldNumber
 ) -> Any:
-    """The verifier page of a fold (DESIGN.md 5.3): every attempt at it (the one that stored
+    """The verifier page of a fold (docs/design.md 5.3): every attempt at it (the one that stored
     it, failed ones before it), each writer answer (proposal, the one repair, the fallback)
     with each proposed item's claim, cited evidence and every judge's two verdicts
     (entailment, temporal) with reasons. Empty for a mechanical or review fold."""
@@ -272,7 +272,7 @@ def fold_invariants_read(
     request: HttpRequest, session: ScopePart, lane: ScopePart, branch: ScopePart, number: FoldNumber
 ) -> Any:
     """The context as of the fold, built as a preview (nothing enters the ledger) with the
-    settings' default budgets, and each invariant of its model and frontend views (DESIGN.md
+    settings' default budgets, and each invariant of its model and frontend views (docs/design.md
     6). The panel is a property of the fold: the first read computes and stores it
     (:func:`ledger_app.services.context.fold_invariants`), later reads are served from it."""
     journal = request.auth.journal(session, lane, branch)
@@ -351,7 +351,7 @@ def retirement_read(request: HttpRequest, retirement_id: RetirementId) -> Any:
 def retirement_review_decide(
     request: HttpRequest, retirement_id: RetirementId, payload: ReviewIn
 ) -> Any:
-    """Decide a pending P0 retirement (DESIGN.md 5.2) through the review service the UI uses.
+    """Decide a pending P0 retirement (docs/design.md 5.2) through the review service the UI uses.
 
     A reviewer key acts as its user, who must be a reviewer or admin of the tenant (403
     ``forbidden`` otherwise, and for client keys); ``comment`` is required (400

@@ -1,4 +1,4 @@
-"""The HTTP surface of the context builder (DESIGN.md section 6): the request for the next model
+"""The HTTP surface of the context builder (docs/design.md section 6): the request for the next model
 call, and a validator any runtime can run on a request before sending it.
 
 ``POST /sessions/{session}/context``: the three views (model, frontend, debug) built by

@@ -1,4 +1,4 @@
-"""Token budgets and consolidation of the ledger (DESIGN.md section 5.4). Pure.
+"""Token budgets and consolidation of the ledger (docs/design.md section 5.4). Pure.
 
 Deltas accumulate; once the rendered ledger reaches ``start_tokens`` it is consolidated
 towards ``target_tokens`` by evicting facts that stay recoverable from the journal.
@@ -35,7 +35,7 @@ def render_fact(fact: Fact) -> str:
 
     ``[{id}] {priority} {category} {lifecycle} {confidence}: {text} (support: sha256:<12 hex>, ...)``
 
-    The text is rendered unchanged (a pin's text stays verbatim, DESIGN.md 5.2), so a
+    The text is rendered unchanged (a pin's text stays verbatim, docs/design.md 5.2), so a
     multi-line text spans several lines. A fact with no support says ``(support: none)``.
     Shared with the context builder (section 6) so that counted and sent bytes agree.
     """
@@ -59,7 +59,7 @@ def ledger_tokens(state: Mapping[str, Any], count: Counter = count_tokens) -> in
 
 @dataclass
 class ConsolidationPlan:
-    """What consolidating a ledger state would do (DESIGN.md 5.4).
+    """What consolidating a ledger state would do (docs/design.md 5.4).
 
     Attributes:
         needed: the ledger had reached ``start_tokens``.
@@ -101,7 +101,7 @@ class ConsolidationPlan:
 
 def _carried_tokens(fact: Fact, count: Counter) -> int:
     """Tokens a checkpoint carries of ``fact``: a pin that has ended (a closed request, a
-    retired instruction) is one line there (DESIGN.md 5.2), its text staying in the ledger;
+    retired instruction) is one line there (docs/design.md 5.2), its text staying in the ledger;
     any other fact is rendered whole."""
     if fact.get("pin") and fact.get("lifecycle", "active") != "active":
         first = next((ln for ln in str(fact.get("text", "")).splitlines() if ln.strip()), "")
@@ -135,7 +135,7 @@ def plan_consolidation(
     start_tokens: int,
     count: Counter = count_tokens,
 ) -> ConsolidationPlan:
-    """Plan the consolidation of ``state`` (DESIGN.md 5.4, seed "What survives").
+    """Plan the consolidation of ``state`` (docs/design.md 5.4, seed "What survives").
 
     Order of eviction: facts no longer active (closed, retired, superseded, cancelled) of
     P2/P3, then active P3, then active P2; within each class oldest first (``origin_fold``
@@ -143,7 +143,7 @@ def plan_consolidation(
     ``target_tokens``. P0 and P1 facts are never evicted. If they alone exceed the target
     the outcome is ``"target_unreachable"``: every P2/P3 fact is still evicted and every
     P0/P1 fact kept. A pin that has ended (a closed request, a retired instruction) counts
-    as the one line a checkpoint shows of it (DESIGN.md 5.2).
+    as the one line a checkpoint shows of it (docs/design.md 5.2).
 
     Args:
         state: a reducer state ``{"facts": {id: fact}, "folds": n}``; not modified.
@@ -200,7 +200,7 @@ def plan_consolidation(
             {
                 "op": "evict",
                 "id": fid,
-                "reason": f"consolidation (DESIGN.md 5.4): {label} fact, oldest first; {why}; "
+                "reason": f"consolidation (docs/design.md 5.4): {label} fact, oldest first; {why}; "
                 "recoverable from the journal",
             }
         )
@@ -213,7 +213,7 @@ def plan_consolidation(
 
 @dataclass
 class MandatoryState:
-    """What a context must carry of a ledger state, in tokens (DESIGN.md 5.4, 5.5 and 6).
+    """What a context must carry of a ledger state, in tokens (docs/design.md 5.4, 5.5 and 6).
 
     Attributes:
         governing_tokens: active governing pins (system and developer text, a user's rules and
@@ -237,7 +237,7 @@ class MandatoryState:
 
 
 def mandatory_state(state: Mapping[str, Any], count: Counter = count_tokens) -> MandatoryState:
-    """The mandatory state of ``state``: P0 shown verbatim plus active P1 (DESIGN.md 5.5).
+    """The mandatory state of ``state``: P0 shown verbatim plus active P1 (docs/design.md 5.5).
 
     Closed, superseded, retired and cancelled facts are not mandatory (a closed request is
     one history line, shown when there is room); a pin without ``pin_kind`` counts as

@@ -1,4 +1,4 @@
-"""Operator UI action: comment on a ledger fact (DESIGN.md section 8).
+"""Operator UI action: comment on a ledger fact (docs/design.md section 8).
 
 Routed by ``config/urls.py`` as ``journal:fact_comment`` (its historical name and path). It
 lives in the ledger app because only the ledger knows its facts

@@ -1,6 +1,6 @@
 """Comments on ledger facts: the ledger says whether the fact exists, the audit app stores.
 
-Issue 6 (item 4); DESIGN.md section 8. A comment is written, and logged, by
+Issue 6 (item 4); docs/design.md section 8. A comment is written, and logged, by
 :func:`audit_app.services.comment_add`; this module adds the one check only the ledger can
 make (some fold of the journal holds the fact id), so the audit app never reads the ledger.
 """

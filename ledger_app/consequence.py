@@ -1,6 +1,6 @@
 """Which tool calls are consequential: they change something outside the conversation. Pure.
 
-DESIGN.md 5.5: consequential actions (migrations, deploys, deletes, database writes,
+docs/design.md 5.5: consequential actions (migrations, deploys, deletes, database writes,
 payments and orders, commits and pushes, file writes) and their outcomes are P1 until
 superseded; reads and lookups are P3. One table, used by every writer (the mechanical facts
 of :func:`ledger_app.mechanical.outcome_fact`, which the offline writer and a model fold's
@@ -134,7 +134,7 @@ def tool_base(tool_name: str) -> str:
 
 
 def is_consequential(*, tool_name: str, command: str = "") -> bool:
-    """Whether a call changes something outside the conversation (DESIGN.md 5.5).
+    """Whether a call changes something outside the conversation (docs/design.md 5.5).
 
     Args:
         tool_name: the call's tool name as journaled.
@@ -167,6 +167,6 @@ _TEST_RUN = re.compile(
 
 def is_test_run(command: str) -> bool:
     """Whether a shell command runs a test suite (its failure is P1 until a later run of the
-    same command passes, DESIGN.md 5.5); the offline writer parses the counts
+    same command passes, docs/design.md 5.5); the offline writer parses the counts
     (:mod:`ledger_app.offline.testruns`)."""
     return bool(_TEST_RUN.search(command))

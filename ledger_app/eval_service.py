@@ -1,4 +1,4 @@
-"""Ledger fidelity over the cases and scenarios: import, fold, build, score (DESIGN.md 5.2, 5.5, 6).
+"""Ledger fidelity over the cases and scenarios: import, fold, build, score (docs/design.md 5.2, 5.5, 6).
 
 The one path ``manage.py eval_ledger``, its tests and ``make bench`` take. Each item
 (:mod:`ledger_app.evaluation`) is written as a transcript file and imported into a fresh

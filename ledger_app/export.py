@@ -21,7 +21,7 @@ Bodies are the stored bytes, never filtered (filtering would change every hash),
 role allowed to read unfiltered entries may export (:func:`session_export`).
 
 ``journal_app.formats.ledgerkeep_export`` reads it back: importing the export into the same
-scope reproduces every entry hash (the scope is part of the hash header, DESIGN.md 4); into
+scope reproduces every entry hash (the scope is part of the hash header, docs/design.md 4); into
 any other scope the entries are re-hashed for it. ``manage.py import_journal`` then
 re-creates the rest with :func:`ledger_app.services.reimport.ledger_reimport` (folds,
 attempts, retirements and decisions, comments, receipts; hashes mapped old -> new and every

@@ -1,4 +1,4 @@
-"""The difference between two ledger states (DESIGN.md section 8: "a diff between any two folds").
+"""The difference between two ledger states (docs/design.md section 8: "a diff between any two folds").
 
 Pure module. The operator UI reads a diff from the stored fact versions
 (:func:`ledger_app.selectors.diff.fold_diff`, SQL, one page at a time) and shapes each changed

@@ -34,7 +34,7 @@ def redact(text: str) -> str:
 
 def redact_op(op: dict[str, Any]) -> dict[str, Any]:
     """A copy of ``op`` with :func:`redact` applied to its reason and, unless the fact is a
-    pin (verbatim by rule, DESIGN.md 5.2), to its fact's text and support quotes.
+    pin (verbatim by rule, docs/design.md 5.2), to its fact's text and support quotes.
 
     Every op a writer proposes passes here (:func:`ledger_app.model_writer.compose`).
     """

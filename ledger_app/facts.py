@@ -1,4 +1,4 @@
-"""Fact vocabulary of the ledger (DESIGN.md section 5.1). Pure.
+"""Fact vocabulary of the ledger (docs/design.md section 5.1). Pure.
 
 A fact is a plain dict so that states and deltas serialise to canonical JSON unchanged::
 
@@ -27,7 +27,7 @@ LIFECYCLES = ("active", "superseded", "retired", "closed", "cancelled")
 CONFIDENCES = ("verified", "reported", "inferred", "uncertain")
 AUTHORS = ("code", "offline", "writer", "recovery")
 
-#: Roles whose messages are authoritative (pins; P0 retirement evidence): DESIGN.md 5.2.
+#: Roles whose messages are authoritative (pins; P0 retirement evidence): docs/design.md 5.2.
 AUTHORITATIVE_ROLES = ("system", "developer", "user")
 
 Fact = dict[str, Any]

@@ -2,7 +2,7 @@
 
 Imports flow ``journal_app <- audit_app <- ledger_app <- recovery_app``, so the ledger cannot
 call recovery. Recovery registers here, at start-up, the function that prepares a fold (trigger
-scan over the latest 24 entries, frozen snapshot, verified reads: DESIGN.md section 7, "Each
+scan over the latest 24 entries, frozen snapshot, verified reads: docs/design.md section 7, "Each
 fold scans the most recent 24 entries"). :func:`ledger_app.services.ledger_fold`, the one fold
 service, calls it before every fold it runs, whoever asked for the fold: import, append,
 task, API, ``compact``, the context builder, the UI. ``recovery_app`` is always installed

@@ -4,7 +4,7 @@ Public measurements of summary-based compaction found that summaries keep about 
 file paths, 0.2% of commands and 2% of numbers. The ledger may omit routine detail on
 purpose (seed, "What comes back"); this report makes every omission visible, each with a
 pointer to the first journal entry that holds it, so the detail stays recoverable
-(DESIGN.md sections 5 and 7: the recovery trigger looks for the same kinds).
+(docs/design.md sections 5 and 7: the recovery trigger looks for the same kinds).
 
 Identifier kinds (:data:`KINDS`): ``path``, ``url``, ``hash``, ``flag``, ``command``,
 ``number`` (with a unit), ``id`` (ticket or issue), ``migration``. Extraction is

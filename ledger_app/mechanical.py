@@ -1,7 +1,7 @@
 """Mechanical tool facts: what code can establish of tool calls without a model. Pure.
 
 Used by the first fold and as the fallback of a fold whose model proposals were rejected
-(with the pins of :mod:`ledger_app.pin_facts`, DESIGN.md section 5.3):
+(with the pins of :mod:`ledger_app.pin_facts`, docs/design.md section 5.3):
 
 * every tool call with a result becomes one fact about its outcome (:func:`outcome_fact`):
   a routine read at P3 (``history``), another success at P2 (``verified_state``), a failure
@@ -203,7 +203,7 @@ def outcome_fact(call: EntryView, result: EntryView) -> Fact:
     )
     text_out = output if isinstance(output, str) else result.text
     if seen.kind == "failure":
-        # DESIGN.md 5.5: a lookup that found nothing, a failed read and a no-op are history;
+        # docs/design.md 5.5: a lookup that found nothing, a failed read and a no-op are history;
         # a consequential action's failure and a failed test run are P1 until a later run
         # of the same command key passes; another command's failure (a probe) is P2
         if routine or _LOOKUP_MISS.search(text_out) and not consequential:
@@ -221,7 +221,7 @@ def outcome_fact(call: EntryView, result: EntryView) -> Fact:
     else:
         prefix = {"rejected": "REJECTED: ", "plan_rejected": "REJECTED: "}.get(seen.kind, "")
         text = f"{prefix}{what}{code}: {seen.summary}"
-    # a failed or interrupted run's numbers are partial output, never results (DESIGN.md
+    # a failed or interrupted run's numbers are partial output, never results (docs/design.md
     # case 05): its fact names paths, URLs and ids, not numbers
     kinds = (
         tuple(k for k in MENTION_KINDS if k != "number")
@@ -258,7 +258,7 @@ def outcome_fact(call: EntryView, result: EntryView) -> Fact:
     return fact
 
 
-#: output of a lookup that found nothing (DESIGN.md 5.5: history, never a blocker)
+#: output of a lookup that found nothing (docs/design.md 5.5: history, never a blocker)
 _LOOKUP_MISS = re.compile(
     r"No such file or directory|does not exist|cannot access|not found|No matches found|"
     r"cannot find the (?:file|path)",
@@ -276,7 +276,7 @@ _PATCHED_FILE = re.compile(r"\*\*\* (?:Update|Add|Delete) File: ([^\n]+)")
 
 
 def fact_key(call: EntryView) -> str:
-    """The command key of a call's outcome fact (DESIGN.md 5.5: a later fact with the same
+    """The command key of a call's outcome fact (docs/design.md 5.5: a later fact with the same
     key supersedes it, and closes it when it was a failure and the later one a success).
 
     ``edit:<path>`` for an ``apply_patch`` command (the first file it changes);
@@ -311,7 +311,7 @@ def is_submit(call: EntryView) -> bool:
 
 
 def interrupted_fact(call: EntryView) -> Fact:
-    """An open obligation for a call whose result never came (DESIGN.md section 4).
+    """An open obligation for a call whose result never came (docs/design.md section 4).
 
     A submit call with no result is the run's end, not an interruption: it is recorded as
     submitted (P1 verified state, confidence ``reported``: no result shows what happened).
@@ -347,7 +347,7 @@ def stamp_keys(ops: Sequence[dict[str, Any]], entries: Sequence[EntryView]) -> l
     """``ops`` with the command key and the consequential flag set on every model writer's
     fact that cites one tool call and nothing else (the call, its result) and has no key yet.
 
-    What makes the reducer's lifecycles (DESIGN.md 5.5) the same for every writer: a model
+    What makes the reducer's lifecycles (docs/design.md 5.5) the same for every writer: a model
     writer's fact about a command is superseded by a later run of it like a mechanical one.
     Pins and facts citing no call, or several, are left as they are. Returns new op dicts
     (the given ones are not modified).

@@ -1,6 +1,6 @@
 """The writer protocol, and the mechanical writer that meets it with tool outcomes only. Pure.
 
-Writers propose the non-pin ops of a fold (DESIGN.md section 5.3). Pins are never a writer's
+Writers propose the non-pin ops of a fold (docs/design.md section 5.3). Pins are never a writer's
 business: the fold service always adds them by code. A writer sees the covered entries and
 the current state and returns ops for the reducer to judge. The other writers are
 :class:`ledger_app.offline.OfflineWriter` and :class:`ledger_app.model_writer.ModelWriter`;

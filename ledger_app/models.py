@@ -1,4 +1,4 @@
-"""Ledger rows: folds with their delta and manifest, checkpoints, fact rows (DESIGN.md 5.2).
+"""Ledger rows: folds with their delta and manifest, checkpoints, fact rows (docs/design.md 5.2).
 
 A fold is written once: its delta (the ops with the reducer's verdicts), the manifest, the
 state hash after it and the accumulator that hash is built from. The full state
@@ -26,7 +26,7 @@ from ledger_app import reducer
 
 
 class RetirementRequest(models.Model):
-    """A P0 retirement awaiting a reviewer (DESIGN.md section 5.2, "review queue").
+    """A P0 retirement awaiting a reviewer (docs/design.md section 5.2, "review queue").
 
     Created when a fold's retire op on a P0 fact has authoritative evidence from a later
     fold; the fact stays active until a reviewer approves. The decision itself is applied
@@ -83,7 +83,7 @@ class FoldQuerySet(models.QuerySet):
 
     def state_after(self, fold: Fold) -> dict[str, Any]:
         """The ledger state after ``fold``: the nearest checkpoint at or before it plus the
-        deltas after it, applied by :func:`ledger_app.reducer.reduce` (DESIGN.md 5.2).
+        deltas after it, applied by :func:`ledger_app.reducer.reduce` (docs/design.md 5.2).
 
         Two queries: the checkpoint's state, then the deltas of the folds after it up to
         ``fold``. Returns a new dict (the caller may change it).
@@ -293,7 +293,7 @@ class LedgerTerm(models.Model):
 
 
 class TaskRun(models.Model):
-    """One execution of a ledger task, whatever its outcome (DESIGN.md section 9).
+    """One execution of a ledger task, whatever its outcome (docs/design.md section 9).
 
     A row per execution: a retry or a redelivery of the same message adds a row with the
     same ``task_id``; ``attempt`` is Celery's retry count plus one. Rows written by the
@@ -330,7 +330,7 @@ class TaskRun(models.Model):
 
 
 class FoldAttempt(models.Model):
-    """One run of a writer over one range of a journal (DESIGN.md 5.3), whatever came of it.
+    """One run of a writer over one range of a journal (docs/design.md 5.3), whatever came of it.
 
     Written with the fold it produced (``fold``), or alone when the fold failed (``fold`` is
     ``None``, ``outcome`` ``failed``, ``error`` says why; the ledger is untouched and a later
@@ -406,7 +406,7 @@ class Proposal(models.Model):
 
 
 class Verdict(models.Model):
-    """One judge's two verdicts on one proposed item (DESIGN.md 5.3).
+    """One judge's two verdicts on one proposed item (docs/design.md 5.3).
 
     ``judge``: ``verifier`` (the verifier model), ``rules`` (the rubric applied
     mechanically), ``reducer`` (a dry run of the reducer's rules), ``parser`` (the item could

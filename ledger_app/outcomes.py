@@ -298,7 +298,7 @@ def support_item(
         entry_hash: the entry's hash (hex).
         content: the entry's content (its canonical JSON is the stored body).
         quote: exact text of the entry (inside one JSON string of the body); ``""`` for none.
-        chunk_bytes: the journal's chunk size in bytes (DESIGN.md section 4).
+        chunk_bytes: the journal's chunk size in bytes (docs/design.md section 4).
 
     Returns:
         ``{"entry", "quote", "range", "chunks"}``; ``{"entry"}`` alone when the quote is

@@ -4,7 +4,7 @@ A runtime marks a tool call ``metadata.pending: true`` when it legitimately wait
 result (an approval, a long job). The fold records such a call as an open obligation "pending
 since seq N" (outcome ``pending``), never "did not complete"; the context's task state says
 the same; and when the result arrives, in a later fold, :func:`late_result_closes` closes
-the obligation with the result as its completion evidence (DESIGN.md 5.2). Interrupted calls
+the obligation with the result as its completion evidence (docs/design.md 5.2). Interrupted calls
 (no result, not declared pending) close the same way when a late result arrives.
 
 The obligation carries ``command_key`` ``call:<call id>``: the writers' state holds the
@@ -57,7 +57,7 @@ def late_result_closes(entries: Sequence[Any], state: Mapping[str, Any]) -> list
 
     Returns:
         One ``close`` per such obligation, its evidence the result's entry hash (the reducer
-        accepts a non-failed tool result as completion evidence, DESIGN.md 5.2). An error
+        accepts a non-failed tool result as completion evidence, docs/design.md 5.2). An error
         result closes nothing: the obligation stays open.
     """
     waiting = {

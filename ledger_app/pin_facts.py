@@ -32,7 +32,7 @@ def pin_fact(
     attachment_tokens: int = DEFAULT_ATTACHMENT_TOKENS,
     rules: int = PIN_RULES,
 ) -> Fact:
-    """The P0 pin of one authoritative message (DESIGN.md 5.2), written by code.
+    """The P0 pin of one authoritative message (docs/design.md 5.2), written by code.
 
     Pin rules 3 (:data:`journal_app.content.PIN_RULES`): ``text`` is the message's text
     verbatim minus the harness blocks inside it (:func:`journal_app.content.pin_text`; the
@@ -94,10 +94,10 @@ def pin_facts(
     The first user pin with words that are not standing instructions is the session's
     objective, in the session's first fold only (``state["folds"]`` 0 or absent), unless
     ``state`` (the ledger before these entries; its active pins suffice) already holds one
-    (:func:`objective_pinned`). DESIGN.md 5.2.
+    (:func:`objective_pinned`). docs/design.md 5.2.
     """
     # the session's objective is in its first fold: a later fold never names one (the
-    # objective may have closed since, a request that was done: DESIGN.md 5.2)
+    # objective may have closed since, a request that was done: docs/design.md 5.2)
     first = int((state or {}).get("folds") or 0) == 0
     want_objective = first and not objective_pinned((state or {}).get("facts") or {})
     out: list[Fact] = []

@@ -1,4 +1,4 @@
-"""Pins: what a pin holds, its kind, and how a context shows it (DESIGN.md 5.2). Pure.
+"""Pins: what a pin holds, its kind, and how a context shows it (docs/design.md 5.2). Pure.
 
 A pin holds its message's text verbatim in the ledger, minus the harness blocks inside it
 (pin rules 3, :func:`journal_app.content.pin_text`). Each pin is classified (:func:`classify`):
@@ -70,7 +70,7 @@ _ACK = re.compile(
 
 
 def classify(*, role: str, words: str, objective: bool) -> tuple[str, str]:
-    """``(pin_kind, reason)`` of a pin (DESIGN.md 5.2). Deterministic; no words: governing.
+    """``(pin_kind, reason)`` of a pin (docs/design.md 5.2). Deterministic; no words: governing.
 
     Args:
         role: the message's role (``system``, ``developer``, ``user``).
@@ -96,7 +96,7 @@ def classify(*, role: str, words: str, objective: bool) -> tuple[str, str]:
     if objective:
         # the session's first request: governing when it states a rule or no one-off task;
         # a one-off task ("Fix issue #4417 ...") is a request that closes when it is done
-        # (an objective that is done must not stay current, DESIGN.md 5.2, 5.5)
+        # (an objective that is done must not stay current, docs/design.md 5.2, 5.5)
         asks = _ASK.match(words) or words.rstrip().endswith("?")
         return (REQUEST if asks else GOVERNING), "objective"
     if _ACK.match(words):
@@ -194,7 +194,7 @@ def _layout(
 
 
 def receipt(fact: Mapping[str, Any], attachment: Mapping[str, Any]) -> str:
-    """The one-line receipt of one attachment of pin ``fact`` (DESIGN.md 5.2)::
+    """The one-line receipt of one attachment of pin ``fact`` (docs/design.md 5.2)::
 
         [attachment sha256:<12 hex>, 2,710 tokens, 143 lines; first lines: a / b / c;
          read it with read(entry=sha256:<entry hex>, range=[<start>, <end>])]
@@ -215,7 +215,7 @@ def receipt(fact: Mapping[str, Any], attachment: Mapping[str, Any]) -> str:
 
 
 def pin_shown_text(fact: Mapping[str, Any]) -> str:
-    """The text a context shows for pin ``fact`` (DESIGN.md 5.2): its ``text`` with each of
+    """The text a context shows for pin ``fact`` (docs/design.md 5.2): its ``text`` with each of
     its ``attachments`` replaced by its :func:`receipt` (followed by a newline when the
     attachment ended with one), the words around them verbatim. A pin without attachments
     (any pin folded before pin rules 3) is shown as its ``text``."""
@@ -235,7 +235,7 @@ def pin_shown_text(fact: Mapping[str, Any]) -> str:
 
 def pin_kind(fact: Mapping[str, Any]) -> str:
     """A pin's kind: its ``pin_kind``; a pin folded before pin rules 3 has none and counts as
-    governing (DESIGN.md 5.2: conservative)."""
+    governing (docs/design.md 5.2: conservative)."""
     return REQUEST if fact.get("pin_kind") == REQUEST else GOVERNING
 
 
@@ -250,7 +250,7 @@ def attachment_problems(fact: Mapping[str, Any], entry_text: str | None = None) 
     """What is wrong with pin ``fact``'s ``attachments`` (``[]`` when nothing): offsets out
     of its text or overlapping, a sha256 that is not the one of ``text[start:end]``, or
     (with ``entry_text``) an ``entry_start`` where the entry's text differs, so ``read`` of
-    the receipt's range would not restore the attachment (DESIGN.md 5.2, "receipts resolve
+    the receipt's range would not restore the attachment (docs/design.md 5.2, "receipts resolve
     and match")."""
     text = str(fact.get("text", ""))
     problems: list[str] = []
@@ -277,7 +277,7 @@ def attachment_problems(fact: Mapping[str, Any], entry_text: str | None = None) 
 
 def pin_notes(pins: Sequence[Mapping[str, Any]]) -> list[str]:
     """What a fold's debug record says of its pins classified by the conservative rule
-    (DESIGN.md 5.2, bad input): one line per pin with no words of its own (a message of
+    (docs/design.md 5.2, bad input): one line per pin with no words of its own (a message of
     harness blocks or of attached material only) or whose kind the words did not settle,
     ``"pin:<id>: <why>, pinned as governing"``. ``[]`` when there is none."""
     why = {
@@ -294,7 +294,7 @@ def pin_notes(pins: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def conservative_notes(ops: Sequence[Mapping[str, Any]]) -> list[str]:
     """What a fold's debug record says of the bad input its writer met and left open
-    (DESIGN.md 5.5, "nothing closes without evidence"): an approval with no proposal before
+    (docs/design.md 5.5, "nothing closes without evidence"): an approval with no proposal before
     it (``bound`` false: it quotes the user's words only) and a plan call with malformed
     items (``malformed``: it supersedes nothing). One line each; ``[]`` for none."""
     out = []
@@ -317,7 +317,7 @@ def conservative_notes(ops: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def harness_notes(entries: Sequence[Any]) -> list[str]:
     """One line per kind of whole-message harness record among ``entries`` (entry views with
-    ``kind``, ``role``, ``text``, ``meta``, ``seq``): journaled, never pinned (DESIGN.md 5.2),
+    ``kind``, ``role``, ``text``, ``meta``, ``seq``): journaled, never pinned (docs/design.md 5.2),
     e.g. ``"harness records, journaled, never pinned: 2 environment (seq 2, 9)"``."""
     seqs: dict[str, list[int]] = {}
     for e in entries:
@@ -333,7 +333,7 @@ def harness_notes(entries: Sequence[Any]) -> list[str]:
 
 #: Open requests a context shows verbatim: the latest ones (the next step is the latest);
 #: older open requests are listed as one line each up to :data:`OPEN_REQUESTS_LISTED`, the
-#: rest counted (DESIGN.md 6: pending). They stay active in the ledger: nothing closes them
+#: rest counted (docs/design.md 6: pending). They stay active in the ledger: nothing closes them
 #: but completion evidence (5.5); only how much of them every context carries is bounded.
 OPEN_REQUESTS_VERBATIM = 3
 OPEN_REQUESTS_LISTED = 10

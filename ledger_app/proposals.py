@@ -1,4 +1,4 @@
-"""What the writer and the verifier models must answer, as pydantic models (DESIGN.md 5.3). Pure.
+"""What the writer and the verifier models must answer, as pydantic models (docs/design.md 5.3). Pure.
 
 The JSON schemas sent as structured output are generated from these classes
 (:func:`writer_schema`, :func:`verifier_schema`), so the schema and the validation can never
@@ -87,7 +87,7 @@ class ProposedEnd(BaseModel):
     ``close`` ends an open obligation, a **request** pin (every part of the request carried
     out: cite the results for each part), or a ``decision`` (an approval consumed: cite the
     approved action's successful result); never a governing pin. A close is recorded at the
-    seq of its last evidence (DESIGN.md 5.5)."""
+    seq of its last evidence (docs/design.md 5.5)."""
 
     model_config = ConfigDict(extra="ignore")
 

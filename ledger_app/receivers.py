@@ -1,4 +1,4 @@
-"""Auto-scheduling of folds: the journal's ``entries_appended`` signal (DESIGN.md section 5.2).
+"""Auto-scheduling of folds: the journal's ``entries_appended`` signal (docs/design.md section 5.2).
 
 The decision reads ``Journal.unfolded_tokens``, a running counter written only by
 :mod:`journal_app.services.unfolded`: the append adds its new entries' ``token_count`` in its

@@ -1,6 +1,6 @@
 """State changes of :class:`~ledger_app.models.TaskRun`: the record of every task execution.
 
-DESIGN.md section 9: every failure is recorded. The tasks in :mod:`ledger_app.tasks` call
+docs/design.md section 9: every failure is recorded. The tasks in :mod:`ledger_app.tasks` call
 these around their one service call; the auto-scheduler calls :func:`task_run_enqueue`.
 
 A worker killed mid-task (``kill -9``, OOM, a lost host) cannot record anything: its run

@@ -1,6 +1,6 @@
 """API schemas of the ledger: typed responses for everything an operator's page shows.
 
-DESIGN.md sections 5 and 8. The data comes from :mod:`ledger_app.selectors.presenters`, the
+docs/design.md sections 5 and 8. The data comes from :mod:`ledger_app.selectors.presenters`, the
 same shaping the htmx pages render, so an API client can audit what an operator can: the
 ledger at any fold, folds with manifest and verdicts, the writer's proposals with both
 verdicts of every judge, failed fold attempts, a fold's invariants and loss report, the P0
@@ -22,7 +22,7 @@ class SupportOut(Schema):
     """One support item of a fact, resolved in the fact's scope.
 
     ``url`` reads the raw entry (``GET /api/v1/entries/{hash}``); ``resolved`` is false when
-    the hash names no entry of this journal (never valid support, DESIGN.md 5.1).
+    the hash names no entry of this journal (never valid support, docs/design.md 5.1).
     """
 
     entry: str
@@ -36,7 +36,7 @@ class SupportOut(Schema):
 
 
 class FactOut(Schema):
-    """An atomic ledger fact (DESIGN.md 5.1); ``attributes`` holds the lifecycle's other fields
+    """An atomic ledger fact (docs/design.md 5.1); ``attributes`` holds the lifecycle's other fields
     (``superseded_by``, ``pending_retirement``, ``review``, ...)."""
 
     id: str
@@ -126,7 +126,7 @@ class LedgerVerifyOut(Schema):
 
 
 class JudgeVerdictOut(Schema):
-    """One judge's two verdicts on a proposed item (DESIGN.md 5.3): does the cited evidence
+    """One judge's two verdicts on a proposed item (docs/design.md 5.3): does the cited evidence
     entail the claim, is its temporal effect valid. ``judge``: ``verifier`` (the model),
     ``rules``, ``reducer`` or ``parser``."""
 
@@ -212,7 +212,7 @@ class InvariantReportOut(Schema):
 
 class InvariantsOut(Schema):
     """The context as of the fold, built read-only with the settings' default budgets and
-    validated (DESIGN.md 6): the fold page's invariants panel."""
+    validated (docs/design.md 6): the fold page's invariants panel."""
 
     fold: int
     status: str

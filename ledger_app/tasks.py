@@ -98,7 +98,7 @@ def _recorded(
 def fold_journal(
     self: Task, journal_id: int, upto: int | None = None, writer: str | None = None
 ) -> dict[str, Any]:
-    """Fold the journal's unfolded complete API rounds (DESIGN.md sections 5.2 and 9).
+    """Fold the journal's unfolded complete API rounds (docs/design.md sections 5.2 and 9).
 
     One call of :func:`ledger_app.services.ledger_compact`: folds in slices of about
     ``LEDGER_FOLD_THRESHOLD_TOKENS`` covered tokens through the one fold service (the

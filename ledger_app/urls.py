@@ -1,4 +1,4 @@
-"""Operator UI routes of the ledger (DESIGN.md section 8); ``urlpatterns`` is included at
+"""Operator UI routes of the ledger (docs/design.md section 8); ``urlpatterns`` is included at
 ``"ledger/"``.
 
 ``journal_pages`` are the session pages (:mod:`ledger_app.views.sessions`): ``config/urls.py``

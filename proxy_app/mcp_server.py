@@ -1,4 +1,4 @@
-"""The MCP server for the history tools (DESIGN.md section 7, "Agent tools").
+"""The MCP server for the history tools (docs/design.md section 7, "Agent tools").
 
 Built with the official ``mcp`` SDK (:class:`mcp.server.fastmcp.FastMCP`). Four tools, each
 one call of the service the REST API calls, with the same budgets, cursors and filtering:

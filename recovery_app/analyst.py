@@ -1,4 +1,4 @@
-"""The bounded analyst: claims with exact quotes from hash-verified reads (DESIGN.md 7). Pure.
+"""The bounded analyst: claims with exact quotes from hash-verified reads (docs/design.md 7). Pure.
 
 The analyst plans a few lexical queries (:func:`recovery_app.query_plan.plan_queries`), the
 service searches and reads what they find, and :func:`analyse` turns the hash-verified reads

@@ -1,6 +1,6 @@
 """API operations of recovery: the agent's ``search``, ``read`` and ``analyst`` tools.
 
-DESIGN.md section 7. Mounted by ``config/api.py``. Each operation takes the caller's journal
+docs/design.md section 7. Mounted by ``config/api.py``. Each operation takes the caller's journal
 from ``request.auth`` (the key's tenant plus the session path; another tenant's journals do
 not exist for the key) and calls one service. Scope is never a query or body parameter, and
 a cursor signed for one scope is refused in any other.

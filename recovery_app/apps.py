@@ -17,7 +17,7 @@ class RecoveryAppConfig(AppConfig):
         entries_appended.connect(
             index_appended, sender=Journal, dispatch_uid="recovery_app.index_appended"
         )
-        # every fold, whoever asks for it, scans for recovery triggers first (DESIGN.md 7)
+        # every fold, whoever asks for it, scans for recovery triggers first (docs/design.md 7)
         fold_recovery_register(fold_recovery_prepare)
         # the upload API imports through the one import service: an export brings its ledger
         # and its receipts (recovery_app.session_transfer; docs/architecture.md, "Layers")

@@ -1,4 +1,4 @@
-"""The hard budget of one recovery attempt (DESIGN.md section 7, "Budget"). Pure.
+"""The hard budget of one recovery attempt (docs/design.md section 7, "Budget"). Pure.
 
 At most **3 rounds, 4 searches, 8 reads, 4 sources, about 8,000 tokens of retrieved text
 and 30 seconds** (each configurable: ``settings.RECOVERY_MAX_ROUNDS``, ``_SEARCHES``,

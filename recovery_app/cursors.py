@@ -1,4 +1,4 @@
-"""HMAC-signed pagination cursors for the agent's search tool (DESIGN.md section 7). Pure.
+"""HMAC-signed pagination cursors for the agent's search tool (docs/design.md section 7). Pure.
 
 A cursor is ``<payload>.<signature>``, both base64url without padding. The payload is the
 RFC 8785 canonical JSON of ``{"v", "scope", "revision", "query", "position", "expires"}``

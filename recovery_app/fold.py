@@ -1,4 +1,4 @@
-"""Recovery before every fold (DESIGN.md section 7): the hook the one fold service calls.
+"""Recovery before every fold (docs/design.md section 7): the hook the one fold service calls.
 
 :func:`fold_recovery_prepare` is registered in :meth:`recovery_app.apps.RecoveryAppConfig.ready`
 with :func:`ledger_app.hooks.fold_recovery_register`, so

@@ -1,6 +1,6 @@
 """Tokens, index segments and lexical queries shared by both search backends. Pure.
 
-DESIGN.md section 7 ("Search backends": one interface, one result contract). Tokenising
+docs/design.md section 7 ("Search backends": one interface, one result contract). Tokenising
 happens here and only here, so PostgreSQL and SQLite index and match exactly the same
 tokens:
 

@@ -1,4 +1,4 @@
-"""Recovery rows: receipts of every attempt, and the lexical search index (DESIGN.md section 7).
+"""Recovery rows: receipts of every attempt, and the lexical search index (docs/design.md section 7).
 
 The search index holds one :class:`SearchSegment` per segment of every raw entry (derived
 entries and reasoning blocks are never indexed, so they are never results). Its text is the
@@ -55,7 +55,7 @@ class SearchIndexState(models.Model):
 
 
 class Receipt(models.Model):
-    """The durable record of one recovery attempt (DESIGN.md section 7, "Receipts").
+    """The durable record of one recovery attempt (docs/design.md section 7, "Receipts").
 
     What triggered it, the snapshot (scope and revision), each query with its leads, each
     read with its verification result, the sources used, the claims and the facts proposed

@@ -145,7 +145,7 @@ def _distinctive(text: str) -> list[str]:
 def suggest_terms(question: str, notes: Iterable[str], limit: int = 2) -> list[str]:
     """Identifiers from ledger notes that share a distinctive word with the question.
 
-    The ledger's own notes may suggest where to look; they are never evidence (DESIGN.md 7).
+    The ledger's own notes may suggest where to look; they are never evidence (docs/design.md 7).
     """
     wanted = set(_distinctive(question))
     out: list[str] = []

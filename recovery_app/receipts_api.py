@@ -1,4 +1,4 @@
-"""API operations of recovery receipts (DESIGN.md sections 7 and 8): list and detail per scope.
+"""API operations of recovery receipts (docs/design.md sections 7 and 8): list and detail per scope.
 
 Everything the receipts pages show, with typed schemas, so an API client can audit what an
 operator can. Reads go through :mod:`recovery_app.selectors`, as the pages do. Mounted by
@@ -29,7 +29,7 @@ SCOPE = "/sessions/{session}/{lane}/{branch}/recovery"
 
 
 class ReceiptOut(Schema):
-    """One recovery attempt's receipt, as a row of the receipts page (DESIGN.md 7).
+    """One recovery attempt's receipt, as a row of the receipts page (docs/design.md 7).
 
     ``fold``: the fold the attempt ran after; ``entered_fold``: the fold whose delta carried
     the recovered facts to the verifier. ``queries``, ``reads``, ``sources`` are counts.
@@ -114,7 +114,7 @@ def receipt_list(
     ] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> Any:
-    """The scope's recovery receipts, newest first (every attempt leaves one, DESIGN.md 7)."""
+    """The scope's recovery receipts, newest first (every attempt leaves one, docs/design.md 7)."""
     journal = caller_journal(request, session, lane, branch)
     rows = recovery_selectors.receipts_for_journal(journal, outcome=outcome or "")[:limit]
     return [recovery_selectors.receipt_summary(r) for r in rows]

@@ -1,4 +1,4 @@
-"""Derived rows follow the journal: the ``entries_appended`` receiver (DESIGN.md section 7).
+"""Derived rows follow the journal: the ``entries_appended`` receiver (docs/design.md section 7).
 
 Connected in :meth:`recovery_app.apps.RecoveryAppConfig.ready`.
 """

@@ -1,4 +1,4 @@
-"""API schemas of recovery's agent tools (DESIGN.md section 7). Hashes read ``sha256:<hex>``."""
+"""API schemas of recovery's agent tools (docs/design.md section 7). Hashes read ``sha256:<hex>``."""
 
 from __future__ import annotations
 

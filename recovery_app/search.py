@@ -1,4 +1,4 @@
-"""Search backends: PostgreSQL full-text search and SQLite FTS5 (DESIGN.md section 7).
+"""Search backends: PostgreSQL full-text search and SQLite FTS5 (docs/design.md section 7).
 
 One interface (:class:`SearchBackend`), one result contract:
 

@@ -1,4 +1,4 @@
-"""The read layer of recovery receipts (DESIGN.md sections 7 and 8), shared by the receipts
+"""The read layer of recovery receipts (docs/design.md sections 7 and 8), shared by the receipts
 pages (:mod:`recovery_app.views`) and the API (``GET .../recovery/receipts``).
 
 Receipts are read inside one journal only (resolved and tenant-checked by the caller), so

@@ -1,4 +1,4 @@
-"""Frozen snapshots and hash-verified reads (DESIGN.md section 7). Pure.
+"""Frozen snapshots and hash-verified reads (docs/design.md section 7). Pure.
 
 A :class:`Snapshot` is frozen to one scope (tenant, session, lane, branch) at one revision.
 Every request is admitted against it first (:func:`admit`): a request from another scope

@@ -1,4 +1,4 @@
-"""Content search across a tenant's sessions, over the recovery search index (DESIGN.md 7, 8).
+"""Content search across a tenant's sessions, over the recovery search index (docs/design.md 7, 8).
 
 The index (:mod:`recovery_app.search`) holds each raw entry's privacy-filtered text; the
 per-journal backends answer one journal at a time. This reader asks the same index for every

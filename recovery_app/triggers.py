@@ -1,4 +1,4 @@
-"""The trigger scan run at each fold (DESIGN.md section 7, "Trigger"; seed 000). Pure.
+"""The trigger scan run at each fold (docs/design.md section 7, "Trigger"; seed 000). Pure.
 
 The scan reads the most recent :data:`WINDOW` (24) entries. It fires on either of:
 
@@ -200,7 +200,7 @@ def scan(items: Sequence[ScanItem], *, window: int = WINDOW, skip_upto: int = 0)
 
     Args:
         items: entries in seq order (the service passes the last ``window``; more is fine).
-        window: how many of the most recent entries to scan (DESIGN.md section 7: 24).
+        window: how many of the most recent entries to scan (docs/design.md section 7: 24).
         skip_upto: matches at seqs at or below this were already scanned by an earlier
             fold's attempt; they are listed but do not fire again.
 

@@ -1,4 +1,4 @@
-"""Operator UI routes of recovery (DESIGN.md section 8); ``urlpatterns`` is included at
+"""Operator UI routes of recovery (docs/design.md section 8); ``urlpatterns`` is included at
 ``"recovery/"``.
 
 ``ledger_pages`` is the session export (:mod:`recovery_app.export_views`: it carries the

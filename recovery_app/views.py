@@ -1,4 +1,4 @@
-"""Operator UI pages of recovery (DESIGN.md sections 7 and 8): a journal's receipts, one receipt.
+"""Operator UI pages of recovery (docs/design.md sections 7 and 8): a journal's receipts, one receipt.
 
 Thin function views. The scope is resolved by :func:`journal_app.selectors.get_journal_for_user`
 (tenant filter, ``Http404``); a receipt is looked up inside that journal only, so another

@@ -1,4 +1,4 @@
-"""Recovered facts enter the ledger through an ordinary fold (DESIGN.md section 7). Pure.
+"""Recovered facts enter the ledger through an ordinary fold (docs/design.md section 7). Pure.
 
 :func:`recovered_fact` builds the ``add`` op's fact for one accepted analyst claim, citing
 the raw entries with their exact quotes. The one fold service

@@ -69,7 +69,7 @@ def _check_journal(journal):
     covered = [e for e in entries if e.seq <= fold.seq_end]
     for e in covered:
         if e.authoritative and e.text:
-            # pin rules 3: verbatim minus the harness blocks inside (DESIGN.md 5.2)
+            # pin rules 3: verbatim minus the harness blocks inside (docs/design.md 5.2)
             assert pins[e.entry_hash] == pin_text(e.text)
             assert "# Context from my IDE setup" not in pins[e.entry_hash] or (
                 pins[e.entry_hash] == e.text

@@ -1,4 +1,4 @@
-"""A secret a user typed in prose becomes a verbatim P0 pin (DESIGN.md 5.2): the ledger's
+"""A secret a user typed in prose becomes a verbatim P0 pin (docs/design.md 5.2): the ledger's
 stored state and the context sent to the model keep it (the conversation already holds it),
 and every display surface shows it filtered by the one detector (:mod:`journal_app.privacy`):
 the facts, fact, fold, diff and context pages (the failure's explanation too), the ledger,

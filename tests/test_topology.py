@@ -1,4 +1,4 @@
-"""The production topology, natively (DESIGN.md section 2): gunicorn and a Celery
+"""The production topology, natively (docs/design.md section 2): gunicorn and a Celery
 worker against PostgreSQL and Redis, driven over HTTP end to end.
 
 ``docker-compose.yml`` describes db, redis, web and worker; Docker cannot run on the CI

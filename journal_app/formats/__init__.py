@@ -1,4 +1,4 @@
-"""Transcript importers, one module per source format (DESIGN.md section 4).
+"""Transcript importers, one module per source format (docs/design.md section 4).
 
 Pure package. Each format module defines ``NAME``, ``detect(source) -> bool`` and
 ``parse(source) -> ParsedSession`` (see :mod:`journal_app.formats.base` for the contract);

@@ -1,4 +1,4 @@
-"""Importer for Anthropic Messages API conversations (DESIGN.md section 4, "Importers").
+"""Importer for Anthropic Messages API conversations (docs/design.md section 4, "Importers").
 
 Pure module. There is no corpus file for this format: API clients send it. Accepted shapes:
 

@@ -1,4 +1,4 @@
-"""The contract every transcript importer fulfils (DESIGN.md section 4, "Importers").
+"""The contract every transcript importer fulfils (docs/design.md section 4, "Importers").
 
 Pure module. An importer turns one source (a file, or a folder for OpenCode exports) into a
 :class:`ParsedSession`: an ordered list of :class:`ParsedEntry` items that the journal
@@ -104,7 +104,7 @@ class ParsedEntry:
     branch: str = ""
     #: a provider-reported token figure of this entry, ``(tokens, source label)`` such as
     #: ``(42, "provider:completion_tokens")``: ``journal_append`` stores it as the entry's
-    #: ``token_count`` / ``token_source`` instead of counting with tiktoken (DESIGN.md
+    #: ``token_count`` / ``token_source`` instead of counting with tiktoken (docs/design.md
     #: section 4, "Token figures": provider figures first, record which); ``None`` = count
     token_figure: tuple[int, str] | None = None
 

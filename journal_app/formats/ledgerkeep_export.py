@@ -19,7 +19,7 @@ body and metadata byte for byte, so importing the export into the scope it came 
 (``--tenant`` and ``--session`` as in the header, ``--branch`` the exported branch)
 reproduces every entry hash: the import is then a no-op on the original database and a
 faithful copy on a fresh one. Into another scope the hashes differ, as they must (the scope
-is part of the hash header, DESIGN.md section 4). Lanes come from the export; an export
+is part of the hash header, docs/design.md section 4). Lanes come from the export; an export
 holding several branches is refused (an import writes one branch).
 
 Into any other scope the entries are re-hashed for that scope (body hashes unchanged).

@@ -1,4 +1,4 @@
-"""Importer for OpenAI Responses API items (DESIGN.md section 4, "Importers").
+"""Importer for OpenAI Responses API items (docs/design.md section 4, "Importers").
 
 Pure module. The Responses API (and Codex, which speaks it) carries a conversation as a list
 of typed items. Accepted shapes:

@@ -221,7 +221,7 @@ class Source:
     def detection_view(self) -> Source:
         """What ``detect`` functions look at: ``self``, or for a streamed JSON document an
         in-memory preview whose lists are cut to their first :data:`PREVIEW_ITEMS` items
-        (DESIGN.md section 4: detection looks at the first records; never the whole file)."""
+        (docs/design.md section 4: detection looks at the first records; never the whole file)."""
         if self.in_memory or self.kind == "dir":
             return self
         if self.kind == "jsonl":

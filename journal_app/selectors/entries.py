@@ -128,7 +128,7 @@ def page_rounds(journal: Journal, first_seq: int, last_seq: int) -> list[Round]:
 
     Grouping the whole journal costs a read of every row (100,000 rows for a long run); a
     page needs only its neighbourhood. The window starts at the last authoritative message
-    at or before the page (it always opens a round, DESIGN.md 4), at most
+    at or before the page (it always opens a round, docs/design.md 4), at most
     :data:`ROUND_WINDOW` entries back, and ends :data:`ROUND_WINDOW` entries after the page
     (or at the head), so a call whose result sits on the next page is not "interrupted".
     Two queries, at most ``100 + 2 * ROUND_WINDOW`` small rows, whatever the journal's size.
@@ -163,7 +163,7 @@ def page_rounds(journal: Journal, first_seq: int, last_seq: int) -> list[Round]:
 class JournalEntries:
     """A journal's entries as a sequence for :class:`django.core.paginator.Paginator`.
 
-    seq is gapless from 1 (DESIGN.md 4), so the count is the head and a page is a seq range
+    seq is gapless from 1 (docs/design.md 4), so the count is the head and a page is a seq range
     read through the ``(journal, seq)`` index: page 500 of a 100,000-entry journal costs the
     same as page 1 (no ``COUNT(*)``, no ``OFFSET`` scan).
     """

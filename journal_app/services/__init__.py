@@ -1,4 +1,4 @@
-"""Every state change of the journal (DESIGN.md section 4).
+"""Every state change of the journal (docs/design.md section 4).
 
 Services are keyword-only and never return HTTP responses. Each write runs in one
 transaction: an import, an append batch either lands whole or leaves nothing.

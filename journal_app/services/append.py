@@ -195,7 +195,7 @@ def _insert(
     total: int,
     done0: int,
 ) -> list[Entry]:
-    """Write the entries and chunks of ``prepared`` (DESIGN.md section 4).
+    """Write the entries and chunks of ``prepared`` (docs/design.md section 4).
 
     PostgreSQL: primary keys drawn from the sequence in one query, then one ``COPY`` for the
     entries and one for the chunks per batch. Elsewhere (SQLite):

@@ -1,5 +1,5 @@
 """Importing a transcript file: streamed, then appended in bounded batches inside one
-transaction (DESIGN.md section 4; memory does not grow with the file)."""
+transaction (docs/design.md section 4; memory does not grow with the file)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tenants, sessions, journals and artifacts: the scope a journal lives in (DESIGN.md section 4)."""
+"""Tenants, sessions, journals and artifacts: the scope a journal lives in (docs/design.md section 4)."""
 
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ def _store_error(name: str, exc: OSError) -> ArtifactWriteError:
 def artifact_store(
     *, tenant: Tenant, content: str, source_tool: str = "", media_type: str | None = None
 ) -> tuple[Artifact, bool]:
-    """Store ``content`` once per tenant, content-addressed (DESIGN.md section 4).
+    """Store ``content`` once per tenant, content-addressed (docs/design.md section 4).
 
     Returns:
         ``(artifact, created)``. Content whose sha256 already exists for the tenant returns
@@ -138,7 +138,7 @@ class ArtifactItem:
 def artifacts_store(
     *, tenant: Tenant, items: Sequence[ArtifactItem]
 ) -> list[tuple[Artifact, bool]]:
-    """Store each item's content once per tenant, content-addressed (DESIGN.md section 4):
+    """Store each item's content once per tenant, content-addressed (docs/design.md section 4):
     one query finds the contents already stored, new ones are inserted in one statement.
 
     The bytes are written atomically and hash-checked (:mod:`journal_app.artifact_storage`):

@@ -1,4 +1,4 @@
-"""Operator UI pages of the journal (DESIGN.md section 8): thin function views, one module
+"""Operator UI pages of the journal (docs/design.md section 8): thin function views, one module
 per page, and the pieces every app's htmx views share.
 
 * :mod:`.timeline_page` and :mod:`.entry_page`: the context of the timeline and of one

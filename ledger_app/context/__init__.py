@@ -1,4 +1,4 @@
-"""The request for the next model call, built in a controlled order (DESIGN.md section 6, seed 001).
+"""The request for the next model call, built in a controlled order (docs/design.md section 6, seed 001).
 
 Pure package: no Django, no database. Input: the journal's entries as plain views
 (:class:`ledger_app.entry_view.EntryView`, as of one revision), the ledger state with the
@@ -12,10 +12,10 @@ What the request holds, in order:
    in ``system``), shown as :func:`ledger_app.pins.pin_shown_text` says (governing text
    verbatim, attachments as receipts). They are never folded, shrunk or redacted. A request
    the ledger closed is one line ("done at seq N: first line ..., evidence sha256:..."), never
-   the current goal (DESIGN.md 5.2). Harness records (:func:`journal_app.harness.harness_kind`)
+   the current goal (docs/design.md 5.2). Harness records (:func:`journal_app.harness.harness_kind`)
    are left out, the latest of each kind kept, and counted in the trace;
 2. a ledger checkpoint message (only when rounds were folded out of the verbatim part),
-   opening with the continuation record (:mod:`.continuation`, DESIGN.md 6), then the other
+   opening with the continuation record (:mod:`.continuation`, docs/design.md 6), then the other
    facts about the folded rounds, rendered by :func:`ledger_app.budget.render_fact` with
    their support hashes so the model can ask for the source;
 3. the kept API rounds verbatim (oversized results as artifact receipts, old results shrunk
@@ -30,7 +30,7 @@ the request is still over the working budget:
 1. protect the pins, the active task state and the recent tail of complete API rounds
    (``tail_tokens``; at least the last complete round). An interrupted tail round (a call
    with no result) is never presented as history: the context ends with the last complete
-   round and the interrupted calls are stated in the task state (DESIGN.md section 4);
+   round and the interrupted calls are stated in the task state (docs/design.md section 4);
 2. project oversized tool results into their artifact receipts, oldest first, outside the
    tail, then inside it;
 3. shrink old, already-consumed tool results (a result the model has answered after) to a
@@ -42,7 +42,7 @@ the request is still over the working budget:
    recent window (:func:`.compaction.fold_cut`), and the fold is asked when that is not
    enough: what precedes the tail (pins, then the checkpoint with its continuation record)
    is then a function of the fold, the same from call to call until the next one lands,
-   which keeps provider prompt caches warm (DESIGN.md 6);
+   which keeps provider prompt caches warm (docs/design.md 6);
 5. rebuild and validate (:func:`ledger_app.validation.validate_request`);
 6. when validation fails on a budget or an artifact: one controlled recovery compaction
    (the tail shrinks to the last complete round, every tool result may be shrunk, a broken

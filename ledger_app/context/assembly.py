@@ -1,4 +1,4 @@
-"""The request's parts and their assembly in a target format (DESIGN.md section 6).
+"""The request's parts and their assembly in a target format (docs/design.md section 6).
 
 Pure module: no Django, no database. A :class:`Part` is one unit of the request, neutral to
 the format; :func:`round_parts` turns one API round of the journal into parts (verbatim);

@@ -1,4 +1,4 @@
-"""The request for the next model call, built in a controlled order (DESIGN.md section 6).
+"""The request for the next model call, built in a controlled order (docs/design.md section 6).
 
 Pure module: no Django, no database. :func:`build_context` runs the steps of the module
 docstring of :mod:`ledger_app.context` on a :class:`~ledger_app.context.build_state.Builder`

@@ -1,6 +1,6 @@
 """The state of one context build: rounds, how each is shown, costs and decisions.
 
-Pure module: no Django, no database (DESIGN.md section 6). :class:`Builder` holds the journal's
+Pure module: no Django, no database (docs/design.md section 6). :class:`Builder` holds the journal's
 rounds as :class:`Plan` s (parts plus whether the round is protected or dropped), the ledger's
 facts (:class:`~ledger_app.context.checkpoint.Checkpoint`), the task state, the token cost of
 the request as planned, and every decision taken with its reason and token effect. The
@@ -205,7 +205,7 @@ class Builder:
         self.set_task_text(self.task_state())
 
     def _drop_harness(self) -> None:
-        """Harness records out of the request (DESIGN.md 5.2 and 6): a whole message that is
+        """Harness records out of the request (docs/design.md 5.2 and 6): a whole message that is
         a harness record (:func:`journal_app.harness.harness_kind`: a format nag, a caveat,
         command markup, an interrupt marker, environment context) is left out of the rounds
         and the tail, except the latest of each kind; identical repeats therefore cost at
@@ -240,7 +240,7 @@ class Builder:
         }
 
     def _show_pins(self) -> None:
-        """Show each pin as the ledger says (DESIGN.md 5.2): an active pin through
+        """Show each pin as the ledger says (docs/design.md 5.2): an active pin through
         :func:`ledger_app.pins.pin_shown_text` (attachments as receipts, words verbatim); a
         closed request as one line ("done at seq N: first line ..., evidence sha256:..."),
         never as current. Re-run after a fold (a request may have closed); recounts the
@@ -314,7 +314,7 @@ class Builder:
         if self.soft_checkpoint:
             self.facts.make_soft()
         # open requests past the latest few are the record's lines, not verbatim messages:
-        # what every context carries stays bounded however many are open (DESIGN.md 5.5;
+        # what every context carries stays bounded however many are open (docs/design.md 5.5;
         # ledger_app.pins.open_requests_split); they stay active in the ledger
         _, listed, counted = open_requests_split(list(self.facts.pins.values()))
         older = {str(f["support"][0]["entry"]) for f in [*listed, *counted] if f.get("support")}

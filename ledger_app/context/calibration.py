@@ -1,4 +1,4 @@
-"""The provider's own figures calibrate a build's plan (DESIGN.md 4: provider figures first).
+"""The provider's own figures calibrate a build's plan (docs/design.md 4: provider figures first).
 
 Pure module: no Django, no database. :func:`provider_usage` finds the provider-reported
 usage of the journal's last model call; :func:`calibrate` compares it with our estimate of
@@ -20,7 +20,7 @@ MAX_CALIBRATION = 4.0
 
 
 def calibrate(b: Builder) -> dict[str, Any]:
-    """Provider figures first (DESIGN.md 4): compare the provider-reported input
+    """Provider figures first (docs/design.md 4): compare the provider-reported input
     tokens of the journal's last model call with our estimate of the same request (the
     uncompacted rounds before that call, counted as the plan counts them). When the provider
     counted more, lower ``b.limit`` by that ratio (at most :data:`MAX_CALIBRATION`) so the

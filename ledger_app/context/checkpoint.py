@@ -1,13 +1,13 @@
-"""The ledger checkpoint message: the facts about the rounds folded out (DESIGN.md 6, step 4).
+"""The ledger checkpoint message: the facts about the rounds folded out (docs/design.md 6, step 4).
 
 Pure module: no Django, no database. When API rounds leave the verbatim part of the request,
 the facts whose support lies in them take their place, rendered by
 :func:`ledger_app.budget.render_fact` with their support hashes so the model can ask for the
-source. The message opens with the continuation record (:mod:`.continuation`, DESIGN.md 6:
+source. The message opens with the continuation record (:mod:`.continuation`, docs/design.md 6:
 objectives, constraints, decisions, done, in progress, pending, blockers, end state, next
 step), built from the ledger alone; the facts it renders are not repeated. Other P0 and P1
 facts always go in; P2/P3 facts fill the room left, newest first, and the message says how
-many stay in the ledger unshown (DESIGN.md 5.4).
+many stay in the ledger unshown (docs/design.md 5.4).
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ class Checkpoint:
         deliverable_tokens: int | None = None,
     ) -> None:
         all_facts = ledger.get("facts", {}).values()
-        #: the continuation record (DESIGN.md 6), from the ledger alone
+        #: the continuation record (docs/design.md 6), from the ledger alone
         self.record: Record = continuation_record(
             all_facts,
             by_hash=by_hash or {},

@@ -1,4 +1,4 @@
-"""The compaction steps, each applied only while the request is over its target (DESIGN.md 6).
+"""The compaction steps, each applied only while the request is over its target (docs/design.md 6).
 
 Pure module: no Django, no database. Each step changes how rounds of a
 :class:`~ledger_app.context.build_state.Builder` are shown and records a decision (step number,
@@ -154,7 +154,7 @@ def fold_cut(b: Builder) -> int:
     """The first seq the last fold keeps verbatim: the rounds it covers, newest first, within
     ``b.tail_tokens`` (at least one), counted at their original cost. A function of the fold
     (its ``covered_upto``) and the budget only, never of where the current tail starts, so
-    the request's part before it stays the same until the next fold (DESIGN.md 6, README
+    the request's part before it stays the same until the next fold (docs/design.md 6, README
     "Prompt caching through the proxy"). ``b.covered_upto + 1`` when the fold covers nothing."""
     first = b.covered_upto + 1
     total = 0

@@ -1,4 +1,4 @@
-"""The continuation record at the head of every checkpoint (DESIGN.md section 6). Pure.
+"""The continuation record at the head of every checkpoint (docs/design.md section 6). Pure.
 
 Built from the ledger state alone (never from the journal's tail), so the part of the request
 before the tail changes only when a fold lands and provider prompt caches stay warm. Sections,
@@ -38,7 +38,7 @@ from ledger_app.fact_text import clip
 from ledger_app.pins import open_requests_split, pin_shown_text, request_line
 
 RECORD_MARK = "[continuation record"
-#: The record's sections, in the order they are shown (DESIGN.md 6).
+#: The record's sections, in the order they are shown (docs/design.md 6).
 SECTIONS = (
     "objective",
     "constraints",
@@ -103,12 +103,12 @@ def is_request(fact: Mapping[str, Any]) -> bool:
 
 
 def is_closed_request(fact: Mapping[str, Any]) -> bool:
-    """A request pin the reducer closed on completion evidence (DESIGN.md 5.2)."""
+    """A request pin the reducer closed on completion evidence (docs/design.md 5.2)."""
     return is_request(fact) and fact.get("lifecycle") == "closed"
 
 
 def done_request_line(fact: Mapping[str, Any], by_hash: Mapping[str, EntryView]) -> str:
-    """A closed request as the context shows it: one line, never as current (DESIGN.md 5.2):
+    """A closed request as the context shows it: one line, never as current (docs/design.md 5.2):
     ``done at seq N: <first line ...>, evidence sha256:<hex>``."""
     seq = done_seq(fact, by_hash)
     evidence = _evidence(fact)
@@ -233,7 +233,7 @@ def continuation_record(
     for f in active:
         if f.get("category") == "decision" and not f.get("pin"):
             add("decisions", f'- "{text_of(f)}"{_cite(f)}', f)
-    # what was decided stays readable once an approval is used (its exact text, DESIGN.md 6)
+    # what was decided stays readable once an approval is used (its exact text, docs/design.md 6)
     used = [
         f
         for f in all_facts

@@ -1,6 +1,6 @@
 """The final request of a build: its parts, its assembly, the last pass and its validation.
 
-Pure module: no Django, no database (DESIGN.md section 6, step 5 "rebuild and validate").
+Pure module: no Django, no database (docs/design.md section 6, step 5 "rebuild and validate").
 Each function reads a :class:`~ledger_app.context.build_state.Builder` as the compaction steps
 left it: :func:`final_parts` puts the shown rounds, the ledger checkpoint and the task state
 in order (secrets redacted except in pins); :func:`request` assembles them in the target
@@ -38,7 +38,7 @@ FILL_MARGIN = 8
 #: P2/P3 facts fill at most 1/FILL_SHARE of the budget: a fixed share, not the room the
 #: tail leaves, keeps the checkpoint the same from call to call between folds.
 FILL_SHARE = 8
-#: The context-side check that a done request is never shown as current (DESIGN.md 5.2).
+#: The context-side check that a done request is never shown as current (docs/design.md 5.2).
 DONE_REQUEST_CHECK = "done_request_current"
 #: Tries of the last pass (fewer P2/P3 facts) before the compaction steps run again.
 LAST_PASS_TRIES = 4
@@ -99,7 +99,7 @@ def expectations(b: Builder, a: Assembled) -> Expectations:
         pins.append((fid, e.entry_hash, shown))
         if ledger_pin is not None and ledger_pin.get("text") != expected_text(ledger_pin, e.text):
             # a ledger pin that differs from what its entry gives (harness blocks out,
-            # DESIGN.md 5.2): the journal's bytes are required
+            # docs/design.md 5.2): the journal's bytes are required
             pins.append((str(ledger_pin.get("id")), e.entry_hash, e.text))
     goal = None
     if b.goal is not None:
@@ -149,7 +149,7 @@ def request(b: Builder, fill: int | None) -> tuple[dict[str, Any], Assembled, li
 
 
 def validate(b: Builder, view: Mapping[str, Any], a: Assembled) -> ValidationReport:
-    """Every invariant of DESIGN.md 6 step 5 on the model view, secrets included, the
+    """Every invariant of docs/design.md 6 step 5 on the model view, secrets included, the
     ``tools`` schema counted against the budgets."""
     report = validate_request(
         {k: v for k, v in view.items() if k != "format"},
@@ -171,7 +171,7 @@ def validate(b: Builder, view: Mapping[str, Any], a: Assembled) -> ValidationRep
 
 def done_request_problems(b: Builder, a: Assembled) -> list[Problem]:
     """``done_request_current``: a closed request's text shown whole in a message (as if
-    it were current, DESIGN.md 5.2); its one line ("done at seq N ...") is what is shown."""
+    it were current, docs/design.md 5.2); its one line ("done at seq N ...") is what is shown."""
     if not b.done_requests:
         return []
     texts = {t for m in a.messages for t in message_texts(m)}
@@ -270,7 +270,7 @@ def _not_built(
 def fill_room(b: Builder) -> int:
     """Tokens for P2/P3 facts: the room left (a few kept back: the omission note changes
     length), at most 1/:data:`FILL_SHARE` of the budget, so that the checkpoint does not
-    change with the tail while that much room is left (DESIGN.md 6)."""
+    change with the tail while that much room is left (docs/design.md 6)."""
     room = max(0, b.limit - b.total() - FILL_MARGIN)
     return min(room, fill_share(b))
 

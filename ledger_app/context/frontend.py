@@ -1,4 +1,4 @@
-"""The frontend view: the user-safe history of a session (DESIGN.md sections 6 and 9, seed 001).
+"""The frontend view: the user-safe history of a session (docs/design.md sections 6 and 9, seed 001).
 
 Pure module: no Django, no database. Built from the journal's entries on its own, never from
 the model view (seed 001: "Keep model context separate from frontend history"). Every text

@@ -1,4 +1,4 @@
-"""Projection and shrinking of tool results (DESIGN.md section 6, steps 2 and 3; seed 001).
+"""Projection and shrinking of tool results (docs/design.md section 6, steps 2 and 3; seed 001).
 
 Pure module: no Django, no database. An oversized tool result is shown as its artifact
 receipt (:func:`receipt_text`; a second result with the same content points back to the

@@ -1,4 +1,4 @@
-"""Active task state: what is still open in a session (DESIGN.md sections 4 and 6, case 05).
+"""Active task state: what is still open in a session (docs/design.md sections 4 and 6, case 05).
 
 Pure module: no Django, no database. Reads the journal's entries (and the ledger's open
 obligations) for the current user goal, calls that did not complete, results that report an
@@ -204,7 +204,7 @@ def instructions_done(
 
     A record of completion is either a closed ``open_obligation`` whose support cites the
     pin's entry (not a ``part:`` obligation: one item of a list is not the instruction) (its ``ended_by.evidence``: the tool results the reducer accepted as
-    completion, DESIGN.md 5.2), or a fact naming the pin in ``completes`` (the pin's id or
+    completion, docs/design.md 5.2), or a fact naming the pin in ``completes`` (the pin's id or
     entry hex) with verified confidence (its support other than the pin is the evidence).
 
     Args:
@@ -231,7 +231,7 @@ def instructions_done(
         if f.get("category") != "open_obligation" or f.get("lifecycle") != "closed":
             continue
         if str(f.get("id", "")).startswith("part:"):
-            continue  # one item of the user's list is done, not the instruction (DESIGN.md 5.5)
+            continue  # one item of the user's list is done, not the instruction (docs/design.md 5.5)
         ended = f.get("ended_by")
         evidence = (
             [str(h) for h in (ended.get("evidence") or [])] if isinstance(ended, dict) else []
@@ -283,7 +283,7 @@ def task_state_text(
     by_hash: Mapping[str, EntryView] | None = None,
     end_status: str = "",
 ) -> str:
-    """The task state message, or ``""`` when nothing is open (DESIGN.md 4 and 6, step 1).
+    """The task state message, or ``""`` when nothing is open (docs/design.md 4 and 6, step 1).
 
     Args:
         entries: the journal's entries as of the revision, in seq order.
@@ -299,7 +299,7 @@ def task_state_text(
             at seq N ... was carried out at seq M, evidence sha256:..." line.
         by_hash: entry hex -> entry of ``entries`` (built when not given).
         end_status: the source's own end status of the run (``exit_status submitted``);
-            stated as the run's end (DESIGN.md 6, end states), ``""`` for none.
+            stated as the run's end (docs/design.md 6, end states), ``""`` for none.
 
     Returns:
         The text, opening with ``[task state`` (``TASK_STATE_MARK``), one line per item.
@@ -307,7 +307,7 @@ def task_state_text(
     lines: list[str] = []
     for cid, call, at_tail in interrupted:
         if is_submit(call):
-            # a submit call ends the run: its final output was delivered (DESIGN.md 6, end
+            # a submit call ends the run: its final output was delivered (docs/design.md 6, end
             # states), never "did not complete"
             head = (
                 f"submitted {cid}: `{call.tool_name}` ended the run by submitting its final "

@@ -1,4 +1,4 @@
-"""Ledger fidelity: inputs and the score of one ledger state and context (DESIGN.md 5.2, 5.5, 6). Pure.
+"""Ledger fidelity: inputs and the score of one ledger state and context (docs/design.md 5.2, 5.5, 6). Pure.
 
 An *eval item* is a conversation plus the state a faithful ledger must reach on it. Two
 sources, one loader each, both here so the tests, ``manage.py eval_ledger`` and the bench

@@ -207,7 +207,7 @@ def score(
         reason: why the build failed, for the ``context_built`` line.
 
     Returns:
-        One :class:`RuleResult` per rule of :data:`RULES`, in that order. Rules from DESIGN.md
+        One :class:`RuleResult` per rule of :data:`RULES`, in that order. Rules from docs/design.md
         5.2 (pins, requests, decisions), 5.5 (lifecycles) and 6 (continuation record).
     """
     view = ContextView.of(model_view)

@@ -1,4 +1,4 @@
-"""The one client for model calls (DESIGN.md section 5.3). Pure: no Django.
+"""The one client for model calls (docs/design.md section 5.3). Pure: no Django.
 
 Every writer and verifier call goes through :class:`ModelClient`, a small wrapper around the
 official ``openai`` package pointed at ``OPENAI_BASE_URL``, so any OpenAI-compatible server

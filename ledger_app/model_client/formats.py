@@ -1,4 +1,4 @@
-"""Structured-output modes and what a server's refusal means (DESIGN.md 5.3). Pure.
+"""Structured-output modes and what a server's refusal means (docs/design.md 5.3). Pure.
 
 The three modes (:data:`FORMATS`), the per-process memory of the mode each server accepted
 (:data:`FORMAT_MEMORY`), the answer-format hint added to the system message when the server

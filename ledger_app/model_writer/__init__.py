@@ -1,4 +1,4 @@
-"""Writer, verifier, exactly one repair, and the labelled fallback (DESIGN.md 5.3). Pure.
+"""Writer, verifier, exactly one repair, and the labelled fallback (docs/design.md 5.3). Pure.
 
 * :mod:`.compose`: :func:`compose`, what the fold service calls for any writer;
 * :mod:`.model_writer`: :class:`ModelWriter`, the compose loop (writer -> verifier -> one

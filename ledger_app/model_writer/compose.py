@@ -1,4 +1,4 @@
-"""The one entry point of the writers: :func:`compose` (DESIGN.md 5.3). Pure.
+"""The one entry point of the writers: :func:`compose` (docs/design.md 5.3). Pure.
 
 The fold service calls :func:`compose` to get a fold's non-pin ops from any writer, with the
 record of how they were reached (a :class:`~ledger_app.model_writer.records.Composition`):

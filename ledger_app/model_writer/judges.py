@@ -1,4 +1,4 @@
-"""What a writer may know of a fold, and the judges every item passes (DESIGN.md 5.2, 5.3). Pure.
+"""What a writer may know of a fold, and the judges every item passes (docs/design.md 5.2, 5.3). Pure.
 
 * :class:`FoldContext`: fold number, revision, access to earlier raw entries;
 * :func:`code_ops`: what code records in every model fold (failures, interrupted calls);
@@ -37,7 +37,7 @@ class FoldContext:
 
     ``resolve(seqs, hashes)`` returns earlier raw entries of the same scope at or before
     ``revision`` (cited support); ``evidence(ops)`` builds the reducer's evidence index for
-    ops (DESIGN.md 5.2). Defaults: nothing earlier, covered entries only.
+    ops (docs/design.md 5.2). Defaults: nothing earlier, covered entries only.
     """
 
     number: int
@@ -244,7 +244,7 @@ def closure_judgement(
     state: Mapping[str, Any],
     ended: Collection[str] = (),
 ) -> Judgement:
-    """The rules' verdict on what an op ends or decides, for every writer (DESIGN.md 5.5):
+    """The rules' verdict on what an op ends or decides, for every writer (docs/design.md 5.5):
 
     * a ``close`` of a pin: only a **request** pin closes (a governing pin never does), and
       only when the cited results carry out each of its parts ("fix the crash in B and add

@@ -1,15 +1,15 @@
-"""What the writer and the verifier models are sent (DESIGN.md 5.3). Pure.
+"""What the writer and the verifier models are sent (docs/design.md 5.3). Pure.
 
 The rubric (a versioned file under ``ledger_app/prompts/``, :func:`load_prompt`) is the
 system message; the user message is JSON built here from the covered entries, the ledger
 state, the items to judge, or the repair feedback.
 
-Privacy (DESIGN.md 6, 7 and 9): a request leaves the machine, so every text that
+Privacy (docs/design.md 6, 7 and 9): a request leaves the machine, so every text that
 comes from the journal passes through :func:`journal_app.privacy.filter_text` before it is
 clipped and sent: entry text (messages, tool arguments, tool output), the ledger state's fact
 texts, the items to judge and the repair feedback (claims, reasons). Secret values and
 hidden reasoning become ``[filtered: ...]`` marks. Pins included: a pin stays verbatim in the
-ledger (DESIGN.md 5.2), but its copy in a prompt is filtered like any other text, because
+ledger (docs/design.md 5.2), but its copy in a prompt is filtered like any other text, because
 the rule is about what leaves the machine, not about who wrote it.
 """
 
@@ -146,7 +146,7 @@ def state_json(state: dict[str, Any], token_limit: int = 0) -> list[dict[str, An
 def _fact_json(f: dict[str, Any]) -> dict[str, Any]:
     """One active fact as the writer sees it; a pin names its kind (a request pin lists its
     parts when it has several: each needs its own evidence before a ``close``), a decision
-    its exact text, a consequential fact says so (DESIGN.md 5.2, 5.5). Texts filtered."""
+    its exact text, a consequential fact says so (docs/design.md 5.2, 5.5). Texts filtered."""
     out: dict[str, Any] = {
         "id": f["id"],
         "category": f["category"],

@@ -1,4 +1,4 @@
-"""The model writer: writer, verifier, exactly one repair, labelled fallback (DESIGN.md 5.3). Pure.
+"""The model writer: writer, verifier, exactly one repair, labelled fallback (docs/design.md 5.3). Pure.
 
 The writer model proposes a delta as structured output (:mod:`ledger_app.proposals`); every
 item is judged by the rules (:func:`ledger_app.offline.check_item`, plus a dry run of the

@@ -1,4 +1,4 @@
-"""What a composition records: verdicts, items, rounds, the result (DESIGN.md 5.3). Pure.
+"""What a composition records: verdicts, items, rounds, the result (docs/design.md 5.3). Pure.
 
 Every verdict, rejection and repair is stored and shown in the UI; these are the records the
 fold service turns into ``Proposal``/``Verdict`` rows and the manifest's review summary.

@@ -4,7 +4,7 @@ Each proposed item the rules and the reducer's dry run judged is sent to the ver
 (:func:`verify_items`), which returns an entailment and a temporal verdict per item; a
 verdict must name a cited ``seq`` and a ``quote`` found in that entry, else it counts as no
 verdict. Called by :class:`ledger_app.model_writer.model_writer.ModelWriter` for every round
-(DESIGN.md 5.3).
+(docs/design.md 5.3).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The offline writer and the verifier's rules applied mechanically (DESIGN.md 5.3). Pure.
+"""The offline writer and the verifier's rules applied mechanically (docs/design.md 5.3). Pure.
 
 The embedded default when no model is configured, in these parts:
 

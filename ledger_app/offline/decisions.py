@@ -1,4 +1,4 @@
-"""Approvals as decisions with their content, awaited approvals, consumption (DESIGN.md 5.5). Pure.
+"""Approvals as decisions with their content, awaited approvals, consumption (docs/design.md 5.5). Pure.
 
 For the offline writer (:class:`ledger_app.offline.OfflineWriter`):
 

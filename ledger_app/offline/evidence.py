@@ -1,4 +1,4 @@
-"""The evidence a fold's writer and the rules read: its entries indexed (DESIGN.md 5.3). Pure."""
+"""The evidence a fold's writer and the rules read: its entries indexed (docs/design.md 5.3). Pure."""
 
 from __future__ import annotations
 

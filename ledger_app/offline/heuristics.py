@@ -1,4 +1,4 @@
-"""Reading plans, decisions and claims from the journal (DESIGN.md 5.2, 5.3). Pure.
+"""Reading plans, decisions and claims from the journal (docs/design.md 5.2, 5.3). Pure.
 
 * :func:`plan_items`: the items of a plan/todo tool call (Claude Code ``TodoWrite``, Codex
   ``update_plan``, OpenCode ``todowrite``, any call with a ``todos``/``plan`` list);

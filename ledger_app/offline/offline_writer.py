@@ -1,4 +1,4 @@
-"""The offline writer: deterministic rules over the journal, no model (DESIGN.md 5.3). Pure.
+"""The offline writer: deterministic rules over the journal, no model (docs/design.md 5.3). Pure.
 
 The embedded default when no model is configured. It reads the covered entries with rules
 that go beyond the mechanical fallback:
@@ -6,7 +6,7 @@ that go beyond the mechanical fallback:
 * **plans and todos** (:func:`~ledger_app.offline.heuristics.plan_items`): every item not yet
   done becomes a P1 ``open_obligation``; an item later marked ``completed`` closes it, citing
   the plan call's successful result. An item that silently disappears, or that the agent
-  marks cancelled, stays open (DESIGN.md 5.2: silence does not close an obligation, and only
+  marks cancelled, stays open (docs/design.md 5.2: silence does not close an obligation, and only
   an authoritative entry cancels one);
 * **test runs** become ``verified_state`` (all passed) or a ``blocker`` (anything failed),
   with the counts and scope parsed by :mod:`ledger_app.offline.testruns`;
@@ -227,7 +227,7 @@ class OfflineWriter:
                     continue
                 fact = self._outcome(j, e, result)
                 # the reducer ends the earlier fact of the same command key (a later run
-                # supersedes it; a success closes a failure; DESIGN.md 5.5)
+                # supersedes it; a success closes a failure; docs/design.md 5.5)
                 ops.append({"op": "add", "fact": fact})
                 cmd = command_of(e)
                 if cmd and is_check_command(cmd):
@@ -312,7 +312,7 @@ def _test_fact(call: EntryView, result: EntryView, cmd: str, run: RunCounts | No
         fact["command"] = redact(cmd)
     # the same test command run again supersedes the earlier run (a pass closes a failure);
     # output read as a test run from a command no runner names ("./ci.sh") has one key per
-    # tool: its latest run stands for the earlier ones (DESIGN.md 5.5)
+    # tool: its latest run stands for the earlier ones (docs/design.md 5.5)
     if cmd and is_test_command(cmd):
         fact["command_key"] = f"{call.tool_name}:{fact['command']}"
     else:
@@ -335,7 +335,7 @@ def _plan_ops(
     todo_state: dict[str, str],
     held: list[str],
 ) -> tuple[list[dict[str, Any]], Fact]:
-    """Ops for one plan/todo call (DESIGN.md 5.5: the latest call is the plan).
+    """Ops for one plan/todo call (docs/design.md 5.5: the latest call is the plan).
 
     Each item not yet known opens a P1 obligation (``todo:<hash of its text>``); an item the
     plan marks done closes it, citing the call and its result; the plan itself is one fact

@@ -2,10 +2,10 @@
 
 For the offline writer (:class:`ledger_app.offline.OfflineWriter`) and the model writer's
 judges (:mod:`ledger_app.model_writer.judges`): a request closes only when each part has
-completion evidence (DESIGN.md 5.5). :class:`PartProgress` follows one part of a plain
+completion evidence (docs/design.md 5.5). :class:`PartProgress` follows one part of a plain
 instruction; :class:`RequestParts` makes each item of a numbered list a ``part:`` obligation
 of its own and closes it on evidence; :func:`pin_kinds` says which pins are requests (only a
-request closes, DESIGN.md 5.2). The words a turn is read with are in
+request closes, docs/design.md 5.2). The words a turn is read with are in
 :mod:`ledger_app.offline.turns`.
 """
 
@@ -34,7 +34,7 @@ from ledger_app.pin_facts import pin_facts
 
 @dataclass
 class PartProgress:
-    """One step of a request and the evidence that carries it out (DESIGN.md 5.5).
+    """One step of a request and the evidence that carries it out (docs/design.md 5.5).
 
     ``kind`` is :func:`part_kind`'s; ``named`` holds the successful change that names a
     ``fix`` or ``write_test`` step (its first half); ``evidence`` the results that carry the
@@ -111,7 +111,7 @@ class _OpenPart:
 class RequestParts:
     """The request parts of one fold: a user's numbered list of problems becomes one P1
     ``open_obligation`` per item ("request part"), each closed on its own evidence
-    (:class:`PartProgress`), and the request's pin closes when every part has (DESIGN.md 5.5).
+    (:class:`PartProgress`), and the request's pin closes when every part has (docs/design.md 5.5).
 
     Args:
         state: the writer state before the fold: its active pins and **every** active
@@ -209,7 +209,7 @@ class RequestParts:
         fixed", "Fixed item 2"; not "Problem 3 diagnosed ... not fixed yet") when a
         successful change and a passing check after it ran since the last part closed: the
         change and the run are the evidence, the message only says which part they carry
-        out (its words alone close nothing; DESIGN.md 5.2)."""
+        out (its words alone close nothing; docs/design.md 5.2)."""
         if self.change is None or self.run is None:
             return []
         ops: list[dict[str, Any]] = []
@@ -263,7 +263,7 @@ def request_part_ids(pins: Mapping[str, Fact]) -> set[str]:
     """The ids of the ``part:`` obligations of the active request pins among ``pins``
     (``{id: fact}``): ``part:<h>.1`` ... ``part:<h>.n`` for a pin whose text is a numbered
     list of ``n`` items (:func:`numbered_items`). What a fold must load, whatever their
-    lifecycle, for a request's close to cite every part's evidence (DESIGN.md 5.5)."""
+    lifecycle, for a request's close to cite every part's evidence (docs/design.md 5.5)."""
     ids: set[str] = set()
     for fid, f in pins.items():
         if f.get("pin_kind") != "request" or f.get("lifecycle") != "active":
@@ -280,6 +280,6 @@ def pin_kinds(entries: Sequence[EntryView], state: Mapping[str, Any]) -> dict[st
     fold's covered entries, ``state`` the ledger before them), classified exactly as the
     fold writes them (:func:`ledger_app.pin_facts.pin_facts`: the session's first request
     is its objective, governing); a pin without ``pin_kind`` counts as governing
-    (DESIGN.md 5.2: only a request closes)."""
+    (docs/design.md 5.2: only a request closes)."""
     pins = pin_facts(entries, state=state)
     return {p["id"]: str(p.get("pin_kind") or "governing") for p in pins}

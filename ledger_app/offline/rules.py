@@ -1,4 +1,4 @@
-"""The verifier's rubric applied mechanically (DESIGN.md 5.3). Pure.
+"""The verifier's rubric applied mechanically (docs/design.md 5.3). Pure.
 
 :func:`check_item` judges the offline writer's items and every model writer item alike:
 
@@ -61,7 +61,7 @@ def _hashes(items: Iterable[Any]) -> list[str]:
 def check_item(
     op: Mapping[str, Any], journal: EvidenceIndex, state: Mapping[str, Any]
 ) -> RuleVerdict:
-    """The verifier's rubric applied mechanically to one op (DESIGN.md 5.3, module docstring).
+    """The verifier's rubric applied mechanically to one op (docs/design.md 5.3, module docstring).
 
     Args:
         op: an ``add``/``supersede`` (judged on its fact) or ``close`` op.

@@ -1,4 +1,4 @@
-"""Test runs in tool output: counts, commands and scope (DESIGN.md 5.3, offline writer). Pure.
+"""Test runs in tool output: counts, commands and scope (docs/design.md 5.3, offline writer). Pure.
 
 :func:`parse_test_output` reads the counts of the last test summary (pytest, unittest, jest,
 vitest, go test, cargo test); :func:`is_test_command` and :func:`is_check_command` tell which

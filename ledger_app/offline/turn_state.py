@@ -2,7 +2,7 @@
 
 :class:`FoldReading` is what spans the turns of one fold (request parts still open,
 approvals, pin kinds); :class:`Turn` is one instruction with the evidence that carries its
-parts out and the assistant's closing message (DESIGN.md 5.5). :func:`conclusion_fact`,
+parts out and the assistant's closing message (docs/design.md 5.5). :func:`conclusion_fact`,
 :func:`completion_fact`, :func:`close_request` and :func:`retirements` build the ops a turn
 ends with; :class:`ledger_app.offline.offline_writer.OfflineWriter` drives them.
 
@@ -88,7 +88,7 @@ class FoldReading:
 @dataclass
 class Turn:
     """One user turn as the writer reads it: the instruction, its parts and the evidence
-    that carries each out, and the assistant's closing message (DESIGN.md 5.5).
+    that carries each out, and the assistant's closing message (docs/design.md 5.5).
 
     A request closes only when each part has completion evidence (:class:`PartProgress`:
     an edit of a named file does not carry out "add a regression test"; a test file
@@ -193,7 +193,7 @@ class Turn:
 
 def close_request(instruction: EntryView, parts: list[PartProgress]) -> dict[str, Any]:
     """The ``close`` of a request's pin: evidence the results that carried its parts out,
-    ``seq`` the last of them (DESIGN.md 5.2, 5.5)."""
+    ``seq`` the last of them (docs/design.md 5.2, 5.5)."""
     shown = sorted(
         {v.entry_hash: v for p in parts for v in p.evidence or []}.values(), key=lambda v: v.seq
     )
@@ -212,7 +212,7 @@ END_STATE_KEY = "assistant:end-state"
 
 
 def conclusion_fact(said: EntryView, final: bool) -> Fact:
-    """The assistant's closing message of a turn, kept at ``reported`` (DESIGN.md 5.5)."""
+    """The assistant's closing message of a turn, kept at ``reported`` (docs/design.md 5.5)."""
     excerpt, quote, awaits = conclusion(said.text)
     waits = " It awaits the user's reply." if awaits else ""
     fact: Fact = {
@@ -231,7 +231,7 @@ def conclusion_fact(said: EntryView, final: bool) -> Fact:
 
 
 def completion_fact(instruction: EntryView, call: EntryView, result: EntryView, tool: Fact) -> Fact:
-    """An instruction carried out, with its evidence (DESIGN.md 5.5).
+    """An instruction carried out, with its evidence (docs/design.md 5.5).
 
     Fields for the context's task state: ``completes`` (the pin id), ``evidence_entry``
     (hex hash of the result that shows it) and ``evidence_seq``.
@@ -254,9 +254,9 @@ def completion_fact(instruction: EntryView, call: EntryView, result: EntryView, 
 
 
 def retirements(message: EntryView, pins: dict[str, Fact]) -> list[dict[str, Any]]:
-    """``retire`` ops for the earlier pins an authoritative message cancels (DESIGN.md 5.2).
+    """``retire`` ops for the earlier pins an authoritative message cancels (docs/design.md 5.2).
 
-    The reducer holds each as a pending retirement for the review queue (DESIGN.md 5.2).
+    The reducer holds each as a pending retirement for the review queue (docs/design.md 5.2).
     """
     ops: list[dict[str, Any]] = []
     for sentence in cancellations(sentences(message.text)):

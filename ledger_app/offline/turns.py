@@ -6,7 +6,7 @@ For the offline writer (:class:`ledger_app.offline.OfflineWriter`):
   earlier instruction ("never mind", "scratch that", "ignore my previous instruction", "no
   longer need ..."), and :func:`cancelled_pin`, the earlier pin they most likely lift (most
   words in common, else the latest). The writer proposes a ``retire`` of that pin; the
-  reducer sends it to the review queue (DESIGN.md 5.2: authoritative evidence from a later
+  reducer sends it to the review queue (docs/design.md 5.2: authoritative evidence from a later
   fold, then a reviewer).
 * :func:`conclusion`: the text an assistant ended a turn with (what it concluded, delivered,
   or asks the user), kept as a ``reported`` fact so folding the turn does not lose it.
@@ -14,7 +14,7 @@ For the offline writer (:class:`ledger_app.offline.OfflineWriter`):
   instruction (it names a word of the instruction in its call or output), so the instruction's
   pin can be shown as done with its evidence.
 
-Requests that close only when each part has completion evidence (DESIGN.md 5.5):
+Requests that close only when each part has completion evidence (docs/design.md 5.5):
 
 * :func:`instruction_parts` / :func:`part_kind`: a request's steps ("fix the crash in B and
   add a regression test" is two) and what carries each out;
@@ -93,7 +93,7 @@ def cancellation_boundary(views: list[EntryView]) -> int | None:
     """The seq a fold over ``views`` (one fold's range, in seq order) should end at so that
     an authoritative cancellation falls in the next fold, or ``None``.
 
-    DESIGN.md 5.2: a P0 pin retires only on authoritative evidence *from a later fold*. A
+    docs/design.md 5.2: a P0 pin retires only on authoritative evidence *from a later fold*. A
     transcript imported whole would fold "rotate the keys" and "never mind, don't" together,
     and the cancellation could propose nothing (a fresh-eyes finding). So a
     range holding a pin source and, after it, an authoritative message with a cancelling
@@ -182,7 +182,7 @@ def numbered_items(text: str) -> list[str] | None:
     text of its line after the number; ``None`` unless ``text`` holds at least two items
     numbered 1, 2, ... in order (at most :data:`MAX_LIST_ITEMS`).
 
-    DESIGN.md 5.5: a user's list of problems is one request with one part per problem, each
+    docs/design.md 5.5: a user's list of problems is one request with one part per problem, each
     closed on its own evidence.
     """
     found = _NUMBERED.findall(text)
@@ -215,7 +215,7 @@ def problem_list(text: str) -> bool:
 
 def instruction_parts(text: str) -> list[str]:
     """The steps of an instruction, each needing its own evidence before the instruction is
-    shown done (DESIGN.md 5.5): the items of a numbered list (:func:`numbered_items`), else
+    shown done (docs/design.md 5.5): the items of a numbered list (:func:`numbered_items`), else
     ``text`` split at "then", "after that", ";", line breaks and an "and" that opens a
     second action ("fix the crash in B and add a regression test"), keeping the parts that
     hold a content word (:func:`words`); ``[text]`` when it has one step."""
@@ -259,7 +259,7 @@ TEST_PATH = re.compile(
 
 
 def part_kind(part: str, *, problem: bool = False) -> str:
-    """What carries out one step (DESIGN.md 5.5):
+    """What carries out one step (docs/design.md 5.5):
 
     * ``"write_test"`` (add/write a test): a test file written, then a passing test run;
     * ``"check"`` (run the tests, lint, build): a passing test run or check;

@@ -1,4 +1,4 @@
-"""The deterministic reducer: ``state = reduce(checkpoint, deltas)`` (DESIGN.md section 5.2).
+"""The deterministic reducer: ``state = reduce(checkpoint, deltas)`` (docs/design.md section 5.2).
 
 Pure module: no Django, no database, no clock. Ledger state is computed from the ordered
 deltas, never edited in place; replaying every delta from an empty state reproduces the
@@ -32,7 +32,7 @@ The rules (each broken rule rejects the op with a reason; nothing is dropped sil
   cancellation (5.2);
 * an assistant statement stays ``reported``: ``verified`` needs a tool result, and a
   failed tool result cannot support a success claim (5.2, 5.3);
-* lifecycles that end (DESIGN.md 5.5), for a delta with ``"lifecycle_rules": 1`` (every
+* lifecycles that end (docs/design.md 5.5), for a delta with ``"lifecycle_rules": 1`` (every
   fold since; older deltas replay as they were written): an added fact whose
   ``command_key`` equals an active fact's supersedes it (a later run of the same command,
   a later edit of the same file), and a failure (``outcome`` failure) ends *closed* when

@@ -55,7 +55,7 @@ def carried_ids(pin_id: str, evidence: Any) -> set[str]:
 
 
 def delta_keys(delta: Mapping[str, Any]) -> set[str]:
-    """The command keys :func:`apply_delta` may look up in the state (DESIGN.md 5.5): those
+    """The command keys :func:`apply_delta` may look up in the state (docs/design.md 5.5): those
     of the facts the delta adds, when it carries ``lifecycle_rules``; ``set()`` otherwise.
 
     The active facts holding these keys, with the facts :func:`delta_reads` names, are all

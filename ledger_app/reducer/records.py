@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-#: Version of the lifecycle rules (DESIGN.md 5.5) a fold's delta is written against
+#: Version of the lifecycle rules (docs/design.md 5.5) a fold's delta is written against
 #: (``delta["lifecycle_rules"]``); a delta without it replays under the rules before them.
 LIFECYCLE_RULES = 1
 
@@ -20,7 +20,7 @@ EMPTY_STATE: dict[str, Any] = {"facts": {}, "folds": 0}
 class PinViolation(Exception):
     """A state in which a required pin is missing or differs from the journal text.
 
-    The fold that produced it is refused (DESIGN.md section 5.2).
+    The fold that produced it is refused (docs/design.md section 5.2).
     """
 
     def __init__(self, entry: str, reason: str) -> None:

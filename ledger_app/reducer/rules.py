@@ -1,4 +1,4 @@
-"""The rules the reducer judges each op by (the package docstring lists them, DESIGN.md 5.2, 5.5).
+"""The rules the reducer judges each op by (the package docstring lists them, docs/design.md 5.2, 5.5).
 
 Pure module: no Django, no database. Each ``check_*`` returns the reason an op is rejected
 (``""`` when it passes); :func:`demote`, :func:`end_by_key` and :func:`end_carried` change
@@ -72,7 +72,7 @@ def check_support(fact: Fact, evidence: Mapping[str, Mapping[str, Any]]) -> str:
 
 def check_confidence(fact: Fact, evidence: Mapping[str, Mapping[str, Any]]) -> str:
     """Why ``fact``'s confidence is not supported: ``verified`` needs a tool result, and a
-    failed one supports no success claim (DESIGN.md 5.2, 5.3); ``""`` when it is."""
+    failed one supports no success claim (docs/design.md 5.2, 5.3); ``""`` when it is."""
     infos = [evidence[s["entry"]] for s in fact["support"]]
     if fact["confidence"] == "verified" and not fact.get("pin"):
         results = [i for i in infos if i.get("kind") == "tool_result"]
@@ -121,7 +121,7 @@ def completion(evidence_ids: Iterable[str], evidence: Mapping[str, Mapping[str, 
 
 
 def demote(fact: Fact) -> None:
-    """A superseded or closed P1/P2 fact becomes P3 history (DESIGN.md 5.5)."""
+    """A superseded or closed P1/P2 fact becomes P3 history (docs/design.md 5.5)."""
     if fact.get("priority") in ("P1", "P2") and not fact.get("pin"):
         fact["was_priority"] = fact["priority"]
         fact["priority"] = "P3"
@@ -151,7 +151,7 @@ def end_by_key(old: Fact, new: Fact, fold: int, evidence: Mapping[str, Mapping[s
 def end_carried(
     facts: dict[str, Fact], pin_id: str, evidence: list[str], fold: int, seq: Any
 ) -> list[str]:
-    """A request that closes ends the active P1 facts that carried it out (DESIGN.md 5.5:
+    """A request that closes ends the active P1 facts that carried it out (docs/design.md 5.5:
     its file edits' outcomes and its ``done:`` record drop to P3 history, cited by the
     closed pin, which a context shows as one "done at seq N" line); a consequential action
     other than a file edit (a migration, a deploy) stays P1 until superseded. Returns the

@@ -2,7 +2,7 @@
 
 Pure module: no Django, no database. :func:`state_hash` is a function of the state alone,
 built incrementally from a multiplicative set hash over the facts (the construction below);
-:func:`checkpoint_due` says when the next fold stores a full state (DESIGN.md 5.2).
+:func:`checkpoint_due` says when the next fold stores a full state (docs/design.md 5.2).
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ def fact_changes(
 def checkpoint_due(
     *, folds_since: int, delta_bytes_since: int, state_bytes_at_last: int, every: int, ratio: float
 ) -> bool:
-    """Whether the next fold stores the full state (a checkpoint, DESIGN.md 5.2).
+    """Whether the next fold stores the full state (a checkpoint, docs/design.md 5.2).
 
     Due after ``every`` folds since the last checkpoint, or once the deltas stored since it
     reach ``ratio`` times the size of that checkpoint's state (so rebuilding any state reads

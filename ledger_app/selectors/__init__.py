@@ -1,6 +1,6 @@
 """The read layer of the ledger: every database read the UI pages and the API share.
 
-DESIGN.md sections 5, 8 and 9. The htmx views (:mod:`ledger_app.views`) and the API
+docs/design.md sections 5, 8 and 9. The htmx views (:mod:`ledger_app.views`) and the API
 (:mod:`ledger_app.api`) call these selectors for their reads and the presenters
 (:mod:`ledger_app.selectors.presenters`, no database) to shape what they read, so a page and
 its endpoint show the same state, the same filters and order, the same support links.

@@ -1,6 +1,6 @@
 """The diff of two folds read from the stored fact versions, a page at a time.
 
-DESIGN.md section 8 ("a diff between any two folds"). Every fold stores its changed facts as
+docs/design.md section 8 ("a diff between any two folds"). Every fold stores its changed facts as
 :class:`~ledger_app.models.LedgerFact` versions (``since <= n < until``), so the difference
 between the ledger after fold ``lo`` and after fold ``hi`` (``lo < hi``) is found in SQL,
 without rebuilding either state:

@@ -134,7 +134,7 @@ class FactRow:
 def fact_shown(fact: Fact) -> Fact:
     """``fact`` as every display surface shows it: its ``text`` and every string of its other
     attributes filtered by the one detector (:func:`journal_app.privacy.filter_text`), so a
-    secret a user typed into a verbatim pin (DESIGN.md 5.2) shows as ``[filtered: <kind>]``.
+    secret a user typed into a verbatim pin (docs/design.md 5.2) shows as ``[filtered: <kind>]``.
 
     The ledger's stored state and the context sent to a model keep the pin verbatim (the
     conversation already holds it); only the copy shown is filtered (README, "Tenants,

@@ -31,7 +31,7 @@ def _int(value: Any) -> int:
 
 def proposals_rejected(fold: Fold) -> int:
     """Items the verifier (or the rules) rejected in the writer's proposal and repair, plus
-    answers that did not validate: ``manifest.review.rejected`` (DESIGN.md 5.3).
+    answers that did not validate: ``manifest.review.rejected`` (docs/design.md 5.3).
 
     Reads the ``review_rejected`` annotation of :func:`ledger_app.selectors.fold_rows` when
     present, else the manifest.

@@ -64,7 +64,7 @@ def state_at(fold: Fold | None) -> dict[str, Any]:
     """The whole ledger state after ``fold`` (the empty state for ``None``), a new dict.
 
     Rebuilt from the nearest checkpoint at or before the fold plus the later deltas,
-    through the reducer (:meth:`ledger_app.models.FoldQuerySet.state_after`, DESIGN.md
+    through the reducer (:meth:`ledger_app.models.FoldQuerySet.state_after`, docs/design.md
     5.2). For pages that need every fact (the diff of two folds); the facts pages, the API
     and the context builder read rows instead (:func:`facts_at`, :func:`fact_at`,
     :func:`context_ledger`).
@@ -270,7 +270,7 @@ def context_ledger(journal: Journal, fold: Fold | None) -> dict[str, Any]:
     """What the context builder reads of the ledger after ``fold``: the active facts, every
     pin (any lifecycle), the closed obligations (the records of completion the task state
     shows next to their pins) and the used decisions (the continuation record quotes what
-    was decided, DESIGN.md 6), as ``{"facts": {...}, "folds": n}``; one SQL query."""
+    was decided, docs/design.md 6), as ``{"facts": {...}, "folds": n}``; one SQL query."""
     if fold is None:
         return {"facts": {}, "folds": 0}
     rows = _facts_after(fold.journal_id, fold.number).filter(

@@ -1,5 +1,5 @@
 """Support links: a fact's cited entries as links to the raw entry page and the API (the one
-helper of every page and endpoint that shows evidence; DESIGN.md 5.1 and 8).
+helper of every page and endpoint that shows evidence; docs/design.md 5.1 and 8).
 
 No database access: ``known`` maps hex entry hashes to the
 :class:`~journal_app.models.Entry` rows read once by
@@ -32,7 +32,7 @@ class SupportLink:
 
     ``url`` opens the raw entry page (cited chunk or quote highlighted); ``api_url`` reads
     it over the API. ``entry`` is ``None`` when the hash names no entry of this journal
-    (never valid support, DESIGN.md 5.1).
+    (never valid support, docs/design.md 5.1).
     """
 
     hash: str

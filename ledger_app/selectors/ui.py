@@ -21,7 +21,7 @@ from journal_app.hashing import display
 from ledger_app.models import Fold
 from ledger_app.selectors.diff import DIFF_STATUSES
 
-#: ``?show=`` of the folds page: which folds to list (DESIGN.md 5.3).
+#: ``?show=`` of the folds page: which folds to list (docs/design.md 5.3).
 FOLD_SHOWS = {
     "rejections": "folds with rejections (reducer, proposal or repair)",
     "fallbacks": "fallback folds (mechanical facts only)",
@@ -33,7 +33,7 @@ def folds_shown(folds: QuerySet[Fold], show: str) -> QuerySet[Fold]:
     """``folds`` narrowed by a :data:`FOLD_SHOWS` key (any other value: unchanged).
 
     ``rejections`` reads ``Fold.ops_rejected``, which counts the reducer's rejected ops plus the
-    verifier's rejections of the writer's proposal and repair (DESIGN.md 5.3).
+    verifier's rejections of the writer's proposal and repair (docs/design.md 5.3).
     """
     if show == "rejections":
         return folds.filter(ops_rejected__gt=0)

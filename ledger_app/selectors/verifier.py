@@ -1,6 +1,6 @@
 """The verifier page's shapes: fold attempts, the writer's answers (proposal, repair,
 fallback), each proposed item with its cited evidence and every judge's two verdicts
-(DESIGN.md 5.3 and 8). The page (:func:`ledger_app.views.folds.fold_verdicts`) and
+(docs/design.md 5.3 and 8). The page (:func:`ledger_app.views.folds.fold_verdicts`) and
 ``GET .../folds/{n}/proposals`` (:mod:`ledger_app.api`) both use them.
 
 No database access: the rows come from :func:`ledger_app.selectors.fold_attempts`.

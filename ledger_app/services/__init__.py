@@ -1,4 +1,4 @@
-"""Every state change of the ledger (DESIGN.md section 5), one module per change.
+"""Every state change of the ledger (docs/design.md section 5), one module per change.
 
 * :mod:`.writer_registry`: which writer folds (``writer_resolve``);
 * :mod:`.fold`: ``ledger_fold``, the one fold service every entry point calls;
@@ -7,7 +7,7 @@
 * :mod:`.review`: ``retirement_review``, the P0 retirement review (UI and API);
 * :mod:`.verify`: ``ledger_verify``, replay against what is stored.
 
-Each locks the journal row, so there is one ledger change at a time per branch (DESIGN.md
+Each locks the journal row, so there is one ledger change at a time per branch (docs/design.md
 section 9). The pieces they share, each module saying whether it writes:
 
 * :mod:`.fold_stages`: the stages ``ledger_fold`` runs (plan, compose, judge, reduce,

@@ -1,4 +1,4 @@
-"""``compact``: fold a journal in slices, then consolidate (DESIGN.md 5.2, 5.4).
+"""``compact``: fold a journal in slices, then consolidate (docs/design.md 5.2, 5.4).
 
 The loop every multi-fold request runs: ``manage.py compact`` (and its alias ``fold``), the
 automatic fold after an import or an append (the ``fold_journal`` task) and the API's
@@ -153,7 +153,7 @@ def ledger_compact(
     same writer, the recovery scan and the same manifest. Stops when nothing is left, at
     the first failed fold (the ledger keeps every fold before it; running again retries
     from there), or after ``max_folds``. Then :func:`ledger_consolidate` runs once (it
-    folds only when the ledger is past ``LEDGER_CONSOLIDATE_AT_TOKENS``, DESIGN.md 5.4).
+    folds only when the ledger is past ``LEDGER_CONSOLIDATE_AT_TOKENS``, docs/design.md 5.4).
 
     Args:
         journal: the scope.

@@ -1,4 +1,4 @@
-"""Consolidation into a checkpoint fold (DESIGN.md 5.4)."""
+"""Consolidation into a checkpoint fold (docs/design.md 5.4)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def ledger_consolidate(
 ) -> FoldResult:
     """Consolidate the ledger into a checkpoint when it has grown past the start figure.
 
-    DESIGN.md 5.4: consolidation starts at ``LEDGER_CONSOLIDATE_AT_TOKENS`` (67,500) and aims
+    docs/design.md 5.4: consolidation starts at ``LEDGER_CONSOLIDATE_AT_TOKENS`` (67,500) and aims
     for ``LEDGER_CHECKPOINT_TARGET_TOKENS`` (20,000). It evicts P3, then P2 (they stay
     recoverable from the journal) and never a P0 or P1 fact; when those alone exceed the
     target the checkpoint is stored with outcome ``target_unreachable`` and the figures.

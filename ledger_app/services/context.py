@@ -1,4 +1,4 @@
-"""Context for the next model call, from the journal, the ledger and the artifacts (DESIGN.md 6).
+"""Context for the next model call, from the journal, the ledger and the artifacts (docs/design.md 6).
 
 ``context_build`` is the one function the API and the UI call. It reads the journal as of a
 revision, the ledger valid at that revision (:func:`ledger_app.selectors.context_ledger`)
@@ -70,7 +70,7 @@ WITHHELD = "[withheld: this item failed the privacy check]"
 
 
 def _checkpoint(journal: Journal, revision: int, may_fold: bool) -> dict[str, Any]:
-    """Fold what is foldable; the latest fold is the checkpoint (DESIGN.md 6, step 7).
+    """Fold what is foldable; the latest fold is the checkpoint (docs/design.md 6, step 7).
 
     Never consolidates: a failed request at a small budget must not evict P2/P3
     facts from the stored ledger; consolidation belongs to the fold path and its 67,500-token

@@ -1,4 +1,4 @@
-"""Why a context failed, for the context page (README, "Context views"; DESIGN.md 6).
+"""Why a context failed, for the context page (README, "Context views"; docs/design.md 6).
 
 A failed context (:func:`ledger_app.services.context.context_preview`) carries its problems
 and figures; this adds what an operator needs next, read from the ledger: the fold that

@@ -160,7 +160,7 @@ END_STATUS_KEYS = ("exit_status",)
 
 
 def end_status(journal: Journal) -> str:
-    """The source's own end status of the run (DESIGN.md 6, end states): ``exit_status`` of
+    """The source's own end status of the run (docs/design.md 6, end states): ``exit_status`` of
     ``info`` (SWE-agent, mini-swe-agent) or of the session's metadata, with the length of a
     ``submission`` when there is one; ``""`` when the source recorded none (or the metadata
     is not a JSON object)."""
@@ -192,7 +192,7 @@ def token_meter() -> Meter:
 
 def session_pins(*, journal: Journal, revision: int | None = None) -> list[tuple[str, str, str]]:
     """The pins a request for this scope must carry byte for byte, as of ``revision``
-    (default the head): every authoritative message of the journal (DESIGN.md 5.2) as a
+    (default the head): every authoritative message of the journal (docs/design.md 5.2) as a
     context shows it (:func:`ledger_app.pins.pin_shown_text`: attachments as receipts), less
     the pins the ledger valid at that revision has retired, superseded or closed (a done
     request is one line).

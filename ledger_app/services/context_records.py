@@ -48,7 +48,7 @@ class ValidateRequestInvalid(ContextError):
 
 @dataclass(frozen=True)
 class ContextBudgets:
-    """The default budgets of a context build, tokens (DESIGN.md 5.4 and 6).
+    """The default budgets of a context build, tokens (docs/design.md 5.4 and 6).
 
     Attributes:
         working_budget: what the request should fit in: ``LEDGER_FOLD_THRESHOLD_TOKENS``,

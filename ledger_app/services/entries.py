@@ -161,7 +161,7 @@ def reported_usage(entries: Sequence[Entry]) -> dict[str, Any]:
 def fold_context(
     *, journal: Journal, covered: Sequence[Entry], number: int, revision: int
 ) -> FoldContext:
-    """What a writer may read besides the covered entries (DESIGN.md 5.1, support).
+    """What a writer may read besides the covered entries (docs/design.md 5.1, support).
 
     ``resolve`` returns earlier raw entries of ``journal`` at or before ``revision`` (by seq
     or hash); ``evidence`` builds the reducer's evidence index for a list of ops.

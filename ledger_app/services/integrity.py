@@ -1,4 +1,4 @@
-"""The ledger checked against the journal and the reviews (DESIGN.md 5.2, 9).
+"""The ledger checked against the journal and the reviews (docs/design.md 5.2, 9).
 
 :func:`ledger_verify` replays the deltas and compares them with the stored states; it
 cannot see a fold whose stored record is changed *consistently* (a manifest, a

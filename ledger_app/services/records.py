@@ -1,5 +1,5 @@
 """Every stored fold in a chain: the record hash over what a fold stores (docs in README
-"Verification"; DESIGN.md 5.2).
+"Verification"; docs/design.md 5.2).
 
 A fold's record is its columns (the delta and a checkpoint's state by sha256), and every
 :class:`~ledger_app.models.FoldAttempt` that produced it with its

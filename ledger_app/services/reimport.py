@@ -1,8 +1,8 @@
-"""Re-import of a session export's ledger into any scope (DESIGN.md 5.2).
+"""Re-import of a session export's ledger into any scope (docs/design.md 5.2).
 
 ``journal_app.formats.ledgerkeep_export`` brings the journal back: into the scope it came
 from hash for hash, into any other scope re-hashed for that scope (the scope is part of the
-entry header, DESIGN.md 4; body hashes never change). :func:`ledger_reimport` then
+entry header, docs/design.md 4; body hashes never change). :func:`ledger_reimport` then
 re-creates what the export holds beside the journal, for one re-imported journal:
 
 * **folds**, in number order, each through the storage helpers every fold uses

@@ -1,4 +1,4 @@
-"""P0 retirement review (DESIGN.md 5.2 and 9): THE one service, called by the UI and the API.
+"""P0 retirement review (docs/design.md 5.2 and 9): THE one service, called by the UI and the API.
 
 :func:`retirement_review` checks the actor's permission in the request's tenant, requires
 a comment, applies the decision to the ledger as a ``review`` fold and writes the audit
@@ -108,7 +108,7 @@ def _comment(comment: str) -> str:
 def retirement_review(
     *, request: RetirementRequest, actor: Any, decision: str, comment: str
 ) -> Fold:
-    """Approve or refuse a pending P0 retirement; the one review path (DESIGN.md 5.2, 9).
+    """Approve or refuse a pending P0 retirement; the one review path (docs/design.md 5.2, 9).
 
     Checks, in this order: the actor's permission (:func:`review_actor`), the decision, the
     comment; then, holding the journal's row lock, that the request is still pending. The

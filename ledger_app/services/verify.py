@@ -1,4 +1,4 @@
-"""``verify_ledger``: replay the deltas and compare with what is stored (DESIGN.md 5.2).
+"""``verify_ledger``: replay the deltas and compare with what is stored (docs/design.md 5.2).
 
 A fold stores its delta, the state hash after it and the accumulator that
 hash is built from; the full state only at checkpoints; the facts as :class:`LedgerFact`
@@ -287,7 +287,7 @@ def _columns_mismatch(journal: Journal) -> dict[str, Any] | None:
 
 
 def ledger_verify(*, journal: Journal) -> LedgerVerifyReport:
-    """Replay every delta and compare with what is stored (DESIGN.md 5.2).
+    """Replay every delta and compare with what is stored (docs/design.md 5.2).
 
     1. **From scratch**: every delta applied in order to the empty state by the reducer; at
        each fold N its stored ``state_hash`` and accumulator must equal the replay's, its op

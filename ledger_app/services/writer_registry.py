@@ -1,4 +1,4 @@
-"""The writer registry: which writer folds (DESIGN.md 5.3). The only place writers are named.
+"""The writer registry: which writer folds (docs/design.md 5.3). The only place writers are named.
 
 ``model`` when a model is configured (``OPENAI_BASE_URL`` and ``WRITER_MODEL``), else
 ``offline``; ``mechanical`` is asked for by name only (it is otherwise the labelled fallback

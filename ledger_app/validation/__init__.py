@@ -1,4 +1,4 @@
-"""Every invariant a request for the next model call must hold (DESIGN.md section 6, seed 001).
+"""Every invariant a request for the next model call must hold (docs/design.md section 6, seed 001).
 
 Pure package: no Django, no database. It checks a message list in either target format,
 OpenAI Chat Completions (``[{"role", "content", "tool_calls"?, "tool_call_id"?}]``) or
@@ -39,7 +39,7 @@ no_hidden_reasoning       hidden reasoning in the client-visible (frontend) view
 no_private_metadata       private tool or runtime metadata in the client-visible view
 ========================  ==============================================================
 
-Secrets and hidden reasoning (DESIGN.md sections 6, 7 and 9; case 20) are found by
+Secrets and hidden reasoning (docs/design.md sections 6, 7 and 9; case 20) are found by
 :mod:`journal_app.privacy`; ``secret_spans``, ``redact`` and ``memo_scanner`` are kept here as
 thin wrappers over it for existing importers.
 """
@@ -141,7 +141,7 @@ def validate_request(
     check_reasoning: bool | None = None,
     tools: Any = None,
 ) -> ValidationReport:
-    """Check a request for the next model call against every invariant (DESIGN.md section 6).
+    """Check a request for the next model call against every invariant (docs/design.md section 6).
 
     Args:
         request: an OpenAI message list, ``{"messages": [...]}``, or an Anthropic

@@ -1,4 +1,4 @@
-"""Token budgets of a request: how it is counted and when it is over (DESIGN.md sections 5.4, 6).
+"""Token budgets of a request: how it is counted and when it is over (docs/design.md sections 5.4, 6).
 
 Pure module (no Django). Token figures are counted by a :class:`Meter` (tiktoken
 ``o200k_base`` by default, via :func:`journal_app.tokens.count_tokens`): the text of every

@@ -1,4 +1,4 @@
-"""Content checks of a request and of the frontend view (DESIGN.md sections 6 and 9).
+"""Content checks of a request and of the frontend view (docs/design.md sections 6 and 9).
 
 Pure module (no Django). What must be present (pins byte for byte, the current user goal, the
 task state), what must resolve (``artifact://`` references and their hashes), and what must
@@ -313,7 +313,7 @@ HIDDEN_MIN_CHARS = 20
 
 
 class HiddenTexts:
-    """The journal's reasoning texts, searched for in a text all at once (DESIGN.md 9: hidden
+    """The journal's reasoning texts, searched for in a text all at once (docs/design.md 9: hidden
     reasoning never reaches a client).
 
     An Aho-Corasick automaton (``pyahocorasick``, a maintained C library) over the first
@@ -370,7 +370,7 @@ def validate_frontend(
     entry_of: Mapping[int, str] | None = None,
     findings: Callable[[str], list[tuple[int, int, str, str]]] | None = None,
 ) -> ValidationReport:
-    """Check the client-visible view: nothing private in it (DESIGN.md sections 6 and 9).
+    """Check the client-visible view: nothing private in it (docs/design.md sections 6 and 9).
 
     Args:
         view: ``{"items": [{"seq", "role", "kind", "text", ...}], ...}`` as built by

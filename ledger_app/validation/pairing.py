@@ -1,4 +1,4 @@
-"""The pairing core shared by OpenAI and Anthropic message lists (DESIGN.md section 6, step 5).
+"""The pairing core shared by OpenAI and Anthropic message lists (docs/design.md section 6, step 5).
 
 Pure module (no Django). Every tool call needs its result and no result may lack its call,
 parallel calls included. The two formats differ only in where a call's results must be (the

@@ -1,7 +1,7 @@
 """What validation reports: problems, reports, and what the journal says a request must hold.
 
 Pure module (no Django). Shared by the structure, content and budget checks of
-:mod:`ledger_app.validation` (DESIGN.md section 6).
+:mod:`ledger_app.validation` (docs/design.md section 6).
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ class Expectations:
         pins: ``[(pin id, entry hex, text)]``: each text must be present byte for byte; a
             pin's text as a context shows it (:func:`ledger_app.pins.pin_shown_text`: its
             attachments as receipts naming their hash and ``read`` range, the words around
-            them verbatim, DESIGN.md 5.2), so a receipt must be present exactly too.
+            them verbatim, docs/design.md 5.2), so a receipt must be present exactly too.
         goal: ``(entry hex, text)`` of the current user goal, or ``None``.
         interrupted: ``[(call id, entry hex)]`` of calls that did not complete.
         approvals: ``[(approval id, entry hex)]`` of pending approvals.

@@ -1,4 +1,4 @@
-"""Operator UI pages of the ledger (DESIGN.md section 8), one module per area.
+"""Operator UI pages of the ledger (docs/design.md section 8), one module per area.
 
 * :mod:`.facts`: the ledger state after any fold (filters, pages) and one fact;
 * :mod:`.folds`: fold history, one fold, the diff, the verifier page, the invariants panel;

@@ -1,4 +1,4 @@
-"""The context page: the three views of one state side by side (DESIGN.md 6 and 8)."""
+"""The context page: the three views of one state side by side (docs/design.md 6 and 8)."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ TEXT_SHOWN = 2_000
 def _filtered(text: Any) -> str:
     """``text`` as the page shows it: secrets and hidden reasoning filtered by the one
     detector (:func:`journal_app.privacy.filter_text`). The model view holds pins verbatim
-    (what the model is sent, DESIGN.md 5.2); this page is a display surface."""
+    (what the model is sent, docs/design.md 5.2); this page is a display surface."""
     return filter_text("" if text is None else str(text)).text
 
 
@@ -138,7 +138,7 @@ def _page_rows(view: str, result: Any, rows: list[dict[str, Any]]) -> list[Any]:
 def context_views(
     request: HtmxHttpRequest, tenant: str, session: str, lane: str, branch: str
 ) -> HttpResponse:
-    """The three context views of one state (DESIGN.md 6 and 8), one open at a time, paged.
+    """The three context views of one state (docs/design.md 6 and 8), one open at a time, paged.
 
     GET parameters (tokens): ``working_budget``, ``hard_limit``, ``tail_tokens``,
     ``revision`` (default: the head), ``format`` (``openai`` or ``anthropic``), ``view``

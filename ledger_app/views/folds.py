@@ -269,7 +269,7 @@ def fold_diff(
 def fold_verdicts(
     request: HttpRequest, tenant: str, session: str, lane: str, branch: str, number: int
 ) -> HttpResponse:
-    """The verifier page of one fold (DESIGN.md 5.3 and 8, "verifier verdicts and rejections").
+    """The verifier page of one fold (docs/design.md 5.3 and 8, "verifier verdicts and rejections").
 
     For each :class:`~ledger_app.models.FoldAttempt`: each writer answer (proposal, the one
     repair, the fallback) with each proposed item's claim, cited evidence (links to the raw

@@ -1,4 +1,4 @@
-"""The P0 retirement review queue and one request's page (DESIGN.md 5.2 and 8).
+"""The P0 retirement review queue and one request's page (docs/design.md 5.2 and 8).
 
 A decision goes through :func:`ledger_app.services.retirement_review`, the service the API
 calls too: the same permission, comment rule, audit event and status codes (403, 400, 409,

@@ -1,4 +1,4 @@
-"""Recovery: attempts at a fold, and the agent's search, read and analyst tools (DESIGN.md 7).
+"""Recovery: attempts at a fold, and the agent's search, read and analyst tools (docs/design.md 7).
 
 Every entry point calls one function here:
 

@@ -1,4 +1,4 @@
-"""One bounded recovery attempt, always leaving a receipt (DESIGN.md section 7).
+"""One bounded recovery attempt, always leaving a receipt (docs/design.md section 7).
 
 Order (seed 000, "What comes back"): admission against the snapshot's scope and revision
 (denied: stop, before any model), the trigger scan over the latest 24 entries (no match:
@@ -280,7 +280,7 @@ def recovery_run(
                     f"the request is at revision {asked}, beyond the journal's head "
                     f"{target.head_seq}",
                 )
-            window = WINDOW  # DESIGN.md 7: the most recent 24 entries, not configurable
+            window = WINDOW  # docs/design.md 7: the most recent 24 entries, not configurable
             items = _scan_items(target, snap_revision, window)
             if query is not None:
                 parse_query(query)

@@ -1,4 +1,4 @@
-"""Recovery's snapshots and hash-verified reads (DESIGN.md section 7).
+"""Recovery's snapshots and hash-verified reads (docs/design.md section 7).
 
 :func:`snapshot_freeze` freezes a journal at a revision (recording its head hash and
 bringing the search index up to it); :func:`read_verify` checks an entry read again against

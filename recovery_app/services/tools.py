@@ -1,4 +1,4 @@
-"""The agent's tools: search, read, analyst (DESIGN.md section 7, "Agent tools").
+"""The agent's tools: search, read, analyst (docs/design.md section 7, "Agent tools").
 
 Scope is never a parameter: it is the caller's journal (from its credentials and session).
 Pagination cursors are HMAC-signed (scope, revision, query, position, expiry); reads are
@@ -161,7 +161,7 @@ class ReadResult:
     #: (``text`` then holds that range only, ``content`` is left out)
     range: list[int] | None = None
     #: ``sha256:<hex>`` of the range's UTF-8 bytes before filtering (a pin attachment's
-    #: receipt names the same hash, DESIGN.md 5.2)
+    #: receipt names the same hash, docs/design.md 5.2)
     range_sha256: str | None = None
 
 
@@ -186,7 +186,7 @@ def recovery_read(
         text_range: ``(start, end)``, characters of the entry's text (``end`` excluded):
             only that range is returned as ``text`` (no ``content``), with ``range`` and
             ``range_sha256`` (of the range's UTF-8 bytes, before filtering). A pinned
-            message's attachment receipt names its range and hash (DESIGN.md 5.2).
+            message's attachment receipt names its range and hash (docs/design.md 5.2).
 
     Raises:
         EntryNotFound: no such entry in the caller's journal (other scopes' entries do not

@@ -1,4 +1,4 @@
-/* Ledgerkeep operator UI: the little JavaScript htmx does not do (DESIGN.md section 8, issue 17).
+/* Ledgerkeep operator UI: the little JavaScript htmx does not do (docs/design.md section 8).
  *
  * 1. Errors keep the page: a 4xx reply whose HTML carries an element with the target's own id is
  *    that fragment's error state and is swapped in place; any other error reply (404, 500, a

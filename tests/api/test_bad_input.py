@@ -1,4 +1,4 @@
-"""Bad input on every write endpoint (DESIGN.md section 9): the documented error,
+"""Bad input on every write endpoint (docs/design.md section 9): the documented error,
 and nothing written.
 
 The four writes: append entries, import a transcript (multipart), queue a fold, review a

@@ -1,5 +1,5 @@
 """The journal over the API: append batches, imports, entries with chunks and verification,
-artifact receipts (DESIGN.md section 4)."""
+artifact receipts (docs/design.md section 4)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The ledger over the API: state at any fold, facts with support, folds, verdicts, review
-actions, and fold tasks with their status (DESIGN.md section 5)."""
+actions, and fold tasks with their status (docs/design.md section 5)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """One review service: the same P0 retirement decided through the UI (with and without
 htmx) and the API answers the same status, needs the same comment and writes the same audit
-event (DESIGN.md 5.2 and 9)."""
+event (docs/design.md 5.2 and 9)."""
 
 from __future__ import annotations
 

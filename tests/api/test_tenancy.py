@@ -1,4 +1,4 @@
-"""Tenant isolation (DESIGN.md section 9): a key of tenant A finds nothing of tenant B.
+"""Tenant isolation (docs/design.md section 9): a key of tenant A finds nothing of tenant B.
 
 Every object of B (session, journal, entries by seq and by hash, artifacts, ledger, facts,
 folds, verdicts, retirements, tasks) answers 404 to A's keys, client and reviewer alike;

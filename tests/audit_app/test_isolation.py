@@ -1,5 +1,5 @@
 """Tenant isolation over the whole URLconf: every UI URL with an object id answers 404 to a
-user of another tenant (DESIGN.md sections 8 and 9).
+user of another tenant (docs/design.md sections 8 and 9).
 
 The URLconf is walked, not listed: a new pattern with a parameter this test does not know
 fails it until the parameter gets a value here. Skipped, with the reason: ``admin/`` (staff

@@ -1,6 +1,6 @@
 """One fold per range when a fold task is delivered twice or two workers fold one branch at once.
 
-DESIGN.md section 9: one fold at a time per branch (the journal row lock) and a task
+docs/design.md section 9: one fold at a time per branch (the journal row lock) and a task
 delivered twice produces one fold (idempotency key: scope + covered range hash). Two real
 workers take the two deliveries; the test holds the journal row lock until both are waiting
 on it, so they really do run at the same time. Then exactly one fold exists; the other run

@@ -1,4 +1,4 @@
-"""The database connection dropped in the middle of an import (DESIGN.md section 9).
+"""The database connection dropped in the middle of an import (docs/design.md section 9).
 
 The import's own progress callback, called after its first batch of rows is written inside
 the import's transaction, has another connection end the import's backend

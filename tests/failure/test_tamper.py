@@ -1,6 +1,6 @@
 """Any single byte changed in a stored entry, chunk or artifact is reported by verify_journal.
 
-Issue 8 and DESIGN.md section 4 (content addressing). Each case changes one stored value
+Issue 8 and docs/design.md section 4 (content addressing). Each case changes one stored value
 behind the model layer (raw SQL; on PostgreSQL with the append-only trigger switched off for
 the statement) by one byte: a character of a string at its first, middle or last position,
 one bit of an integer, a boolean flipped, a byte of an artifact's stored file. Then

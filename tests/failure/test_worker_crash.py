@@ -1,4 +1,4 @@
-"""``kill -9`` of a Celery worker in the middle of a fold (DESIGN.md section 9).
+"""``kill -9`` of a Celery worker in the middle of a fold (docs/design.md section 9).
 
 The worker is made to stop inside ``ledger_fold``'s transaction by a lock the test holds
 from its own connection, at one of two places:

@@ -1,4 +1,4 @@
-"""Harness blocks inside a message and attached material (DESIGN.md 5.2). Pure: no database."""
+"""Harness blocks inside a message and attached material (docs/design.md 5.2). Pure: no database."""
 
 from __future__ import annotations
 

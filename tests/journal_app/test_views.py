@@ -1,4 +1,4 @@
-"""Operator UI pages of the journal: sessions, timeline, entry, artifact (DESIGN.md section 8)."""
+"""Operator UI pages of the journal: sessions, timeline, entry, artifact (docs/design.md section 8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Consolidation plans (DESIGN.md section 5.4). Pure: no database."""
+"""Consolidation plans (docs/design.md section 5.4). Pure: no database."""
 
 import random
 
@@ -54,7 +54,7 @@ def test_it_renders_a_fact_on_one_record_with_short_support_hashes():
 
 
 def test_it_keeps_a_280000_character_pin_and_reports_target_unreachable():
-    # DESIGN.md 5.4: "Test: one user message of 280,000 characters", counted for real.
+    # docs/design.md 5.4: "Test: one user message of 280,000 characters", counted for real.
     rng = random.Random(5)
     words = [f"{rng.choice('abcdefghij')}{rng.randrange(10**6)}" for _ in range(60_000)]
     message = " ".join(words)[:280_000]

@@ -1,5 +1,5 @@
 """A cancellation in the same transcript as its instruction proposes the retirement
-(fresh-eyes finding, issue 15 item 7; DESIGN.md 5.2: the evidence must come from a later
+(fresh-eyes finding, issue 15 item 7; docs/design.md 5.2: the evidence must come from a later
 fold, so the fold range ends before the cancelling message)."""
 
 from __future__ import annotations

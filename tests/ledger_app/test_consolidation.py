@@ -92,7 +92,7 @@ def test_not_needed_below_the_start_figure():
 
 def test_the_loss_report_lists_what_no_fact_keeps_with_its_entry():
     """A tool fact mentions the identifiers of its entries, except the
-    numbers of a failed run (partial output, never results: DESIGN.md case 05); the loss
+    numbers of a failed run (partial output, never results: docs/design.md case 05); the loss
     report lists exactly those, each with the entry holding it."""
     j = _journal("loss")
     journal_append(

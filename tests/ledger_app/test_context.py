@@ -1,4 +1,4 @@
-"""The pure context builder: controlled order, invariants, three views (DESIGN.md 6)."""
+"""The pure context builder: controlled order, invariants, three views (docs/design.md 6)."""
 
 from __future__ import annotations
 
@@ -101,9 +101,9 @@ def assert_valid(entries, result, budget, fmt):
     for e in entries:
         if is_pin_source(e):
             # the pin as the context shows it (harness blocks out, attachments as receipts,
-            # DESIGN.md 5.2), or the whole message where the tail keeps it
+            # docs/design.md 5.2), or the whole message where the tail keeps it
             shown = pin_shown_text(pin_fact(e))
-            # an older open request is one line of the record (its first words), DESIGN.md 5.5
+            # an older open request is one line of the record (its first words), docs/design.md 5.5
             head = next((ln.strip() for ln in shown.splitlines() if ln.strip()), "")[:60]
             assert any(e.text in t or shown in t or head in t for t in texts), (
                 f"pin of seq {e.seq} not verbatim"
@@ -260,7 +260,7 @@ def test_old_consumed_results_are_shrunk_with_a_marker_that_names_the_entry():
 
 def padded_items():
     """:func:`sample_items` with a longer first read: the checkpoint opens with the
-    continuation record (DESIGN.md 6), so folding the sample's five short entries costs more
+    continuation record (docs/design.md 6), so folding the sample's five short entries costs more
     than keeping them; a 20-function file makes the fold worth it."""
     items = sample_items()
     body = "".join(f"def helper_{i}(x):\n    return x * {i}\n\n" for i in range(20))

@@ -237,7 +237,7 @@ def test_the_texts_a_build_measures_grow_linearly_with_the_session():
 
 def test_a_generated_session_that_used_to_fail_above_its_floor_succeeds_at_every_budget():
     # before issue 15 this session succeeded at 575 tokens and failed at 600, 750, 775, 1525;
-    # its file writes are P1 since (consequential, DESIGN.md 5.5), which raises the floor
+    # its file writes are P1 since (consequential, docs/design.md 5.5), which raises the floor
     entries = generated_entries(90, 2)
     fold = functools.lru_cache(maxsize=None)(lambda upto: offline_fold(entries, upto=upto))
     budgets = range(200, 4200, 50)

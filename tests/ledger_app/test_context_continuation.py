@@ -1,4 +1,4 @@
-"""The ledger concludes, context side (DESIGN.md 5.2 and 6): the continuation record, pins as
+"""The ledger concludes, context side (docs/design.md 5.2 and 6): the continuation record, pins as
 the ledger says (a done request is one line, never current), harness records out of the
 request, end states kept, tiny requests compacted."""
 

@@ -1,5 +1,5 @@
 """The frontend view filters every text through journal_app.privacy, and its check agrees
-(DESIGN.md 6: no secrets or hidden reasoning in the client-visible view)."""
+(docs/design.md 6: no secrets or hidden reasoning in the client-visible view)."""
 
 from __future__ import annotations
 

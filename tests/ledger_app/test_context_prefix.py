@@ -1,4 +1,4 @@
-"""What precedes the tail is a function of the last fold (DESIGN.md 6: pins, then the
+"""What precedes the tail is a function of the last fold (docs/design.md 6: pins, then the
 continuation record, then the tail), so provider prompt caches stay warm between folds."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What a context build reads (DESIGN.md 6): a bounded number of queries however long the
+"""What a context build reads (docs/design.md 6): a bounded number of queries however long the
 journal, no model instance per entry, and the same entry views and receipts as a row read
 through :func:`ledger_app.services.entry_view`."""
 

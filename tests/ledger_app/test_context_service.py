@@ -152,7 +152,7 @@ def test_a_receipt_whose_artifact_is_gone_falls_back_to_the_journal_text(tenant)
 
 def test_an_impossible_budget_returns_the_failure_state_and_evicts_nothing(tenant):
     # the user's own words (prose, not pasted material a receipt could stand for), 280,000
-    # characters: no context of 20,000 tokens can hold them verbatim (DESIGN.md 5.4)
+    # characters: no context of 20,000 tokens can hold them verbatim (docs/design.md 5.4)
     words = ("Follow this rule exactly as it is written here. " * 5_834)[:280_000]
     items = [message("user", words)]
     for n in range(4):
@@ -323,7 +323,7 @@ def test_every_corpus_transcript_through_the_service(path):
             # the pin as the context shows it (harness blocks out, attachments as receipts)
             # (a pin not folded yet: as its fold will record it)
             shown = pin_shown_text(pin if pin is not None else pin_fact(entry_view(e)))
-            # an older open request is one line of the record (its first words), DESIGN.md 5.5
+            # an older open request is one line of the record (its first words), docs/design.md 5.5
             head = next((ln.strip() for ln in shown.splitlines() if ln.strip()), "")[:60]
             assert any(e.text in t or shown in t or head in t for t in found), (
                 f"pin seq {e.seq} missing at {budget}"

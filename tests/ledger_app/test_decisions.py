@@ -1,4 +1,4 @@
-"""Requests that close on evidence per part, decisions with their content (DESIGN.md 5.5). Pure.
+"""Requests that close on evidence per part, decisions with their content (docs/design.md 5.5). Pure.
 
 The offline writer over hand-written sessions in the style of the reported failures: a
 two-part instruction, six numbered problems fixed one by one, an approved exact wording
@@ -110,7 +110,7 @@ class _Session:
 
 @pytest.fixture
 def requests_are_requests(monkeypatch):
-    """Every user pin is a request (the classification is the pins' code, DESIGN.md 5.2;
+    """Every user pin is a request (the classification is the pins' code, docs/design.md 5.2;
     here it is fixed so the writer's part is tested alone)."""
 
     def every_pin_a_request(entries, state):
@@ -209,7 +209,7 @@ def test_the_request_closes_when_the_test_is_written_and_passes(requests_are_req
 
 @pytest.fixture
 def pins_are_governing(monkeypatch):
-    """Every pin governing (a rule, the objective that states one: DESIGN.md 5.2)."""
+    """Every pin governing (a rule, the objective that states one: docs/design.md 5.2)."""
 
     def every_pin_governing(entries, state):
         return {f"pin:{e.entry_hash[:16]}": "governing" for e in entries if is_pin_source(e)}
@@ -618,7 +618,7 @@ def test_an_approval_in_the_ledger_is_consumed_in_a_later_fold():
 
 
 # ------------------------------------------------------------------ through the reducer
-# These two need the reducer's close on request pins and on decisions (DESIGN.md 5.5).
+# These two need the reducer's close on request pins and on decisions (docs/design.md 5.5).
 
 
 def test_the_reducer_shows_the_request_done_at_the_seq_of_its_last_evidence(

@@ -1,4 +1,4 @@
-"""Ledger fidelity (DESIGN.md 5.2, 5.5, 6): the scorer, the hard rules on every item, the command.
+"""Ledger fidelity (docs/design.md 5.2, 5.5, 6): the scorer, the hard rules on every item, the command.
 
 The hard rules run over every case of tests/fixtures/cases (a copy of shared/cases) and every
 scenario of tests/scenarios, each folded by the offline writer into a fresh journal and its

@@ -150,7 +150,7 @@ def test_rg_exit_2_is_still_a_failure():
         _result(2, "c", "rg: missing/: No such file or directory (os error 2)", True, exit_code=2),
     )
     # a failure, stated as one (no success claim may cite it), but a lookup that found
-    # nothing is history, never a blocker (DESIGN.md 5.5)
+    # nothing is history, never a blocker (docs/design.md 5.5)
     assert fact["outcome"] == "failure" and fact["text"].startswith("FAILED")
     assert (fact["category"], fact["priority"]) == ("history", "P3")
 
@@ -486,7 +486,7 @@ def test_the_reducer_accepts_the_new_outcomes_of_one_turn():
         if f["lifecycle"] == "active"
     }
     assert active["said"]["awaits_user"] is True
-    # the request is carried out: its pin closes, and its done record with it (DESIGN.md 5.5)
+    # the request is carried out: its pin closes, and its done record with it (docs/design.md 5.5)
     facts = reduction.state["facts"]
     pin = facts[f"pin:{user.entry_hash[:16]}"]
     assert pin["lifecycle"] == "closed" and pin["ended_by"]["seq"] == 9

@@ -1,4 +1,4 @@
-"""Lifecycles that end (DESIGN.md 5.5), as the reducer applies them to any writer's delta."""
+"""Lifecycles that end (docs/design.md 5.5), as the reducer applies them to any writer's delta."""
 
 from __future__ import annotations
 

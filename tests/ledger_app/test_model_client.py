@@ -1,4 +1,4 @@
-"""The model client: the real ``openai`` client against the scripted server (DESIGN.md 5.3)."""
+"""The model client: the real ``openai`` client against the scripted server (docs/design.md 5.3)."""
 
 from __future__ import annotations
 

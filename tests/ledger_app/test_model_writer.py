@@ -1,6 +1,6 @@
 """Writer, verifier, one repair, fallback, failure: real ``openai`` client, scripted server.
 
-DESIGN.md 5.3 and the seed's fixtures ("All tests pass" citing one test file; "deployed and
+docs/design.md 5.3 and the seed's fixtures ("All tests pass" citing one test file; "deployed and
 browser acceptance passed" with readable citations that do not show it).
 """
 

@@ -1,4 +1,4 @@
-"""The offline writer and the verifier's rules applied mechanically (DESIGN.md 5.3).
+"""The offline writer and the verifier's rules applied mechanically (docs/design.md 5.3).
 
 Pure tests of the parsers and rules first, then the offline writer on every corpus
 transcript: each test names facts found by reading the raw file (the exact test counts, the
@@ -490,7 +490,7 @@ def test_codex_update_plan_steps_close_and_the_vitest_run_counts_245():
         if f.get("command") == "pnpm --filter @repo/spectora-labs check-types"
     ]
     # failed, failed, passed: the first failure is superseded by the second, the second
-    # closed by the passing run (DESIGN.md 5.5); both drop to P3 history, which the
+    # closed by the passing run (docs/design.md 5.5); both drop to P3 history, which the
     # consolidation may evict (the first is: superseded before the second run)
     assert [f["lifecycle"] for f in checks if f["outcome"] == "success"] == ["active"]
     assert all(

@@ -1,5 +1,5 @@
 """Folds under pin rules 3 verify; ledgers folded under rules 2 still do; one changed byte of
-a pin is caught; a receipt's ``read`` restores its attachment (DESIGN.md 5.2, 7)."""
+a pin is caught; a receipt's ``read`` restores its attachment (docs/design.md 5.2, 7)."""
 
 from __future__ import annotations
 

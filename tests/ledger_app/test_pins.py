@@ -1,4 +1,4 @@
-"""Pins under pin rules 3: kind, attachments, what a context shows (DESIGN.md 5.2). Pure."""
+"""Pins under pin rules 3: kind, attachments, what a context shows (docs/design.md 5.2). Pure."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """Core rules that used to change unnoticed.
 
 * A summary, a checkpoint (compaction marker) or another fact is never valid support
-  (DESIGN.md 5.1): the reducer rejects the op and says why, and the fold service stores the
+  (docs/design.md 5.1): the reducer rejects the op and says why, and the fold service stores the
   verdict and leaves the fact out of the ledger.
-* A pin is its entry's text byte for byte (DESIGN.md 5.2, 6): one whitespace byte of
+* A pin is its entry's text byte for byte (docs/design.md 5.2, 6): one whitespace byte of
   difference (a trailing space, a leading newline, a tab or a no-break space for a space)
   fails the reducer's pin check, the fold's instruction re-check and the request validation.
 

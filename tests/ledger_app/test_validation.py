@@ -1,4 +1,4 @@
-"""Every invariant check names itself and what it concerns (DESIGN.md section 6)."""
+"""Every invariant check names itself and what it concerns (docs/design.md section 6)."""
 
 from __future__ import annotations
 

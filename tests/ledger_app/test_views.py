@@ -1,4 +1,4 @@
-"""Operator UI pages of the ledger: facts at a fold, fold list, fold detail (DESIGN.md 8)."""
+"""Operator UI pages of the ledger: facts at a fold, fold list, fold detail (docs/design.md 8)."""
 
 from __future__ import annotations
 

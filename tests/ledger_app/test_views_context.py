@@ -1,4 +1,4 @@
-"""The three context views side by side, and a fold's invariants panel (DESIGN.md 6 and 8)."""
+"""The three context views side by side, and a fold's invariants panel (docs/design.md 6 and 8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The verifier page of a fold: proposals, both verdicts per judge, repair, fallback (DESIGN.md 5.3, 8)."""
+"""The verifier page of a fold: proposals, both verdicts per judge, repair, fallback (docs/design.md 5.3, 8)."""
 
 from __future__ import annotations
 

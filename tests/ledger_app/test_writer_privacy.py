@@ -2,7 +2,7 @@
 
 Issue 12 ("Privacy"): a tool result holding ``db password: Sup3rS3cretValue99`` was sent
 verbatim in the writer's request, and folds copied secrets into ledger facts. Every text goes
-through :mod:`journal_app.privacy`; pins stay verbatim in the ledger (DESIGN.md 5.2) and are
+through :mod:`journal_app.privacy`; pins stay verbatim in the ledger (docs/design.md 5.2) and are
 filtered only in the copy a prompt carries.
 """
 

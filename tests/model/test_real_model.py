@@ -1,6 +1,6 @@
 """The model path against a real model (opt-in: ``make test-model``; marker ``model``).
 
-Runs two seed fixtures (DESIGN.md seeds: "All tests pass" citing one test file; "deployed and
+Runs two seed fixtures (docs/design.md seeds: "All tests pass" citing one test file; "deployed and
 browser acceptance passed" citing a failed deploy) and one corpus transcript through
 ``compact --writer model`` against the server named by ``OPENAI_BASE_URL`` and
 ``WRITER_MODEL`` (README "Use a local model"), with ``WRITER_WINDOW_TOKENS`` (default 8000),

@@ -1,4 +1,4 @@
-"""Pasted material through the proxy under a small window (DESIGN.md 5.2 and 6): a session of
+"""Pasted material through the proxy under a small window (docs/design.md 5.2 and 6): a session of
 ten 3k-token pasted user messages under an 8,000-token budget keeps answering, each paste
 shown as a receipt and recoverable whole through ``read``."""
 

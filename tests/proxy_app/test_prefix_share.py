@@ -1,5 +1,5 @@
 """Consecutive compacted calls share their prefix until a fold lands (README "Prompt caching
-through the proxy"; DESIGN.md 6: pins, then the continuation record, then the tail), at a
+through the proxy"; docs/design.md 6: pins, then the continuation record, then the tail), at a
 small working budget."""
 
 from __future__ import annotations

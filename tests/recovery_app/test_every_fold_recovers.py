@@ -1,4 +1,4 @@
-"""Every fold runs recovery first, whoever asks for it (DESIGN.md section 7).
+"""Every fold runs recovery first, whoever asks for it (docs/design.md section 7).
 
 The migration-flag scenario of the design must work the same through each entry point: the
 fold service, ``compact``, its alias ``fold``, the task after an append, the API's

@@ -1,4 +1,4 @@
-"""The trigger window is the 24 most recent entries (DESIGN.md section 7, "Trigger").
+"""The trigger window is the 24 most recent entries (docs/design.md section 7, "Trigger").
 
 Written with the literal 24 on purpose: a test that reads ``WINDOW`` back passes whatever
 the constant is. Positions count back from the head, the head being 1: the phrase in the
@@ -37,7 +37,7 @@ def _texts(back: int) -> list[tuple[str, str]]:
 
 def test_the_window_is_24_entries():
     assert triggers.WINDOW == 24
-    # a design number (DESIGN.md 7), not a setting: no second copy that could drift
+    # a design number (docs/design.md 7), not a setting: no second copy that could drift
     assert not hasattr(settings, "RECOVERY_TRIGGER_WINDOW")
     assert scan.__kwdefaults__["window"] == 24
 

@@ -1,4 +1,4 @@
-"""Operator UI pages of recovery: a journal's receipts and one receipt (DESIGN.md 7 and 8)."""
+"""Operator UI pages of recovery: a journal's receipts and one receipt (docs/design.md 7 and 8)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A scripted OpenAI-compatible HTTP server on 127.0.0.1, for tests and benchmarks.
 
 It answers ``POST /v1/chat/completions`` from a queue of scripted replies, so the real
-``openai`` client can be tested end to end (DESIGN.md 5.3)::
+``openai`` client can be tested end to end (docs/design.md 5.3)::
 
     with ScriptedServer() as server:
         server.push_json({"facts": []})          # a 200 with this JSON as the content
