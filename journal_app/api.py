@@ -46,7 +46,6 @@ from journal_app.services import (
     entry_check,
     journal_append,
     journal_ensure,
-    journal_import,
     journal_verify,
     session_ensure,
 )
@@ -304,12 +303,8 @@ def journal_import_upload(
             "lane": lane,
             "branch": branch,
         }
-        service = transcript_import_service()
-        if service is None:  # ledger_app not installed: the journal alone
-            result, ledgers = journal_import(**options), {}
-        else:
-            done = service(**options)
-            result, ledgers = done.imported, done.ledgers
+        done = transcript_import_service()(**options)
+        result, ledgers = done.imported, done.ledgers
     try:  # committed: a connection lost from here on must not answer "nothing was written"
         return {
             "journal": journal_out(result.journal),

@@ -5,8 +5,8 @@ cannot call the ledger. Recovery registers here, at start-up (``recovery_app.app
 import service every entry point calls (:func:`recovery_app.session_transfer.transcript_import`:
 the journal import, then, for a ledgerkeep export, its folds, verdicts, retirements, comments
 and receipts, in one transaction). The upload API (``journal_app.api``) and the
-``import_journal`` command both go through it. With nothing registered
-(ledger_app not installed) the API imports the journal alone.
+``import_journal`` command both go through it. ``recovery_app`` is always installed
+(``config/settings.py``), so the service is always there once Django has started.
 """
 
 from __future__ import annotations
@@ -27,6 +27,13 @@ def transcript_import_register(service: TranscriptImport | None) -> None:
     _service = service
 
 
-def transcript_import_service() -> TranscriptImport | None:
-    """The registered import service, or ``None``."""
+def transcript_import_service() -> TranscriptImport:
+    """The registered import service.
+
+    Raises:
+        LookupError: nothing registered (Django not set up, or ``recovery_app`` missing
+            from ``INSTALLED_APPS``).
+    """
+    if _service is None:
+        raise LookupError("no transcript import service: recovery_app registers it at start-up")
     return _service

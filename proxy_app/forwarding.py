@@ -211,6 +211,7 @@ async def passthrough_forward(
             stream=False,
             path=path,
             method=method,
+            journaled=False,
         )
         try:
             data = await upstream.aread()

@@ -150,8 +150,13 @@ async def upstream_send(
     stream: bool,
     path: str | None = None,
     method: str = "POST",
+    journaled: bool = True,
 ) -> httpx.Response:
     """Send ``body`` upstream over the pooled client; the caller closes the response.
+
+    ``journaled`` says whether the request's messages were journaled before it went
+    upstream (a Chat Completions, Responses or Messages call) or not (``/models``,
+    ``/embeddings``, ``count_tokens``: passed through); the error of a failed send says so.
 
     Args:
         body: the JSON body (``None``: none, for a ``GET``).
@@ -164,6 +169,11 @@ async def upstream_send(
     """
     client = pooled_client()
     url = upstream_url(surface, path)
+    kept = (
+        "the request's messages are journaled"
+        if journaled
+        else "nothing was journaled (a passed-through call)"
+    )
     try:
         request = client.build_request(
             method,
@@ -176,10 +186,9 @@ async def upstream_send(
     except httpx.TimeoutException:
         raise UpstreamTimeout(
             f"the upstream at {url} did not answer within "
-            f"{settings.UPSTREAM_TIMEOUT_SECONDS:g} s; the request's messages are journaled"
+            f"{settings.UPSTREAM_TIMEOUT_SECONDS:g} s; {kept}"
         ) from None
     except httpx.HTTPError as exc:
         raise UpstreamUnreachable(
-            f"the upstream at {url} cannot be reached ({type(exc).__name__}); "
-            "the request's messages are journaled"
+            f"the upstream at {url} cannot be reached ({type(exc).__name__}); {kept}"
         ) from None

@@ -120,3 +120,16 @@ def test_an_export_whose_ledger_does_not_verify_writes_nothing_over_the_api(api,
     assert r.status_code == 422, r.content
     assert r.json()["code"] == "reimport_invalid"
     assert not Session.objects.filter(key="copy").exists()
+
+
+def test_without_the_registered_import_service_the_lookup_says_why():
+    from journal_app import hooks
+
+    registered = hooks.transcript_import_service()
+    hooks.transcript_import_register(None)
+    try:
+        with pytest.raises(LookupError, match="recovery_app registers it"):
+            hooks.transcript_import_service()
+    finally:
+        hooks.transcript_import_register(registered)
+    assert hooks.transcript_import_service() is registered

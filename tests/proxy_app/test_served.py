@@ -107,6 +107,21 @@ def test_an_upstream_that_cannot_be_reached_is_502_in_the_error_shape(db, key, u
     assert response.status_code == 502, response.content
     assert json.loads(response.content)["code"] == "upstream_unreachable"
     assert Entry.objects.filter(role="user").count() == 1  # the request is journaled
+    assert "the request's messages are journaled" in json.loads(response.content)["message"]
+
+
+def test_a_passed_through_call_that_cannot_reach_the_upstream_says_nothing_was_journaled(
+    db, key, upstream, settings
+):
+    settings.UPSTREAM_OPENAI_BASE_URL = "http://127.0.0.1:9/v1"  # discard port: refused
+    response = async_to_sync(AsyncClient().get)(
+        "/proxy/openai/v1/models", headers={"X-Ledgerkeep-Key": key}
+    )
+    assert response.status_code == 502, response.content
+    body = json.loads(response.content)
+    assert body["code"] == "upstream_unreachable"
+    assert "nothing was journaled" in body["message"] and "messages are" not in body["message"]
+    assert Entry.objects.count() == 0
 
 
 # ---------------------------------------------------------------- parallel calls
