@@ -54,11 +54,32 @@ class Span:
     input_tokens: int = 0
     output_tokens: int = 0
     cost: Decimal | None = None
+    #: model answers of the call that reported tokens but could not be priced
+    unpriced: int = 0
     failed: bool = False
     open: bool = False
     x: float = 0.0
     width: float = 0.0
     offset: timedelta | None = None
+
+    @property
+    def cost_note(self) -> str:
+        """Why :attr:`cost` is ``None`` or partial, in words (``""`` when it is whole): a tool
+        run has no model cost; a call whose source names no model, or reports no tokens,
+        cannot be priced; otherwise ``LEDGER_MODEL_PRICES`` has no price for its model. A
+        call some of whose answers could not be priced says how many (its cost is a part)."""
+        if self.cost is not None:
+            if self.unpriced:
+                answers = "answer" if self.unpriced == 1 else "answers"
+                return f"partial: {self.unpriced} model {answers} of this call could not be priced"
+            return ""
+        if self.kind != "call":
+            return "a tool run has no model cost"
+        if self.label == "model call":
+            return "the source names no model for this call"
+        if not (self.input_tokens or self.output_tokens):
+            return "the source reports no token usage for this call"
+        return f"no price for model {self.label!r} in LEDGER_MODEL_PRICES"
 
     @property
     def duration(self) -> timedelta | None:
@@ -116,6 +137,8 @@ def spans_of(steps: Sequence[Step]) -> list[Span]:
             call.input_tokens += step.input_tokens
             call.output_tokens += step.output_tokens
             call.cost = _add_cost(call.cost, step.cost)
+            if step.cost is None and (step.input_tokens or step.output_tokens):
+                call.unpriced += 1
             if step.model and call.label == "model call":
                 call.label = step.model
             if step.kind == "tool_call" and step.tool_call_id:

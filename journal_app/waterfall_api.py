@@ -28,6 +28,8 @@ class SpanOut(Schema):
     input_tokens: int
     output_tokens: int
     cost_usd: str | None
+    #: why ``cost_usd`` is null, in words ("" when it is known)
+    cost_note: str
     failed: bool
     open: bool
 
@@ -79,6 +81,7 @@ def waterfall(
                 "input_tokens": s.input_tokens,
                 "output_tokens": s.output_tokens,
                 "cost_usd": None if s.cost is None else str(s.cost),
+                "cost_note": s.cost_note,
                 "failed": s.failed,
                 "open": s.open,
             }

@@ -80,3 +80,39 @@ def test_the_dashboard_says_its_totals_are_partial(client, mixed):
     body = client.get(reverse("ledger:dashboard")).content.decode()
     assert "$2.25 + 2 unpriced calls computed" in body
     assert "$2.2500 + 2 unpriced calls" in body  # the session's row
+
+
+def test_the_waterfall_api_says_why_a_cost_is_null(client, mixed):
+    from journal_app.auth import api_key_create
+    from journal_app.models import Tenant
+
+    _, raw = api_key_create(tenant=Tenant.objects.get(slug="acme"), name="runtime")
+    r = client.get("/api/v1/sessions/mixed/main/main/waterfall", HTTP_AUTHORIZATION=f"Bearer {raw}")
+    assert r.status_code == 200
+    calls = [(s["label"], s["cost_usd"], s["cost_note"]) for s in r.json()["spans"]]
+    # the three answers follow each other: one call, priced in part
+    assert calls == [
+        ("gpt-5-codex", "2.25", "partial: 2 model answers of this call could not be priced")
+    ]
+
+
+def test_a_span_says_why_its_cost_is_null():
+    from journal_app.waterfall import Span
+
+    assert Span("tool", "exec", 1, 1).cost_note == "a tool run has no model cost"
+    assert Span("call", "model call", 1, 1).cost_note == "the source names no model for this call"
+    no_usage = Span("call", "m", 1, 1)
+    assert no_usage.cost_note == "the source reports no token usage for this call"
+    unpriced = Span("call", "local-llama", 1, 1, input_tokens=5, unpriced=1)
+    assert unpriced.cost_note == "no price for model 'local-llama' in LEDGER_MODEL_PRICES"
+    priced = Span("call", "m", 1, 1, input_tokens=5, cost=Decimal(1))
+    assert priced.cost_note == ""
+
+
+def test_the_waterfall_page_says_the_same_as_its_api(client, mixed):
+    client.force_login(mixed)
+    body = client.get(
+        reverse("journal:waterfall", args=["acme", "mixed", "main", "main"])
+    ).content.decode()
+    assert "$2.2500" in body
+    assert "partial: 2 model answers of this call could not be priced" in body
