@@ -3,13 +3,15 @@ fold attempts and blockers, as server-rendered bar charts and a sortable table."
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
 from journal_app import selectors as journal_selectors
-from journal_app.pricing import money
+from journal_app.pricing import CostTotal, cost_text
 from ledger_app.bars import bar_chart
 from ledger_app.selectors.dashboard import DASHBOARD_SORTS, SessionRow, tenant_dashboard
 from ledger_app.selectors.sessions import ACTIVITY_DAYS, ACTIVITY_LABELS
@@ -37,20 +39,32 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         sort = "tokens"
     board = tenant_dashboard(user=request.user, tenant=tenant, activity=activity, sort=sort)
 
+    def counted(key: str) -> Any:
+        return lambda r: f"{getattr(r, key):,}"
+
+    # (title, the value a bar is drawn from, the words shown beside it)
     metrics = [
-        ("Tokens (ours)", "tokens", lambda v: f"{v:,}"),
-        ("Folds", "folds", lambda v: f"{v:,}"),
-        ("Fallback folds (mechanical facts)", "fallbacks", lambda v: f"{v:,}"),
-        ("Failed fold attempts", "failed", lambda v: f"{v:,}"),
-        ("Active blockers", "blockers", lambda v: f"{v:,}"),
+        ("Tokens (ours)", "tokens", counted("tokens")),
+        ("Folds", "folds", counted("folds")),
+        ("Fallback folds (mechanical facts)", "fallbacks", counted("fallbacks")),
+        ("Failed fold attempts", "failed", counted("failed")),
+        ("Active blockers", "blockers", counted("blockers")),
     ]
-    if board.priced:
-        metrics.insert(1, ("Cost (computed, USD)", "cost", money))
+    if board.priced:  # a partial cost says so, as the table does ("$1.23 + 4 unpriced calls")
+        # a bar is drawn only for a row with a priced call (cost not None): priced >= 1
+        metrics.insert(
+            1,
+            (
+                "Cost (computed, USD)",
+                "cost",
+                lambda r: cost_text(CostTotal(r.cost, 1, r.unpriced)),
+            ),
+        )
     charts = [
         bar_chart(
             title,
             [
-                (_label(r, tenant), getattr(r, key), shown(getattr(r, key)), _link(r))
+                (_label(r, tenant), getattr(r, key), shown(r), _link(r))
                 for r in board.rows
                 if getattr(r, key)
             ],

@@ -80,6 +80,10 @@ def test_the_dashboard_says_its_totals_are_partial(client, mixed):
     body = client.get(reverse("ledger:dashboard")).content.decode()
     assert "$2.25 + 2 unpriced calls computed" in body
     assert "$2.2500 + 2 unpriced calls" in body  # the session's row
+    # the cost chart's bar says so too (it showed "$2.2500" alone)
+    assert '<text class="bar-value"' in body
+    chart = body[body.index("Cost (computed, USD)") :]
+    assert chart[: chart.index("</figure>")].count("+ 2 unpriced calls") == 2  # label, value
 
 
 def test_the_waterfall_api_says_why_a_cost_is_null(client, mixed):
