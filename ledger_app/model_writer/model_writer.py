@@ -62,7 +62,7 @@ from ledger_app.model_writer.records import (
     RoundRecord,
     WriterFailed,
 )
-from ledger_app.model_writer.verifier import verify_items
+from ledger_app.model_writer.verifier import VerifierRound, verify_items
 from ledger_app.offline import EvidenceIndex, check_item
 from ledger_app.proposals import (
     ProposedEnd,
@@ -385,18 +385,11 @@ class ModelWriter:
             record.items.append(rec)
         judged = [r for r in record.items if r.op]
         if judged:
-            verify_items(
-                self.client,
-                self.config,
-                self.verifier_prompt,
-                judged,
-                index,
-                state,
-                ctx,
-                record,
-                calls,
-                number,
-            )
+            verifier = VerifierRound(
+                self.client, self.config, self.verifier_prompt, index, state, ctx, record,
+                calls, number,
+            )  # fmt: skip
+            verify_items(verifier, judged)
         record.ops = [r.op for r in record.items if r.accepted]
         return record
 

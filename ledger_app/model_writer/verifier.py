@@ -10,6 +10,7 @@ verdict. Called by :class:`ledger_app.model_writer.model_writer.ModelWriter` for
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 from ledger_app.model_client import (
@@ -33,18 +34,32 @@ from ledger_app.offline import EvidenceIndex
 from ledger_app.proposals import ItemVerdict, VerifierReport, parse_reply, verifier_schema
 
 
-def verify_items(
-    client: ModelClient,
-    config: ModelConfig,
-    prompt: Prompt,
-    items: list[ItemRecord],
-    index: EvidenceIndex,
-    state: dict[str, Any],
-    ctx: FoldContext,
-    record: RoundRecord,
-    calls: list[CallRecord],
-    round_no: int,
-) -> None:
+@dataclass
+class VerifierRound:
+    """What every verifier call of one round shares.
+
+    Attributes:
+        client, config, prompt: the verifier's model client, the model settings and the
+            verifier rubric (:class:`~ledger_app.model_writer.messages.Prompt`).
+        index, state, ctx: what the items are judged against (the cited entries, the
+            ledger state, the fold's context).
+        record: the round; its ``verifier_raw`` and ``verifier_error`` are filled.
+        calls: the fold's call records; each verifier call is appended.
+        round_no: the round number sent with each call.
+    """
+
+    client: ModelClient
+    config: ModelConfig
+    prompt: Prompt
+    index: EvidenceIndex
+    state: dict[str, Any]
+    ctx: FoldContext
+    record: RoundRecord
+    calls: list[CallRecord]
+    round_no: int
+
+
+def verify_items(run: VerifierRound, items: list[ItemRecord]) -> None:
     """Append the verifier's verdicts on ``items`` to their judgements, in batches that fit its window
     (:func:`~ledger_app.model_writer.window.verifier_batches`); a batch the server
     refuses as too long is split in two (a single item that does not fit gets no
@@ -52,27 +67,26 @@ def verify_items(
     that entry's text as shown (:func:`quote_check`), else it counts as no verdict.
 
     Args:
-        client, config, prompt: the verifier's model client, the model settings and the
-            verifier rubric (:class:`~ledger_app.model_writer.messages.Prompt`).
-        items: the round's items that have an op; ``index`` / ``state`` / ``ctx`` what they
-            are judged against.
-        record: the round; its ``verifier_raw`` and ``verifier_error`` are filled.
-        calls: the fold's call records; each verifier call is appended.
-        round_no: the round number sent with each call.
+        run: what the round's verifier calls share (:class:`VerifierRound`).
+        items: the round's items that have an op.
 
     Raises:
         ModelUnavailable / ModelRequestRefused: as :meth:`ModelClient.complete` (a refusal
             for context overflow splits the batch instead).
     """
-    queue = deque(window.verifier_batches(items, index, state, ctx, config, prompt, client.mode))
+    queue = deque(
+        window.verifier_batches(
+            items, run.index, run.state, run.ctx, run.config, run.prompt, run.client.mode
+        )
+    )
     while queue:
         batch = queue.popleft()
         try:
-            _verify_batch(client, config, prompt, batch, index, state, ctx, record, calls, round_no)
+            _verify_batch(run, batch)
         except ModelRequestRefused as exc:
             if not context_overflow(exc.__cause__ or exc):
                 raise
-            calls.append(exc.record)
+            run.calls.append(exc.record)
             if len(batch) > 1:
                 half = len(batch) // 2
                 queue.extendleft([batch[half:], batch[:half]])
@@ -87,28 +101,18 @@ def verify_items(
                 )
 
 
-def _verify_batch(
-    client: ModelClient,
-    config: ModelConfig,
-    prompt: Prompt,
-    items: list[ItemRecord],
-    index: EvidenceIndex,
-    state: dict[str, Any],
-    ctx: FoldContext,
-    record: RoundRecord,
-    calls: list[CallRecord],
-    round_no: int,
-) -> None:
-    reply = client.complete(
+def _verify_batch(run: VerifierRound, items: list[ItemRecord]) -> None:
+    record, index, state = run.record, run.index, run.state
+    reply = run.client.complete(
         role="verifier",
-        messages=verifier_messages(prompt, items, index, state, ctx),
+        messages=verifier_messages(run.prompt, items, index, state, run.ctx),
         schema_name="ledger_verdicts",
         schema=verifier_schema(),
-        round=round_no,
+        round=run.round_no,
         example=VERIFIER_EXAMPLE,
-        max_tokens=window.output_tokens(config, "verifier"),
+        max_tokens=window.output_tokens(run.config, "verifier"),
     )
-    calls.append(reply.record)
+    run.calls.append(reply.record)
     record.verifier_raw = (
         f"{record.verifier_raw}\n{reply.text}" if record.verifier_raw else reply.text
     )
