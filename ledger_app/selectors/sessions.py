@@ -36,8 +36,15 @@ from ledger_app.models import Fold, FoldAttempt, LedgerFact, RetirementRequest
 
 
 def _count_subquery(qs: QuerySet[Any], group: str) -> Coalesce:
+    """The rows of ``qs`` per ``group`` (a correlated subquery; 0 for none)."""
     counted = qs.order_by().values(group).annotate(n=Count("pk")).values("n")
     return Coalesce(Subquery(counted, output_field=IntegerField()), Value(0))
+
+
+def _tokens_subquery(qs: QuerySet[Entry], group: str) -> Coalesce:
+    """The summed ``token_count`` of the entries ``qs`` per ``group`` (0 for none)."""
+    summed = qs.order_by().values(group).annotate(n=Sum("token_count")).values("n")
+    return Coalesce(Subquery(summed, output_field=IntegerField()), Value(0))
 
 
 #: the sessions list's activity filter: days since the last entry (``idle``: more than 30).
@@ -118,16 +125,8 @@ def sessions_for_user(
         ),
         source_at=Max("journals__last_source_at"),
         last_activity=Coalesce(Max("journals__last_source_at"), Subquery(newest)),
-        token_total=Coalesce(
-            Subquery(
-                Entry.objects.filter(journal__session=OuterRef("pk"))
-                .order_by()
-                .values("journal__session")
-                .annotate(n=Sum("token_count"))
-                .values("n"),
-                output_field=IntegerField(),
-            ),
-            Value(0),
+        token_total=_tokens_subquery(
+            Entry.objects.filter(journal__session=OuterRef("pk")), "journal__session"
         ),
     )
     if activity in ACTIVITY_DAYS:
@@ -303,17 +302,7 @@ def journal_summaries(tenant: str = "") -> list[dict[str, Any]]:
     )
     rows = qs.annotate(
         fold_count=_count_subquery(Fold.objects.filter(journal=OuterRef("pk")), "journal"),
-        token_total=Coalesce(
-            Subquery(
-                Entry.objects.filter(journal=OuterRef("pk"))
-                .order_by()
-                .values("journal")
-                .annotate(n=Sum("token_count"))
-                .values("n"),
-                output_field=IntegerField(),
-            ),
-            Value(0),
-        ),
+        token_total=_tokens_subquery(Entry.objects.filter(journal=OuterRef("pk")), "journal"),
         newest_at=Coalesce(F("last_source_at"), Subquery(newest[:1])),
     ).order_by("session__tenant__slug", "session__key", "lane", "branch")
     return [
