@@ -21,6 +21,7 @@ from journal_app.hashing import display
 from journal_app.models import Journal
 from journal_app.views.htmx import is_fragment_request
 from journal_app.views.scope_urls import scope_kwargs
+from ledger_app.views.scope import scope_context
 from recovery_app import selectors as recovery_selectors
 from recovery_app.models import Receipt
 
@@ -28,12 +29,12 @@ RECEIPTS_PER_PAGE = 25
 
 
 def _scope_context(journal: Journal) -> dict[str, Any]:
-    kwargs = scope_kwargs(journal)
+    """The ledger's scope links (:func:`ledger_app.views.scope.scope_context`) and the
+    receipts list's own."""
+    shared = scope_context(journal)
+    kwargs = shared["scope_kwargs"]
     return {
-        "journal": journal,
-        "session": journal.session,
-        "tenant": journal.session.tenant,
-        "scope_kwargs": kwargs,
+        **shared,
         "receipts_url": reverse("recovery:receipts", kwargs=kwargs),
         "scope_label": "/".join(kwargs.values()),
     }
