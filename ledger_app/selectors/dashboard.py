@@ -42,6 +42,7 @@ class SessionRow:
     cost: Decimal | None = None  # USD of the priced calls; None: no priced call
     unpriced: int = 0  # calls whose model has no price (journal_app.pricing.CostTotal)
     cost_text: str = ""  # "$1.2300 + 4 unpriced calls" (journal_app.pricing.cost_text)
+    cost_short: str = ""  # the same to the cent, for the chart: "$1.23 + 4 unpriced calls"
     folds: int = 0
     fallbacks: int = 0
     failed: int = 0
@@ -102,6 +103,7 @@ def tenant_dashboard(
             cost=costs[s.pk].usd if s.pk in costs and costs[s.pk].priced else None,
             unpriced=costs[s.pk].unpriced if s.pk in costs else 0,
             cost_text=cost_text(costs.get(s.pk), places=4),
+            cost_short=cost_text(costs.get(s.pk)),
             folds=s.fold_count,
             fallbacks=fallbacks.get(s.pk, 0),
             failed=failed.get(s.pk, 0),

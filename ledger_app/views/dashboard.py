@@ -11,7 +11,6 @@ from django.shortcuts import render
 from django.urls import reverse
 
 from journal_app import selectors as journal_selectors
-from journal_app.pricing import CostTotal, cost_text
 from ledger_app.bars import bar_chart
 from ledger_app.selectors.dashboard import DASHBOARD_SORTS, SessionRow, tenant_dashboard
 from ledger_app.selectors.sessions import ACTIVITY_DAYS, ACTIVITY_LABELS
@@ -51,15 +50,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         ("Active blockers", "blockers", counted("blockers")),
     ]
     if board.priced:  # a partial cost says so, as the table does ("$1.23 + 4 unpriced calls")
-        # a bar is drawn only for a row with a priced call (cost not None): priced >= 1
-        metrics.insert(
-            1,
-            (
-                "Cost (computed, USD)",
-                "cost",
-                lambda r: cost_text(CostTotal(r.cost, 1, r.unpriced)),
-            ),
-        )
+        metrics.insert(1, ("Cost (computed, USD)", "cost", lambda r: r.cost_short))
     charts = [
         bar_chart(
             title,
