@@ -25,33 +25,49 @@ bounds, stated here: 100 fields of at most 8,190 bytes each (an API key header i
 from __future__ import annotations
 
 import math
+import sys
 
 from config.env import SettingError, env_count, env_float, env_int, env_str
 from config.production import MAX_URL_BYTES, UPSTREAM_TIMEOUT_SECONDS, request_line_limit
+from config.startup import settings_or_exit
+
+# the master checks every setting at start: a bad one stops it with one line naming the
+# variable (status 2), not a traceback per worker
+settings_or_exit("gunicorn")
+
+
+def _stop(exc: Exception) -> None:
+    """One line naming the variable, status 2: no traceback from gunicorn's config loader."""
+    sys.stderr.write(f"gunicorn: configuration error: {exc}\n")
+    raise SystemExit(2)
+
 
 try:
     limit_request_line = request_line_limit(env_int("API_MAX_URL_BYTES", MAX_URL_BYTES))
-except ValueError as exc:
-    raise SettingError(str(exc)) from None
+except ValueError as exc:  # SettingError included
+    _stop(exc)
 #: most header fields in one request (gunicorn's default, 100)
 limit_request_fields = 100
 #: longest header field, in bytes (gunicorn's default and maximum, 8,190)
 limit_request_field_size = 8190
 
 bind = env_str("GUNICORN_BIND", "0.0.0.0:8000")
-#: worker processes: ``WEB_CONCURRENCY`` (default 3), 1 or more; 0, a negative or a
-#: non-numeric value stops gunicorn at start with one line naming the variable
-workers = env_count("WEB_CONCURRENCY", 3, minimum=1)
 #: event-loop workers: many concurrent streams each (``GUNICORN_WORKER_CLASS`` overrides)
 worker_class = env_str("GUNICORN_WORKER_CLASS", "uvicorn_worker.UvicornWorker")
 #: seconds of slack beyond the upstream timeout before gunicorn restarts a silent worker
 TIMEOUT_MARGIN = 30
-#: seconds a worker may stay silent: ``GUNICORN_TIMEOUT`` (default 120), raised to the
-#: upstream timeout plus :data:`TIMEOUT_MARGIN` when shorter
-timeout = max(
-    env_int("GUNICORN_TIMEOUT", 120),
-    math.ceil(env_float("UPSTREAM_TIMEOUT_SECONDS", UPSTREAM_TIMEOUT_SECONDS)) + TIMEOUT_MARGIN,
-)
+try:
+    #: worker processes: ``WEB_CONCURRENCY`` (default 3), 1 or more; 0, a negative or a
+    #: non-numeric value stops gunicorn at start with one line naming the variable
+    workers = env_count("WEB_CONCURRENCY", 3, minimum=1)
+    #: seconds a worker may stay silent: ``GUNICORN_TIMEOUT`` (default 120), raised to the
+    #: upstream timeout plus :data:`TIMEOUT_MARGIN` when shorter
+    timeout = max(
+        env_int("GUNICORN_TIMEOUT", 120),
+        math.ceil(env_float("UPSTREAM_TIMEOUT_SECONDS", UPSTREAM_TIMEOUT_SECONDS)) + TIMEOUT_MARGIN,
+    )
+except SettingError as exc:
+    _stop(exc)
 #: seconds a worker has to finish its streams on a restart (SIGTERM) before it is killed
 graceful_timeout = timeout
 accesslog = "-"

@@ -290,6 +290,9 @@ UPSTREAM_TIMEOUT_SECONDS = env_float("UPSTREAM_TIMEOUT_SECONDS", UPSTREAM_TIMEOU
 MODEL_WINDOWS = env_json("MODEL_WINDOWS", {})
 # deepest nesting of arrays and objects a proxied body may have (checked before parsing)
 PROXY_MAX_JSON_DEPTH = env_int("PROXY_MAX_JSON_DEPTH", 100)
+# seconds a proxied call may spend folding the history it needs folded; past them it is
+# answered 503 ``fold_pending`` with Retry-After while the fold goes on in the background
+PROXY_FOLD_SECONDS = env_float("PROXY_FOLD_SECONDS", 20.0)
 MODEL_WINDOW_DEFAULT = env_int("MODEL_WINDOW_DEFAULT", 270_000)
 # Optional price table for computed costs (journal_app/pricing.py): {"model": [input, output]}
 # or [input, output, cached input], USD per 1M tokens; a bad entry stops the start, named.

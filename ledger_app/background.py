@@ -7,14 +7,21 @@ never take more than one core from the pages (README, "Settings":
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from django.db import close_old_connections, connections
 
 log = logging.getLogger(__name__)
 
 _EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledgerkeep-background")
+
+#: the work :func:`defer_to_background` collected inside the current :func:`after_block`
+_DEFERRED: ContextVar[list[Callable[[], object]] | None] = ContextVar(
+    "ledgerkeep_deferred", default=None
+)
 
 
 def _run(fn: Callable[[], object]) -> None:
@@ -39,3 +46,37 @@ def wait_for_background(timeout: float = 300.0) -> None:
     seconds; raises :class:`concurrent.futures.TimeoutError` when it passes. Used before
     a process or a test run drops the database under the thread."""
     _EXECUTOR.submit(lambda: None).result(timeout=timeout)
+
+
+@contextmanager
+def after_block() -> Iterator[None]:
+    """Collect the work that :func:`defer_to_background` is given inside the block and hand
+    it to the background thread when the block ends (raised or not), in order.
+
+    A proxied call journals and compacts inside one such block, so a fold that its append
+    makes due runs after the call's own work, never inside its request (README, "The
+    compacting proxy": folds in the background). Blocks nest: an inner block's work is
+    handed over when the inner block ends.
+    """
+    token = _DEFERRED.set([])
+    try:
+        yield
+    finally:
+        work = _DEFERRED.get() or []
+        _DEFERRED.reset(token)
+        for fn in work:
+            run_in_background(fn)
+
+
+def defer_to_background(fn: Callable[[], object]) -> bool:
+    """Queue ``fn`` for the end of the enclosing :func:`after_block`.
+
+    Returns:
+        ``True`` when a block collects it; ``False`` outside any block (nothing queued: the
+        caller runs ``fn`` its usual way).
+    """
+    work = _DEFERRED.get()
+    if work is None:
+        return False
+    work.append(fn)
+    return True

@@ -21,7 +21,7 @@ from kombu.exceptions import OperationalError as BrokerError
 
 from journal_app.models import Journal
 from journal_app.services.unfolded import tokens_after, unfolded_fill
-from ledger_app.background import run_in_background
+from ledger_app.background import defer_to_background, run_in_background
 from ledger_app.models import Fold
 from ledger_app.runs import task_run_enqueue
 from ledger_app.services.checks import check_not_queued
@@ -58,15 +58,32 @@ def schedule_fold(sender: type[Journal], *, journal: Journal, head_seq: int, **k
     When ``journal.unfolded_tokens`` (the running counter the append just updated) reaches
     ``settings.LEDGER_FOLD_THRESHOLD_TOKENS`` a fold up to ``head_seq`` is queued after
     commit. A journal not counted yet (``None``, from before the counter) is counted once
-    here (:func:`journal_app.services.unfolded.unfolded_fill`) and the figure stored. Eager in the embedded default, so
-    the fold runs in-process. Appends that arrive before the fold has run may queue it
+    here (:func:`journal_app.services.unfolded.unfolded_fill`) and the figure stored. Eager in
+    the embedded default, so the fold runs in-process: at once, or, inside a proxied call's
+    :func:`ledger_app.background.after_block`, on the background thread after the call (a
+    proxied request never waits on the folds its append made due). Appends that arrive before the fold has run may queue it
     again; the task is idempotent, so the extra run folds nothing.
     """
     unfolded = journal.unfolded_tokens
     if unfolded is None:  # a journal from before the counter: counted once, here
         unfolded = unfolded_fill(journal, folded_to(journal.pk))
     if unfolded >= settings.LEDGER_FOLD_THRESHOLD_TOKENS:
-        task_run_enqueue(task=fold_journal, journal=journal, journal_id=journal.pk, upto=head_seq)
+        fold_soon(journal, head_seq)
+
+
+def fold_soon(journal: Journal, upto: int) -> None:
+    """Queue :func:`~ledger_app.tasks.fold_journal` of ``journal`` up to seq ``upto``.
+
+    With a broker, a worker runs it. Eager (the embedded default) it runs in-process: at
+    once, or, inside a :func:`ledger_app.background.after_block` (a proxied call), on the
+    background thread once the block ends, so the call never waits on it.
+    """
+
+    def enqueue() -> None:
+        task_run_enqueue(task=fold_journal, journal=journal, journal_id=journal.pk, upto=upto)
+
+    if not (settings.CELERY_TASK_ALWAYS_EAGER and defer_to_background(enqueue)):
+        enqueue()
 
 
 @receiver(check_wanted, sender=Journal, dispatch_uid="ledger_app.queue_check")

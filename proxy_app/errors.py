@@ -42,6 +42,24 @@ class ContextFailed(ProxyError):
     code = "context_failed"
 
 
+class FoldPending(ProxyError):
+    """The request fits its budgets only once more of its history is folded, and that fold
+    did not finish within ``PROXY_FOLD_SECONDS`` (HTTP 503 with ``Retry-After``).
+
+    Nothing is forwarded; the request's messages are journaled, the folds finished so far
+    are stored, and the rest goes on in the background: the same request sent again after
+    ``Retry-After`` seconds finds them folded (the OpenAI and Anthropic SDKs retry a 503
+    after that wait on their own).
+    """
+
+    status = 503
+    code = "fold_pending"
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class UpstreamUnreachable(ProxyError):
     """The upstream refused the connection or broke it before answering (HTTP 502)."""
 

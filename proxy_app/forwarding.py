@@ -80,6 +80,33 @@ def answer_of(surface: str, data: Any) -> tuple[Any, Any, dict[str, Any]] | None
     return {"role": "assistant", "content": data["content"]}, data.get("usage"), meta
 
 
+def answer_trailer(placed: Any) -> bytes:
+    """The server-sent-events comment a streamed answer ends with, after its last event:
+    where the answer was journaled, which the response headers (sent before the answer
+    existed) cannot say. One ``: Name: value`` line per header, then a blank line; SSE
+    clients skip comment lines (README, "The compacting proxy").
+
+    Args:
+        placed: the answer's :class:`~proxy_app.services.placement.Recorded`, or ``None``
+            when it could not be journaled.
+
+    Returns:
+        ``: X-Ledgerkeep-Answer-Journaled: true|false`` and, when journaled, the answer's
+        ``X-Ledgerkeep-Branch`` and ``-Revision`` (and ``-Branched-From`` when a resampled
+        answer opened a branch), UTF-8 bytes.
+    """
+    lines = [f": X-Ledgerkeep-Answer-Journaled: {'true' if placed else 'false'}"]
+    if placed is not None:
+        for name, value in scope_headers(placed).items():
+            if name in (
+                "X-Ledgerkeep-Branch",
+                "X-Ledgerkeep-Revision",
+                "X-Ledgerkeep-Branched-From",
+            ):
+                lines.append(f": {name}: {value}")
+    return ("\n".join(lines) + "\n\n").encode()
+
+
 async def journaled_forward(request: HttpRequest, surface: str) -> HttpResponseBase:
     """A journaled call of ``surface`` (``openai``, ``anthropic``, ``responses``): 405
     unless POST; a refusal before the upstream is reached in the error shape with the
@@ -149,22 +176,26 @@ async def journaled_forward(request: HttpRequest, surface: str) -> HttpResponseB
         # the answer is journaled as soon as its last event arrives, before that event is
         # passed on: a client that has read the whole stream finds it in the journal
         journaled = False
+        placed: Any = None
 
         async def finish(interrupted: bool) -> None:
-            nonlocal journaled
+            nonlocal journaled, placed
             journaled = True
             if assembler.started:
                 usage = assembler.usage or None
-                await sync_to_async(record)(
+                placed = await sync_to_async(record)(
                     assembler.message(), usage, assembler.meta(), interrupted
                 )
 
         try:
             async for chunk in upstream.aiter_bytes():
                 assembler.feed(chunk)
-                if assembler.done and not journaled:
+                last = assembler.done and not journaled
+                if last:
                     await finish(False)
                 yield chunk
+                if last and chunk.endswith((b"\n\n", b"\r\n\r\n")):
+                    yield answer_trailer(placed)
         except httpx.HTTPError:
             log.warning("proxy: the upstream broke off the stream")
         finally:

@@ -18,6 +18,7 @@ from django.http import HttpRequest
 
 from journal_app.auth import check_body_size
 from journal_app.formats.titles import short_title
+from ledger_app.background import after_block
 from proxy_app import services
 from proxy_app.prefix import request_messages
 from proxy_app.request_body import request_body
@@ -58,7 +59,7 @@ def prepared_headers(prepared: Prepared) -> dict[str, str]:
 def answer_journal(record: Callable[[], Recorded]) -> Recorded | None:
     """Journal an answer; a failure is logged, never kept from the client who has it."""
     try:
-        with services.sqlite_serial():
+        with after_block(), services.sqlite_serial():
             return record()
     except Exception:
         log.exception("proxy: the upstream's answer could not be journaled")
@@ -79,8 +80,11 @@ class JournaledCall:
 def call_prepare(request: HttpRequest, surface: str, headers: dict[str, str]) -> JournaledCall:
     """Steps 1-3 (synchronous: the ORM), one call at a time per process on SQLite
     (:func:`proxy_app.services.sqlite_serial`). ``headers`` gets the scope headers once
-    known, so a refusal after journaling still names where the messages went."""
-    with services.sqlite_serial():
+    known, so a refusal after journaling still names where the messages went. A fold the
+    append makes due runs after this, on the background thread or a worker
+    (:func:`ledger_app.background.after_block`); the call folds only what it needs, within
+    ``PROXY_FOLD_SECONDS`` (:func:`proxy_app.services.request_compact`)."""
+    with after_block(), services.sqlite_serial():
         return _checked_and_journaled(request, surface, headers)
 
 

@@ -8,6 +8,7 @@ automatic fold after an import or an append (the ``fold_journal`` task) and the 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,9 @@ from ledger_app.services.consolidate import ledger_consolidate
 from ledger_app.services.fold import ledger_fold
 from ledger_app.services.state import latest_fold
 from ledger_app.services.writer_registry import writer_resolve
+
+#: ``CompactReport.stopped`` when the ``deadline`` stopped the loop with rounds left to fold
+TIME_BUDGET_SPENT = "the time budget was spent; the rest is folded by the next run"
 
 
 @dataclass
@@ -143,6 +147,8 @@ def ledger_compact(
     fold_tokens: int | None = None,
     upto: int | None = None,
     max_folds: int = 10_000,
+    deadline: float | None = None,
+    consolidate: bool = True,
 ) -> CompactReport:
     """Fold a journal's unfolded rounds in slices, then consolidate.
 
@@ -162,6 +168,12 @@ def ledger_compact(
         fold_tokens: covered tokens per fold.
         upto: highest seq to fold (default: the head).
         max_folds: at most this many folds in this run.
+        deadline: a :func:`time.monotonic` value: no slice starts after it, and when it
+            stops the loop (``stopped`` says so) consolidation is left to the next run (a
+            proxied call folds within its time budget this way, README "The compacting
+            proxy"). ``None``: no time limit.
+        consolidate: ``False``: no consolidation at the end (a failed context's checkpoint
+            must not evict facts, docs/design.md 6, step 7).
 
     Returns:
         :class:`CompactReport` (rows, why it stopped, what was folded before).
@@ -174,6 +186,9 @@ def ledger_compact(
     budget = settings.LEDGER_FOLD_THRESHOLD_TOKENS if fold_tokens is None else fold_tokens
     report = CompactReport(writer=w.id, writer_label=w.label, existing=_existing(journal))
     while len(report.rows) < max_folds:
+        if deadline is not None and time.monotonic() >= deadline:
+            report.stopped = TIME_BUDGET_SPENT
+            return report
         if settings.DEBUG:  # as an import does: not every fold's SQL kept (DEBUG's query log)
             reset_queries()
         end = _slice_end(journal, budget, upto)
@@ -205,6 +220,8 @@ def ledger_compact(
         if result.consolidation is not None:
             report.rows.append(CompactRow(result.consolidation, result.consolidation.outcome))
         journal.refresh_from_db()
+    if not consolidate:
+        return report
     consolidated = ledger_consolidate(journal=journal)
     if consolidated.fold is not None:
         report.rows.append(CompactRow(consolidated.fold, consolidated.fold.outcome))

@@ -39,6 +39,7 @@ from ledger_app.context import (
 )
 from ledger_app.errors import LedgerError
 from ledger_app.models import Fold, FoldInvariants
+from ledger_app.services.compact import ledger_compact
 from ledger_app.services.context_reads import (
     ArtifactLookup,
     covered_end,
@@ -69,8 +70,11 @@ from ledger_app.validation import (
 WITHHELD = "[withheld: this item failed the privacy check]"
 
 
-def _checkpoint(journal: Journal, revision: int, may_fold: bool) -> dict[str, Any]:
+def _checkpoint(
+    journal: Journal, revision: int, may_fold: bool, deadline: float | None = None
+) -> dict[str, Any]:
     """Fold what is foldable; the latest fold is the checkpoint (docs/design.md 6, step 7).
+    With a ``deadline`` (a :func:`time.monotonic` value) in slices, none started after it.
 
     Never consolidates: a failed request at a small budget must not evict P2/P3
     facts from the stored ledger; consolidation belongs to the fold path and its 67,500-token
@@ -80,13 +84,19 @@ def _checkpoint(journal: Journal, revision: int, may_fold: bool) -> dict[str, An
             "fold": None,
             "reason": "no checkpoint: the ledger has moved past this revision (or read-only)",
         }
-    folded = None
+    created = False
     try:
-        folded = ledger_fold(journal=journal, upto=revision)
+        if deadline is None:
+            folded = ledger_fold(journal=journal, upto=revision)
+            created = bool(folded and folded.created)
+        else:
+            report = ledger_compact(
+                journal=journal, upto=revision, deadline=deadline, consolidate=False
+            )
+            created = any(r.created and r.fold is not None for r in report.rows)
     except LedgerError as exc:
         return {"fold": None, "reason": f"no checkpoint: the fold was refused: {exc}"}
     fold = latest_fold(journal)
-    created = bool(folded and folded.created)
     if fold is None:
         reason = "no checkpoint: nothing could be folded"
     else:
@@ -117,6 +127,7 @@ def context_build(
     fold: Fold | None = None,
     tools: Any = None,
     views: tuple[str, ...] = VIEWS,
+    fold_deadline: float | None = None,
 ) -> ContextResult:
     """Build the request for the agent's next model call, and its two other views.
 
@@ -138,6 +149,10 @@ def context_build(
             only when ``"frontend"`` is named (they read and scan every entry of the session:
             a caller that needs only the request does not pay for them). The model view and
             the debug trace are one build and always made.
+        fold_deadline: a :func:`time.monotonic` value: when the build must fold, it folds in
+            slices (:func:`ledger_app.services.ledger_compact`) and starts none after it, then
+            builds with what was folded (the proxy's ``PROXY_FOLD_SECONDS``). ``None``: one
+            fold up to what the build needs, however long it takes.
 
     Returns:
         :class:`ContextResult`. Idempotent in effect: a second call at the same revision finds
@@ -162,7 +177,10 @@ def context_build(
     def fold_more(upto: int) -> tuple[Mapping[str, Any], int]:
         if not may_fold:
             raise ContextError("folding is not possible here: read-only, or a later fold exists")
-        ledger_fold(journal=journal, upto=min(upto, rev))
+        if fold_deadline is None:
+            ledger_fold(journal=journal, upto=min(upto, rev))
+        else:
+            ledger_compact(journal=journal, upto=min(upto, rev), deadline=fold_deadline)
         newest = latest_fold(journal)
         return selectors.context_ledger(journal, newest), covered_end(journal, newest)
 
@@ -195,7 +213,7 @@ def context_build(
     failure = build.failure
     if build.status == "failed":
         failure = dict(failure or {})
-        failure["checkpoint"] = _checkpoint(journal, rev, may_fold)
+        failure["checkpoint"] = _checkpoint(journal, rev, may_fold, fold_deadline)
         trace["decisions"].append(
             {
                 "step": 7,

@@ -10,23 +10,23 @@ for byte the same for the provider's prompt cache (README "Prompt caching throug
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.core.cache import cache
 
 from journal_app.models import Entry, Journal
 from ledger_app.context.entry_text import short
+from ledger_app.receivers import fold_soon
 from ledger_app.services import latest_fold
-from ledger_app.services.context import context_build
+from ledger_app.services.context import ContextResult, context_build
+from ledger_app.services.context_explain import context_failure_explain
 from proxy_app.caching import client_marks, marks_place, stable_end
-from proxy_app.errors import (
-    ContextFailed,
-)
-from proxy_app.matching import (
-    chat_as_responses,
-)
+from proxy_app.errors import ContextFailed, FoldPending
+from proxy_app.matching import chat_as_responses, responses_input
 from proxy_app.prefix import prefix_digest
 from proxy_app.services.locks import sqlite_serial
 from proxy_app.services.placement import (
@@ -36,6 +36,7 @@ from proxy_app.services.prefix_index import (
     PREFIX_INDEX_SECONDS,
     RequestPrefix,
 )
+from proxy_app.services.scope import HEADER_BUDGET
 from proxy_app.services.sent_request import request_tokens, token_meter
 
 
@@ -54,6 +55,9 @@ class Prepared:
 #: share of the working budget a compaction leaves free, so that the calls after it extend
 #: the compacted request instead of rebuilding it (README "Prompt caching through the proxy")
 COMPACT_HEADROOM = 0.2
+
+#: ``Retry-After`` of a call answered 503 ``fold_pending``, seconds
+FOLD_RETRY_AFTER = 10
 
 
 def _compacted_key(journal: Journal, surface: str) -> str:
@@ -161,23 +165,27 @@ def request_compact(
         if extended is not None:
             return Prepared(extended[0], True, before, extended[1], working, number)
     target = max(1, int(working * (1 - COMPACT_HEADROOM)))
-    result = _context(surface, recorded, target, window, output_tokens)
-    if (
-        result.status != "ok"
-        or result.model_view is None
-        or result.debug_trace["ledger"].get("facts_left_out")
-    ):
-        # the headroom would cost ledger facts (or the request): the whole budget instead
-        result = _context(surface, recorded, working, window, output_tokens)
-    if result.status != "ok" or result.model_view is None:
-        reason = (result.failure or {}).get("reason") or "no valid context fits the budgets"
-        raise ContextFailed(f"the request cannot be compacted: {reason}; nothing forwarded")
+    # a fold the build needs runs in slices, none started after the time budget
+    deadline = time.monotonic() + settings.PROXY_FOLD_SECONDS
+    result, failed = _fitting(surface, recorded, target, working, window, output_tokens, deadline)
+    if result is None and time.monotonic() >= deadline:
+        fold_soon(recorded.journal, recorded.revision)
+        seconds = settings.PROXY_FOLD_SECONDS
+        raise FoldPending(
+            f"the request fits its budget only once more of its history is folded, and "
+            f"the fold did not finish within PROXY_FOLD_SECONDS ({seconds:g} s); it goes "
+            f"on in the background: send the request again in {FOLD_RETRY_AFTER} s; "
+            "nothing forwarded",
+            retry_after=FOLD_RETRY_AFTER,
+        )
+    if result is None:
+        raise ContextFailed(_failure_message(recorded, failed))
     view = result.model_view
+    assert view is not None  # _fitting returns only results with a model view
     fold = latest_fold(recorded.journal)
     number = fold.number if fold else None
     if surface == "responses":
-        out = {k: v for k, v in body.items() if k != "instructions"}
-        out["input"] = chat_as_responses(view["messages"])
+        out = _responses_compacted(body, view["messages"], result.debug_trace, recorded)
         after = result.debug_trace["tokens"]["request"] or request_tokens(surface, out)
         return Prepared(out, True, before, after, working, number)
     out = {**body, "messages": view["messages"]}
@@ -192,9 +200,15 @@ def request_compact(
 
 
 def _context(
-    surface: str, recorded: Recorded, working: int, window: int, output_tokens: int
-) -> Any:
-    """:func:`ledger_app.services.context.context_build` of the recorded revision."""
+    surface: str,
+    recorded: Recorded,
+    working: int,
+    window: int,
+    output_tokens: int,
+    deadline: float,
+) -> ContextResult:
+    """:func:`ledger_app.services.context.context_build` of the recorded revision, folding
+    in slices until ``deadline`` (a :func:`time.monotonic` value) when it must fold."""
     with sqlite_serial():
         return context_build(
             journal=recorded.journal,
@@ -204,7 +218,130 @@ def _context(
             target_format="openai" if surface == "responses" else surface,
             output_reserve=output_tokens,
             views=("model", "debug"),  # the frontend view is not forwarded: not built
+            fold_deadline=deadline,
         )
+
+
+def _fitting(
+    surface: str,
+    recorded: Recorded,
+    target: int,
+    working: int,
+    window: int,
+    output_tokens: int,
+    deadline: float,
+) -> tuple[ContextResult | None, ContextResult]:
+    """The context at ``target`` tokens, or at the whole ``working`` budget when the
+    headroom fails or would leave ledger facts out: ``(usable result or None, the last
+    result built)`` (the last one carries the failure to report)."""
+    result = _context(surface, recorded, target, window, output_tokens, deadline)
+    if (
+        result.status == "ok"
+        and result.model_view is not None
+        and not result.debug_trace["ledger"].get("facts_left_out")
+    ):
+        return result, result
+    result = _context(surface, recorded, working, window, output_tokens, deadline)
+    if result.status == "ok" and result.model_view is not None:
+        return result, result
+    return None, result
+
+
+def _failure_message(recorded: Recorded, failed: ContextResult) -> str:
+    """The 422 sentence of a context that cannot be built: the builder's reason and, when
+    one is known, a working budget that would fit
+    (:func:`ledger_app.services.context_explain.context_failure_explain`)."""
+    reason = (failed.failure or {}).get("reason") or "no valid context fits the budgets"
+    scale = ((failed.debug_trace.get("tokens") or {}).get("calibration") or {}).get("scale")
+    explained = context_failure_explain(
+        journal=recorded.journal,
+        revision=recorded.revision,
+        failure=failed.failure,
+        scale=float(scale or 1.0),
+    )
+    hint = ""
+    if explained and explained.get("budget"):
+        hint = (
+            f"; a working budget of {explained['budget']:,} tokens would fit "
+            f"(header {HEADER_BUDGET})"
+        )
+    return f"the request cannot be compacted: {reason}{hint}; nothing forwarded"
+
+
+#: the journal entry kind of each Responses input item type (anything else: ``event``)
+_ITEM_KINDS = {
+    "message": "message",
+    "function_call": "tool_call",
+    "custom_tool_call": "tool_call",
+    "function_call_output": "tool_result",
+    "custom_tool_call_output": "tool_result",
+    "reasoning": "reasoning",
+}
+
+
+def _tail_first(trace: Mapping[str, Any]) -> int | None:
+    """The first seq of the verbatim tail the builder kept (``rounds.protected_tail`` /
+    ``unfinished_tail`` of its trace), or ``None``."""
+    rounds = trace.get("rounds") or {}
+    firsts = [r[0] for r in (rounds.get("protected_tail"), rounds.get("unfinished_tail")) if r]
+    return min(firsts) if firsts else None
+
+
+def _responses_compacted(
+    body: dict[str, Any],
+    messages: list[dict[str, Any]],
+    trace: Mapping[str, Any],
+    recorded: Recorded,
+) -> dict[str, Any]:
+    """A compacted Responses request: the client's ``instructions`` kept as sent (not turned
+    into a system item: a backend may check them), the context's messages before the
+    verbatim tail as ``input`` items, then the client's own items for the tail, byte for
+    byte (``reasoning`` with its ``encrypted_content``, item ids, content parts).
+
+    The tail's entries (from the builder's trace up to the request's revision) are the
+    client's last items, one entry per item (the Responses importer's rule); when their
+    kinds do not line up (a derived entry between them, an item type the importer keeps as
+    an event), the whole context is converted instead (:func:`chat_as_responses`).
+    """
+    out = dict(body)
+    instructions = body.get("instructions")
+    if instructions:  # journaled as the first system message: sent once, as instructions
+        for n, m in enumerate(messages):
+            if m.get("role") == "system" and m.get("content") == instructions:
+                messages = [*messages[:n], *messages[n + 1 :]]
+                trace = {**trace, "sources": _without(trace.get("sources") or [], n)}
+                break
+    first = _tail_first(trace)
+    items = responses_input(body)
+    if first is not None and first <= recorded.revision:
+        rows = list(
+            Entry.objects.filter(
+                journal=recorded.journal, seq__gte=first, seq__lte=recorded.revision
+            )
+            .order_by("seq")
+            .values_list("entry_hash", "kind", "derived")
+        )
+        tail = items[len(items) - len(rows) :] if len(rows) <= len(items) else []
+        kinds = [
+            _ITEM_KINDS.get(i.get("type", "message" if "role" in i else ""), "event")
+            if isinstance(i, dict)
+            else ""
+            for i in tail
+        ]
+        if (
+            rows
+            and kinds == [k for _, k, derived in rows if not derived]
+            and len(kinds) == len(rows)
+        ):
+            stable = stable_end(trace.get("sources") or [], {short(h) for h, _, _ in rows})
+            out["input"] = [*chat_as_responses(messages[:stable]), *tail]
+            return out
+    out["input"] = chat_as_responses(messages)
+    return out
+
+
+def _without(sources: list[Any], n: int) -> list[Any]:
+    return [*sources[:n], *sources[n + 1 :]]
 
 
 def _cache_marked(
@@ -215,13 +352,12 @@ def _cache_marked(
     verbatim tail (:mod:`proxy_app.caching`); the tail's first seq comes from the builder's
     trace (``rounds.protected_tail`` / ``unfinished_tail``), its entries' hashes from one
     query bounded by the tail."""
-    rounds = trace.get("rounds") or {}
-    firsts = [r[0] for r in (rounds.get("protected_tail"), rounds.get("unfinished_tail")) if r]
+    first = _tail_first(trace)
     tail: set[str] = set()
-    if firsts:
+    if first is not None:
         hashes = Entry.objects.filter(
             journal=journal,
-            seq__gte=min(firsts),
+            seq__gte=first,
             seq__lte=trace.get("revision") or journal.head_seq,
         ).values_list("entry_hash", flat=True)
         tail = {short(h) for h in hashes}

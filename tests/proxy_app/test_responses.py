@@ -163,9 +163,11 @@ def test_a_full_input_request_over_the_budget_is_compacted_as_chat_is(live_serve
     assert answer.status_code == 200, answer.text
     assert answer.headers["X-Ledgerkeep-Compacted"] == "true"
     sent = upstream.requests[0]
-    assert "instructions" not in sent and sent["store"] is False
+    # the instructions go as sent, not also as a system item
+    assert sent["instructions"] == "Be careful." and sent["store"] is False
+    assert not any(item.get("content") == "Be careful." for item in sent["input"])
     assert all(
-        item.get("type") in ("message", "function_call", "function_call_output")
+        item.get("type", "message") in ("message", "function_call", "function_call_output")
         for item in sent["input"]
     )
     assert sent["input"][-1]["content"] == "Finish."
@@ -241,3 +243,49 @@ def test_the_readme_codex_provider_reaches_the_responses_endpoint(
     rows = entries(response.headers["X-Ledgerkeep-Session"])
     assert [e.text for e in rows][-1] == "Ready."
     assert upstream.headers[0]["authorization"] == "Bearer sk-server"
+
+
+def test_a_compacted_codex_request_keeps_its_tail_items_byte_for_byte(live_server, key, upstream):
+    items = list(FIRST)
+    for n in range(10):
+        items += [
+            {
+                "type": "reasoning",
+                "id": f"rs_{n}",
+                "summary": [{"type": "summary_text", "text": f"Thinking about step {n}."}],
+                "encrypted_content": f"{ENCRYPTED}{n}",
+            },
+            {
+                "type": "function_call",
+                "id": f"fc_{n}",
+                "call_id": f"call_{n}",
+                "name": "shell",
+                "arguments": json.dumps({"command": ["cat", f"src/file_{n}.py"]}),
+            },
+            {
+                "type": "function_call_output",
+                "call_id": f"call_{n}",
+                "output": f"contents of file {n} " + "code line " * 200,
+            },
+        ]
+    items.append(
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Go on."}]}
+    )
+    upstream.push(text="Done.")
+    body = _codex_body(items, stream=False)
+    answer = httpx.post(
+        f"{live_server.url}{URL}",
+        json=body,
+        headers={"Authorization": f"Bearer {key}", "X-Ledgerkeep-Working-Budget": "3000"},
+        timeout=60,
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["X-Ledgerkeep-Compacted"] == "true"
+    sent = upstream.requests[0]
+    assert sent["instructions"] == INSTRUCTIONS
+    assert sum(1 for i in sent["input"] if i.get("content") == INSTRUCTIONS) == 0
+    # the tail is the client's own items, reasoning and ids included, in order: the last
+    # round (reasoning with its encrypted content, the call, its output) and the request
+    assert sent["input"][-4:] == items[-4:]
+    assert sent["input"][-4]["encrypted_content"] == f"{ENCRYPTED}9"
+    assert len(sent["input"]) < len(items)

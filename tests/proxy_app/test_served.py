@@ -92,7 +92,13 @@ def test_the_async_views_answer_and_journal_through_the_async_client(db, key, up
     assert plain.status_code == 200
     assert json.loads(plain.content)["choices"][0]["message"]["content"] == "Twelve files."
     assert plain["X-Ledgerkeep-Answer-Journaled"] == "true"
-    assert streamed.status_code == 200 and chunks.endswith(b"data: [DONE]\n\n")
+    assert streamed.status_code == 200
+    # the last event, then the comment saying where the answer went (a resample: a branch)
+    events, trailer = chunks.rsplit(b"data: [DONE]\n\n", 1)
+    assert trailer == (
+        b": X-Ledgerkeep-Answer-Journaled: true\n: X-Ledgerkeep-Branch: b2\n"
+        b": X-Ledgerkeep-Revision: 3\n: X-Ledgerkeep-Branched-From: main@2\n\n"
+    )
     rows = entries("s-async")
     # one history; the second answer differs from the first: a sibling branch
     assert [e.text for e in rows] == [SYSTEM, "Count the files.", "Twelve files."]
