@@ -65,12 +65,18 @@ def _no_refused_key_limit(settings):
 @pytest.fixture(autouse=True)
 def _drain_background_checks(request):
     """A test with a live server answers pages whose stored check runs on the background
-    thread after commit (ledger_app.background); wait for it before the database is flushed,
-    or SQLite's shared in-memory database reports its table locked at teardown."""
-    if "live_server" not in request.fixturenames:
+    thread after commit (ledger_app.background), and a proxied call leaves the fold its
+    append made due to that thread; wait for it before the database is flushed, or
+    SQLite's shared in-memory database reports its table locked at teardown."""
+    if "live_server" in request.fixturenames:
+        request.getfixturevalue("transactional_db")
+    elif "transactional_db" in request.fixturenames or request.node.get_closest_marker(
+        "django_db"
+    ):
+        request.getfixturevalue("_django_db_helper")  # set up before: torn down after
+    else:
         yield
         return
-    request.getfixturevalue("transactional_db")
     yield
     from ledger_app.background import wait_for_background
 
