@@ -442,14 +442,15 @@ def direct_file_keys(roots: Iterable[str | Path]) -> dict[Path, str]:
     folder, never on the order or on what else appears later.
 
     Args:
-        roots: the paths given to ``follow``; folders among them are skipped.
+        roots: the paths given to ``follow``; folders and files not ending in ``.jsonl``
+            (which are not followed) are skipped.
 
     Returns:
         ``{absolute path: session key}`` for each file named directly.
     """
     groups: dict[str, set[Path]] = {}
     for root in map(Path, roots):
-        if not root.is_dir():
+        if root.suffix == SUFFIX and not root.is_dir():
             groups.setdefault(default_session_key(root), set()).add(root.resolve())
     keys: dict[Path, str] = {}
     for name, files in groups.items():

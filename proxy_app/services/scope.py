@@ -40,7 +40,8 @@ HEADER_BRANCH = "X-Ledgerkeep-Branch"
 HEADER_BUDGET = "X-Ledgerkeep-Working-Budget"
 SESSION_PREFIX = "px-"
 #: the headers Codex (codex-rs, Responses API) names its session with, read in this order:
-#: ``session_id`` (every version), ``conversation_id`` (older versions, the same value)
+#: ``session_id`` (every version), ``conversation_id`` (older versions, the same value);
+#: ``build_conversation_headers`` in openai/codex ``codex-rs/codex-api/src/requests/headers.rs``
 CODEX_SESSION_HEADERS = ("session_id", "conversation_id")
 #: the automatic session of a Codex session: this prefix and its id
 CODEX_SESSION_PREFIX = SESSION_PREFIX + "codex-"
