@@ -191,6 +191,7 @@ def count(path: str, database_url: str, tenant: str = "outside", tries: int = 2)
                     str(tiny),
                     "--tenant",
                     tenant,
+                    "--create-tenant",
                     "--session",
                     f"{session}-{i}",
                     "--format",

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -395,12 +396,25 @@ def jsonl_files(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def follow_session_key(path: Path, roots: Iterable[Path]) -> str:
-    """The session a followed file journals to: its path under the followed folder that
-    holds it, the folders joined by ``.`` (``projects/-work-repo/live.jsonl`` followed as
-    ``projects`` -> ``-work-repo.live``, so same-named files in different folders are
-    different sessions); a file named directly, its name (``live``). Characters a session
-    key cannot hold become ``-``; a key over 100 characters keeps its end and a hash of the
-    whole path."""
+    """The session a followed file journals to (README "Follow live agent logs").
+
+    A file under a followed folder: its path under the folder that holds it, the folders
+    joined by ``.`` (``projects/-work-repo/live.jsonl`` followed as ``projects`` ->
+    ``work-repo.live``, so same-named files in different folders are different sessions);
+    a file at the top of a followed folder, its name (``live``). A file named directly:
+    its key from :func:`direct_file_keys` over ``roots``: its name, or with its parent
+    folders when another file named directly has the same name. Characters a session key
+    cannot hold become ``-``; a key over 100 characters keeps its end and a hash of the
+    whole path.
+
+    Args:
+        path: the file (relative or absolute).
+        roots: every path given to ``follow`` (files and folders), in the order given.
+
+    Returns:
+        A valid session key, the same for the same file and arguments on every pass.
+    """
+    roots = list(roots)
     relative = None
     absolute = Path(path).resolve()
     for root in roots:
@@ -409,14 +423,64 @@ def follow_session_key(path: Path, roots: Iterable[Path]) -> str:
             break
         except ValueError:
             continue
+    if relative is not None and not relative.parts:  # the file itself was named
+        return direct_file_keys(roots).get(absolute, default_session_key(path))
     if relative is None or len(relative.parts) < 2:
         return default_session_key(path)
-    parts = [*relative.parts[:-1], default_session_key(path)]
+    return _joined_key([*relative.parts[:-1], default_session_key(path)], str(relative))
+
+
+def direct_file_keys(roots: Iterable[str | Path]) -> dict[Path, str]:
+    """The session keys of the files named directly among ``roots`` (not through a folder).
+
+    Each file keeps its name (``live.jsonl`` -> ``live``) unless another file named directly
+    has the same one: then each of those is named with as many of its parent folders as
+    tell them apart, joined by ``.`` as a folder's files are (``a/live.jsonl b/live.jsonl``
+    -> ``a.live``, ``b.live``; ``x/a/live.jsonl y/a/live.jsonl`` -> ``x.a.live``,
+    ``y.a.live``). The folders are those of the absolute path, so a file named relatively
+    and absolutely gets one key, and the keys depend only on the arguments and the working
+    folder, never on the order or on what else appears later.
+
+    Args:
+        roots: the paths given to ``follow``; folders and files not ending in ``.jsonl``
+            (which are not followed) are skipped.
+
+    Returns:
+        ``{absolute path: session key}`` for each file named directly.
+    """
+    groups: dict[str, set[Path]] = {}
+    for root in map(Path, roots):
+        if root.suffix == SUFFIX and not root.is_dir():
+            groups.setdefault(default_session_key(root), set()).add(root.resolve())
+    keys: dict[Path, str] = {}
+    for name, files in groups.items():
+        if len(files) == 1:
+            keys[next(iter(files))] = name
+            continue
+        folders = {f: f.parts[1:-1] for f in files}  # without the anchor ("/")
+        depth, longest = 1, max(map(len, folders.values()))
+        while depth < longest and len({d[-depth:] for d in folders.values()}) < len(files):
+            depth += 1
+        named = {f: _joined_key([*d[-depth:], name], str(f)) for f, d in folders.items()}
+        taken = Counter(named.values())
+        for f, key in named.items():  # names that read alike in one folder (Live, live)
+            keys[f] = key if taken[key] == 1 else _joined_key([_digest(str(f)), key], str(f))
+    return keys
+
+
+def _joined_key(parts: list[str], whole: str) -> str:
+    """``parts`` joined by ``.`` as a session key: characters a key cannot hold become
+    ``-``; over 100 characters, the end is kept behind 12 hex digits of the sha256 of
+    ``whole`` (the path it names)."""
     key = re.sub(r"[^A-Za-z0-9._-]", "-", ".".join(parts)).lstrip("._-") or "session"
     if len(key) > 100:
-        digest = hashlib.sha256(str(relative).encode("utf-8", "surrogatepass")).hexdigest()
-        key = f"{digest[:12]}-{key[-87:]}"
+        key = f"{_digest(whole)}-{key[-87:]}"
     return key
+
+
+def _digest(whole: str) -> str:
+    """12 hex digits of the sha256 of a path (keeps long or alike keys apart)."""
+    return hashlib.sha256(whole.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
 
 def follow_paths(
@@ -430,7 +494,8 @@ def follow_paths(
 ) -> None:
     """Follow every ``.jsonl`` file under ``paths``: one pass now, then on each change.
 
-    Each file is its own session, named by its path under the followed folder
+    Each file is its own session, named by its path under the followed folder, or by its
+    name (with its parent folders when files named directly share a name)
     (:func:`follow_session_key`). Each pass over a file reads only what was written since
     the last one (:class:`FollowState`). A malformed complete line is reported once (file, line number, why) and
     skipped (:func:`follow_file`); a file that cannot be read at all is reported and retried

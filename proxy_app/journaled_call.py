@@ -23,6 +23,7 @@ from proxy_app import services
 from proxy_app.prefix import request_messages
 from proxy_app.request_body import request_body
 from proxy_app.services import Prepared, Recorded
+from proxy_app.services.scope import codex_session_id
 
 log = logging.getLogger("ledgerkeep.proxy")
 
@@ -103,7 +104,12 @@ def _checked_and_journaled(
     prefix = []
     if surface == "responses" and body.get("previous_response_id"):
         prefix = services.previous_history(key.tenant, body["previous_response_id"])
-    scope = services.proxy_scope(key=key, headers=request.headers, items=[*prefix, *items])
+    scope = services.proxy_scope(
+        key=key,
+        headers=request.headers,
+        items=[*prefix, *items],
+        runtime_session=codex_session_id(request),
+    )
     title = next(
         (short_title(i.content["text"]) for i in items if i.kind == "message" and i.role == "user"),
         "",

@@ -35,7 +35,15 @@ SOURCES = sorted(
 def test_it_imports_verifies_and_folds(path, settings):
     settings.OPENAI_BASE_URL = ""  # the embedded default: no model configured
     out = io.StringIO()
-    call_command("import_journal", str(path), "--tenant", "corpus", "--no-progress", stdout=out)
+    call_command(
+        "import_journal",
+        str(path),
+        "--tenant",
+        "corpus",
+        "--create-tenant",
+        "--no-progress",
+        stdout=out,
+    )
     summary = out.getvalue()
     result = journal_import(path=path, tenant="corpus")  # idempotent: the same journals
     assert result.append.appended == 0

@@ -47,6 +47,49 @@ def tenant_ensure(*, slug: str, name: str = "") -> Tenant:
     return tenant
 
 
+#: the tenant a command writes to when none is named: created on first use (README quick start)
+DEFAULT_TENANT = "default"
+#: known tenants listed in a refusal, at most
+_TENANTS_LISTED = 20
+
+
+def tenant_for_command(slug: str, *, create: bool = False) -> str:
+    """Check the tenant a writing command (``import_journal``, ``follow``) names, before it
+    writes anything (README "Your own transcripts").
+
+    An existing tenant passes; a new one only when it is :data:`DEFAULT_TENANT` or
+    ``create`` is set (``--create-tenant``), so a mistyped ``--tenant`` never journals into a
+    tenant nobody looks at. Nothing is written here: the write that follows creates a new
+    tenant with :func:`tenant_ensure`, inside its own transaction.
+
+    Args:
+        slug: the tenant slug given on the command line.
+        create: whether a tenant that does not exist yet may be created.
+
+    Returns:
+        ``slug``, checked.
+
+    Raises:
+        JournalError: ``slug`` is not a valid scope part, or names no tenant and may not be
+            created; the message names the slug, the close matches (``difflib``), the known
+            tenants and how to create it.
+    """
+    _check_scope_part("tenant", slug)
+    if create or slug == DEFAULT_TENANT or Tenant.objects.filter(slug=slug).exists():
+        return slug
+    known = list(Tenant.objects.order_by("slug").values_list("slug", flat=True))
+    close = difflib.get_close_matches(slug, known, n=3, cutoff=0.6)
+    listed = ", ".join(known[:_TENANTS_LISTED]) or "none yet"
+    if len(known) > _TENANTS_LISTED:
+        listed += f" and {len(known) - _TENANTS_LISTED} more"
+    raise JournalError(
+        f"no tenant {slug!r}"
+        + (f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ";")
+        + f" known tenants: {listed}. Nothing written. To create tenant {slug!r}, run the "
+        f"command again with --create-tenant (or first: manage.py create_tenant {slug})"
+    )
+
+
 def session_ensure(
     *,
     tenant: Tenant,

@@ -3,8 +3,9 @@
 * :func:`proxy_authenticate`: the live key of the call (``X-Ledgerkeep-Key`` or a ledgerkeep
   key sent as the provider credential), counted against the API's rate limits;
 * :func:`proxy_scope`: the key's tenant, the session (from ``X-Ledgerkeep-Session``, else
-  :func:`derived_session_key` of the first system and user message), the lane and the branch
-  header, each checked against the journal's scope rule;
+  the runtime's own session id, :func:`codex_session_id` and :func:`runtime_session_key`,
+  else :func:`derived_session_key` of the first system and user message), the lane and the
+  branch header, each checked against the journal's scope rule;
 * the ``X-Ledgerkeep-*`` request header names.
 
 Nothing here writes to the journal (the rate limits count in the cache): a new session is
@@ -38,6 +39,13 @@ HEADER_LANE = "X-Ledgerkeep-Lane"
 HEADER_BRANCH = "X-Ledgerkeep-Branch"
 HEADER_BUDGET = "X-Ledgerkeep-Working-Budget"
 SESSION_PREFIX = "px-"
+#: the headers Codex (codex-rs, Responses API) names its session with, read in this order:
+#: ``session_id`` (every version), ``conversation_id`` (older versions, the same value);
+#: ``build_conversation_headers`` in openai/codex ``codex-rs/codex-api/src/requests/headers.rs``
+CODEX_SESSION_HEADERS = ("session_id", "conversation_id")
+#: the automatic session of a Codex session: this prefix and its id
+CODEX_SESSION_PREFIX = SESSION_PREFIX + "codex-"
+_KEY_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 
 
 def proxy_authenticate(request: HttpRequest) -> ApiKey:
@@ -84,6 +92,49 @@ def derived_session_key(items: Sequence[ParsedEntry]) -> str:
     return SESSION_PREFIX + hashlib.sha256(canonical_body(first)).hexdigest()[:24]
 
 
+def codex_session_id(request: HttpRequest) -> str | None:
+    """Codex's own session id of a proxied call (:data:`CODEX_SESSION_HEADERS`), or ``None``.
+
+    Django leaves out of ``request.headers`` every header whose name holds ``_`` (under
+    ASGI, the production server, and the development server), so the headers are read from
+    the ASGI scope as sent; a WSGI request (the test client) has them in ``META``
+    (``HTTP_SESSION_ID``). A blank value counts as none.
+    """
+    scope = getattr(request, "scope", None)
+    if isinstance(scope, dict):
+        sent = {
+            bytes(name).decode("latin1").lower(): bytes(value).decode("latin1")
+            for name, value in scope.get("headers", [])
+        }
+    else:
+        sent = {
+            name: str(request.META.get("HTTP_" + name.upper(), ""))
+            for name in CODEX_SESSION_HEADERS
+        }
+    for name in CODEX_SESSION_HEADERS:
+        value = (sent.get(name) or "").strip()
+        if value:
+            return value
+    return None
+
+
+def runtime_session_key(runtime_id: str) -> str:
+    """The automatic session key of a runtime's own session id: :data:`CODEX_SESSION_PREFIX`
+    and the id (a Codex id is a UUID: ``px-codex-0199a2b4-...``).
+
+    Each id gives one key, and two ids never the same: an id holding characters a session
+    key cannot hold (:data:`journal_app.schemas.SCOPE_PART`) has them as ``-`` and 12 hex
+    digits of the sha256 of the id added; one too long for a key keeps its start and that
+    hash (100 characters).
+    """
+    clean = _KEY_CHARS.sub("-", runtime_id)
+    key = CODEX_SESSION_PREFIX + clean
+    if clean == runtime_id and len(key) <= 100:
+        return key
+    digest = hashlib.sha256(runtime_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{key[: 100 - 13]}-{digest}"
+
+
 @dataclass
 class ProxyScope:
     """The scope a proxied call writes to: tenant, session key, lane, branch header."""
@@ -114,9 +165,19 @@ def _scope_header(headers: Mapping[str, str], name: str, part: str) -> str | Non
 
 
 def proxy_scope(
-    *, key: ApiKey, headers: Mapping[str, str], items: Sequence[ParsedEntry]
+    *,
+    key: ApiKey,
+    headers: Mapping[str, str],
+    items: Sequence[ParsedEntry],
+    runtime_session: str | None = None,
 ) -> ProxyScope:
     """Resolve the scope from the key and the ``X-Ledgerkeep-*`` headers.
+
+    The session is ``X-Ledgerkeep-Session`` when given; else, when the call carries the
+    runtime's own session id (``runtime_session``, :func:`codex_session_id`), the key
+    :func:`runtime_session_key` makes of it, so two Codex sessions that begin alike never
+    share a session and one that compacts its history never splits; else the key
+    :func:`derived_session_key` derives from the first system and user message.
 
     Sessions are per tenant (as in the REST API): the session header is looked up in the
     key's tenant only, and a name the tenant does not have yet is created there on the first
@@ -129,7 +190,12 @@ def proxy_scope(
     """
     tenant = key.tenant
     raw = _scope_header(headers, HEADER_SESSION, "session")
-    session_key = raw or derived_session_key(items)
+    if raw:
+        session_key = raw
+    elif runtime_session:
+        session_key = runtime_session_key(runtime_session)
+    else:
+        session_key = derived_session_key(items)
     lane = _scope_header(headers, HEADER_LANE, "lane") or "main"
     branch = _scope_header(headers, HEADER_BRANCH, "branch")
     session = Session.objects.filter(tenant=tenant, key=session_key).first()

@@ -137,7 +137,14 @@ def test_the_import_command_whose_connection_is_lost_after_commit_says_what_it_c
 
     with pytest.raises(CommandError) as caught:
         call_command(
-            "import_journal", str(SOURCE), "--tenant", "acme", "--session", "s1", "--no-progress"
+            "import_journal",
+            str(SOURCE),
+            "--tenant",
+            "acme",
+            "--create-tenant",
+            "--session",
+            "s1",
+            "--no-progress",
         )
 
     message = str(caught.value)
@@ -197,7 +204,9 @@ def test_the_import_command_says_a_commit_it_lost_is_unknown(monkeypatch, fault_
     )
 
     with pytest.raises(CommandError) as caught:
-        call_command("import_journal", str(SOURCE), "--tenant", "acme", "--no-progress")
+        call_command(
+            "import_journal", str(SOURCE), "--tenant", "acme", "--create-tenant", "--no-progress"
+        )
 
     message = str(caught.value)
     assert message.startswith(f"import of {SOURCE}: the database connection was lost while ")
@@ -277,7 +286,9 @@ def test_the_import_command_into_a_full_artifact_store_names_it_and_writes_nothi
     settings, disk_full
 ):
     with pytest.raises(CommandError) as caught:
-        call_command("import_journal", str(SOURCE), "--tenant", "acme", "--no-progress")
+        call_command(
+            "import_journal", str(SOURCE), "--tenant", "acme", "--create-tenant", "--no-progress"
+        )
 
     assert str(caught.value).startswith(
         f"import failed, nothing written: the artifact store ({settings.MEDIA_ROOT}) is full: "

@@ -33,6 +33,15 @@ def _media(settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path / "media"
 
 
+@pytest.fixture(autouse=True)
+def _other(db):
+    """The tenant the exports are re-imported into (``import_journal`` refuses an unknown
+    tenant unless ``--create-tenant`` is given)."""
+    from journal_app.services import tenant_ensure
+
+    tenant_ensure(slug="other")
+
+
 def _original(corpus):
     """A corpus session with 3 folds, a decided and a pending retirement, comments, receipts."""
     j = journal_import(path=corpus / SOURCE, tenant="acme", session="air").journal

@@ -12,6 +12,15 @@ from recovery_app.management.commands.import_journal import Command
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "corpus" / "openai-chat-tool-calls"
 
 
+@pytest.fixture(autouse=True)
+def _acme(db):
+    """The tenant these imports name (``import_journal`` refuses an unknown tenant unless
+    ``--create-tenant`` is given)."""
+    from journal_app.services import tenant_ensure
+
+    tenant_ensure(slug="acme")
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize(
     ("argv0", "prog"),

@@ -37,7 +37,14 @@ def _folds(settings, tmp_path):
 
 def _import(*extra: str, err: io.StringIO) -> None:
     call_command(
-        "import_journal", str(SOURCE), "--tenant", "acme", *extra, stdout=io.StringIO(), stderr=err
+        "import_journal",
+        str(SOURCE),
+        "--tenant",
+        "acme",
+        "--create-tenant",
+        *extra,
+        stdout=io.StringIO(),
+        stderr=err,
     )
 
 

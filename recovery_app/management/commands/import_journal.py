@@ -1,4 +1,9 @@
-"""``manage.py import_journal PATH [--format F] [--tenant T --session S --lane L --branch B]``.
+"""``manage.py import_journal PATH [--format F] [--tenant T [--create-tenant] --session S
+--lane L --branch B]``.
+
+A tenant that does not exist yet is refused before anything is read, unless it is ``default``
+or ``--create-tenant`` is given (:func:`journal_app.services.scope.tenant_for_command`); the
+import creates it in its own transaction.
 
 Two progress bars (journal_app/progress.py, as the other long commands): the source's bytes
 read, hashed and written, then the automatic fold after the commit (entries folded of the
@@ -19,6 +24,7 @@ from django.utils import timezone
 
 from journal_app.formats import FORMATS, FormatError, ParsedSession
 from journal_app.hashing import display
+from journal_app.management.tenant_option import add_tenant_arguments, command_tenant
 from journal_app.models import Journal
 from journal_app.progress import Progress
 from journal_app.services import CommitUnconfirmed, ConflictError, JournalError
@@ -51,9 +57,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--format", dest="fmt", choices=sorted(FORMATS), help="source format (default: detect)"
         )
-        parser.add_argument(
-            "--tenant", default="default", help="tenant slug (default: %(default)s)"
-        )
+        add_tenant_arguments(parser)
         parser.add_argument(
             "--session", default=None, help="session key (default: from the file name)"
         )
@@ -62,6 +66,7 @@ class Command(BaseCommand):
         parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        command_tenant(opts, refused=f"import of {opts['path']} refused: ")
         bar: Progress | None = None
         started = timezone.now()
         quiet = opts["no_progress"] or opts["verbosity"] == 0

@@ -218,7 +218,9 @@ def test_a_float_for_openhands_tool_calls_is_a_clear_error(tmp_path):
 def test_the_openhands_float_is_a_command_error_not_a_traceback(tmp_path):
     path = _openhands(tmp_path, _float_tool_calls)
     with pytest.raises(CommandError, match="nothing written.*tool_calls"):
-        call_command("import_journal", str(path), "--tenant", "acme", "--no-progress")
+        call_command(
+            "import_journal", str(path), "--tenant", "acme", "--create-tenant", "--no-progress"
+        )
     assert not Entry.objects.exists()
 
 
