@@ -13,18 +13,24 @@ import re
 from itertools import accumulate
 from typing import Any
 
-#: a JSON string literal, escapes included (its brackets are not structure)
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_BRACKET = re.compile(rb"[\[\]{}]")
-_OPEN = frozenset(b"[{")
+#: bytes that are not structure (deleted), and the brackets as steps of +1 / -1 (signed bytes)
+_NOT_BRACKET = bytes(c for c in range(256) if c not in b"[]{}")
+_STEP = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 
 
 def json_depth(raw: bytes) -> int:
     """How deep the arrays and objects of JSON text ``raw`` nest (0 for a scalar, 1 for
     ``[]``); string contents are skipped. Malformed text gives some number (the parser
-    refuses it afterwards)."""
-    structure = _STRING.sub(b"", raw)
-    steps = (1 if m.group()[0] in _OPEN else -1 for m in _BRACKET.finditer(structure))
+    refuses it afterwards).
+
+    Every step runs in C (no Python step per bracket): the escaped backslashes and quotes
+    are taken out, so every remaining quote opens or closes a string and the text outside
+    strings is every other piece between quotes; its brackets become +1 / -1 and the depth
+    is the highest running sum.
+    """
+    plain = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    structure = b"".join(plain.split(b'"')[::2])
+    steps = memoryview(structure.translate(_STEP, _NOT_BRACKET)).cast("b")
     return max(accumulate(steps, initial=0))
 
 
