@@ -13,9 +13,11 @@ import re
 from itertools import accumulate
 from typing import Any
 
-#: bytes that are not structure (deleted), and the brackets as steps of +1 / -1 (signed bytes)
-_NOT_BRACKET = bytes(c for c in range(256) if c not in b"[]{}")
+#: bytes that are neither structure nor quotes (deleted first: the rest is a few per cent)
+_NOT_STRUCTURE = bytes(c for c in range(256) if c not in b'"[]{}')
+#: the brackets as steps of +1 / -1 (signed bytes); quotes deleted
 _STEP = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+_QUOTE = b'"'
 
 
 def json_depth(raw: bytes) -> int:
@@ -24,14 +26,15 @@ def json_depth(raw: bytes) -> int:
     refuses it afterwards).
 
     Every step runs in C (no Python step per bracket): the escaped backslashes and quotes
-    are taken out, so every remaining quote opens or closes a string and the text outside
-    strings is every other piece between quotes; its brackets become +1 / -1 and the depth
-    is the highest running sum.
+    are taken out, so every remaining quote opens or closes a string; what is not a quote
+    or a bracket goes, and the text outside strings is every other piece between quotes;
+    its brackets become +1 / -1 and the depth is the highest running sum.
     """
-    plain = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
-    structure = b"".join(plain.split(b'"')[::2])
-    steps = memoryview(structure.translate(_STEP, _NOT_BRACKET)).cast("b")
-    return max(accumulate(steps, initial=0))
+    if b"\\" in raw:
+        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    pieces = raw.translate(None, _NOT_STRUCTURE).split(_QUOTE)
+    structure = b"".join(pieces[::2]).translate(_STEP, _QUOTE)
+    return max(accumulate(memoryview(structure).cast("b"), initial=0))
 
 
 #: a NUL or a UTF-16 surrogate in a parsed string (a surrogate there is always a lone one)

@@ -6,10 +6,12 @@ recent requests' readings (:data:`READINGS` of them, per process) so that a requ
 first ``n`` messages are exactly a remembered request's messages reads only the messages
 after them:
 
-* **exactly**: the remembered request's messages and system prompt are compared by a
-  blake2b fingerprint of their ``marshal`` form (version 2: types kept, so ``1``, ``1.0``
-  and ``true`` differ, keys in the order they were sent), so the reused items are what a
-  whole reading of the new request gives for those messages;
+* **exactly**: the remembered request's messages and system prompt are compared in their
+  ``marshal`` form (version 2: no back-references, types kept, so ``1``, ``1.0`` and
+  ``true`` differ, keys in the order they were sent; the form of a list is a header and
+  its elements' self-delimiting forms one after the other, so the new request's form
+  starting with the remembered elements' means its first ``n`` messages are those), so the
+  reused items are what a whole reading of the new request gives for those messages;
 * **the suffix alone**: ``read(messages[n:])`` gives the items a whole reading gives for
   them only when no tool call id of the suffix was used before it (an importer numbers a
   reused id ``id#2``) and its tool results answer calls of the suffix itself (else the
@@ -25,7 +27,6 @@ before: the memo changes what is computed, never its value.
 
 from __future__ import annotations
 
-import hashlib
 import marshal
 import operator
 import threading
@@ -38,7 +39,9 @@ from proxy_app.prefix import digest_extend, digest_start, digest_value
 
 #: readings a process remembers (newest first); a longer gap between two calls of one
 #: session than this many other calls reads that session's next request whole
-READINGS = 32
+READINGS = 64
+#: bytes of ``marshal`` forms the remembered readings hold at most (the oldest go first)
+READING_BYTES = 64 * 2**20
 #: sha256 states a reading keeps at earlier requests' message counts (newest first)
 CHECKPOINTS = 4
 
@@ -54,7 +57,8 @@ class Reading:
     Attributes:
         surface: ``"openai"`` or ``"anthropic"``.
         count: how many messages.
-        fingerprint: blake2b of the ``marshal`` form of ``(surface, head, messages)``.
+        head: the ``marshal`` form of ``(surface, head)``.
+        form: the ``marshal`` form of the messages' list less its header: the elements'.
         last: the last message (a cheap first check before the fingerprint).
         items: the request's items, as the importer reads them (shared: never mutated).
         call_ids: every tool call id of the items, journal and source ids alike.
@@ -64,7 +68,8 @@ class Reading:
 
     surface: str
     count: int
-    fingerprint: bytes
+    head: bytes
+    form: bytes
     last: Any
     items: tuple[ParsedEntry, ...]
     call_ids: frozenset[str]
@@ -95,8 +100,14 @@ _current = threading.local()
 COUNTS = ReadCounts()
 
 
-def _fingerprint(surface: str, head: Any, messages: Sequence[Any]) -> bytes:
-    return hashlib.blake2b(marshal.dumps((surface, head, list(messages)), 2)).digest()
+#: the header of a list's ``marshal`` form (type and length), before its elements'
+_LIST_HEADER = len(marshal.dumps([], 2))
+
+
+def _forms(surface: str, head: Any, messages: Sequence[Any]) -> tuple[bytes, bytes]:
+    """``(head form, list form)``: ``marshal`` version 2 of ``(surface, head)`` and of the
+    messages' list (header included)."""
+    return marshal.dumps((surface, head), 2), marshal.dumps(list(messages), 2)
 
 
 def _call_ids(items: Sequence[ParsedEntry]) -> set[str]:
@@ -108,17 +119,18 @@ def _call_ids(items: Sequence[ParsedEntry]) -> set[str]:
     return ids
 
 
-def _remembered(surface: str, head: Any, messages: Sequence[Any]) -> Reading | None:
-    """The newest remembered reading whose messages start ``messages`` exactly."""
+def _remembered(surface: str, head: bytes, form: bytes, messages: Sequence[Any]) -> Reading | None:
+    """The newest remembered reading whose messages start ``messages`` exactly (``head``,
+    ``form``: :func:`_forms` of the request)."""
     with _lock:
         readings = list(_readings)
     for reading in readings:
         n = reading.count
-        if reading.surface != surface or not n or n > len(messages):
+        if reading.head != head or not n or n > len(messages):
             continue
         if messages[n - 1] != reading.last:
             continue
-        if _fingerprint(surface, head, messages[:n]) == reading.fingerprint:
+        if form.startswith(reading.form, _LIST_HEADER):
             return reading
     return None
 
@@ -126,7 +138,12 @@ def _remembered(surface: str, head: Any, messages: Sequence[Any]) -> Reading | N
 def _remember(reading: Reading) -> None:
     with _lock:
         _readings.insert(0, reading)
-        del _readings[READINGS:]
+        held = 0
+        for n, kept in enumerate(_readings):
+            held += len(kept.form)
+            if n >= READINGS or held > READING_BYTES:
+                del _readings[n:]
+                break
 
 
 def _suffix_items(
@@ -165,7 +182,8 @@ def history_items(
         earlier calls (callers copy before changing one, as ``dataclasses.replace`` does).
         The reading is remembered for the next call and for :func:`request_digest`.
     """
-    known = _remembered(surface, head, messages)
+    head_form, form = _forms(surface, head, messages)
+    known = _remembered(surface, head_form, form, messages)
     fresh = _suffix_items(known, messages, read_suffix) if known is not None else None
     if known is not None and fresh is not None:
         items = [*known.items, *fresh]
@@ -186,7 +204,8 @@ def history_items(
     reading = Reading(
         surface,
         len(messages),
-        _fingerprint(surface, head, messages),
+        head_form,
+        form[_LIST_HEADER:],
         messages[-1] if messages else None,
         tuple(items),
         frozenset(call_ids),
