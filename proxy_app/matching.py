@@ -33,7 +33,7 @@ from journal_app.formats import anthropic, openai_chat, openai_responses
 from journal_app.formats.base import FormatError, ParsedEntry, check_pairing
 from journal_app.formats.source import Source
 from journal_app.hashing import canonical_body
-from proxy_app.reading import history_items
+from proxy_app.reading import history_items, known_call_ids
 
 #: kinds a runtime never resends: they are journaled but skipped when matching
 UNMATCHED_KINDS = ("event", "reasoning")
@@ -322,8 +322,11 @@ def _answer_alone(
         return None
     calls = [i.tool_call_id for i in items if i.kind == "tool_call"]
     if calls:
-        used = {i.tool_call_id for i in request if i.kind == "tool_call"}
-        used.update(str(i.metadata.get("source_tool_call_id", "")) for i in request)
+        used = known_call_ids(request)
+        if used is None:  # not the request just read: its ids, one item at a time
+            ids = {i.tool_call_id for i in request if i.kind == "tool_call"}
+            ids.update(str(i.metadata.get("source_tool_call_id", "")) for i in request)
+            used = frozenset(ids)
         if any(c in used for c in calls):
             return None
     at = f"messages[{len(body['messages'])}]"

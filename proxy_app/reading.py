@@ -214,6 +214,7 @@ def history_items(
     if messages:
         _remember(reading)
     _current.last = (head, messages, reading)
+    _current.items = (items, reading.call_ids)
     return items
 
 
@@ -240,6 +241,16 @@ def request_digest(head: Any, messages: Sequence[Any], m: int) -> str | None:
     return digest_value(state)
 
 
+def known_call_ids(items: Sequence[ParsedEntry]) -> frozenset[str] | None:
+    """Every tool call id (journal and source ids) of ``items`` when they are the list this
+    thread's last :func:`history_items` returned (the same object), else ``None``."""
+    last = getattr(_current, "items", None)
+    if last is None or last[0] is not items:
+        return None
+    ids: frozenset[str] = last[1]
+    return ids
+
+
 def read_counts() -> ReadCounts:
     """A copy of the counters (:class:`ReadCounts`) since the process started."""
     return ReadCounts(**vars(COUNTS))
@@ -250,3 +261,4 @@ def forget_readings() -> None:
     with _lock:
         _readings.clear()
     _current.last = None
+    _current.items = None

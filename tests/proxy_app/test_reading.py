@@ -13,7 +13,7 @@ from proxy_app import matching
 from proxy_app.bodies import json_depth
 from proxy_app.matching import _parsed, _request_data, request_items
 from proxy_app.prefix import prefix_digest, request_messages
-from proxy_app.reading import forget_readings, read_counts
+from proxy_app.reading import forget_readings, known_call_ids, read_counts
 from proxy_app.services.prefix_index import RequestPrefix
 
 
@@ -144,3 +144,10 @@ def test_json_depth_skips_strings_and_escapes() -> None:
         json.dumps([{"k": 'q"[{', "l": ["\\", ["]"]]}]).encode(),
     ]
     assert [json_depth(t) for t in texts] == [0, 1, 4, 3, 0, 4]
+
+
+def test_the_call_ids_of_the_request_just_read_are_known_without_a_walk() -> None:
+    history = [*_history(3), *_tool_turn("call_1"), *_tool_turn("call_1")]
+    items = request_items("openai", {"model": "m", "messages": history})
+    assert known_call_ids(items) == {"call_1", "call_1#2"}
+    assert known_call_ids(list(items)) is None  # another list: the caller walks it
