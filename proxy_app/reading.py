@@ -22,7 +22,9 @@ after them:
   the new messages' JSON.
 
 A miss (another process, an edited history, a new session) reads the request whole, as
-before: the memo changes what is computed, never its value.
+before: the memo changes what is computed, never its value. It is one per process, across
+tenants: a reading is a function of the messages alone, and another tenant's is reused
+only for messages exactly equal to its own.
 """
 
 from __future__ import annotations
