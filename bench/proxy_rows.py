@@ -3,8 +3,10 @@ history of 230 / 1,000 / 5,000 messages (``--small``: 230 and 1,000), the fitted
 over the lengths (goal <= 0.2: flat in history length), and the same calls through
 LiteLLM's proxy in front of the same scripted upstream (goal: within 3x of it).
 
-Each call goes through the async view in process (Django's ``AsyncClient``) to a scripted
-upstream on 127.0.0.1, uncompacted (a working budget above the history) and with automatic
+Each call goes through the async view in process (Django's ``AsyncClient``, the body
+encoded before the clock starts) to a scripted upstream on 127.0.0.1 running in a process
+of its own (its work is not the proxy's: LiteLLM's figure does not count it either),
+uncompacted (a working budget above the history) and with automatic
 folds off, so the figure is the proxy's own work: key check, placement of the resent
 history (README "How the proxy places a history": the prefix index), journaling of the new
 message and of the answer. The first call of each length journals the whole history and is
@@ -27,6 +29,7 @@ import pstats
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -88,6 +91,54 @@ def _tree_cpu(root: int) -> float:
         grew = bool(more)
         tree |= more
     return sum(times.get(p, 0.0) for p in tree)
+
+
+#: the code the upstream's own process runs: a scripted upstream with answers for every call
+_UPSTREAM = """
+import sys
+from tests.proxy_app.upstream import ScriptedUpstream
+up = ScriptedUpstream()
+for n in range(int(sys.argv[1])):
+    up.push(text=f"answer {n}")
+print(up.port, flush=True)
+sys.stdin.read()
+up.stop()
+"""
+
+
+class _UpstreamProcess:
+    """A scripted upstream (:class:`tests.proxy_app.upstream.ScriptedUpstream`) in a child
+    process, scripted with ``answers`` plain answers: its CPU is not counted as the proxy's.
+    ``push`` does nothing (the answers are scripted up front)."""
+
+    def __init__(self, answers: int = 2000) -> None:
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", _UPSTREAM, str(answers)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=Path(__file__).resolve().parent.parent,
+            text=True,
+        )
+        assert self._proc.stdout is not None
+        self.port = int(self._proc.stdout.readline())
+
+    @property
+    def openai_base(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def push(self, **_: Any) -> None:
+        pass
+
+    def __enter__(self) -> _UpstreamProcess:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        assert self._proc.stdin is not None
+        self._proc.stdin.close()
+        try:
+            self._proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
 
 
 #: LiteLLM calls per history length, timed as one batch (a 10 ms tick over 30 calls: 0.3 ms)
@@ -239,14 +290,18 @@ def run(small: bool = False, profile: bool = False) -> dict[str, Any]:
 
     from journal_app.auth import api_key_create
     from journal_app.services import tenant_ensure
+    from proxy_app.reading import read_counts
     from tests.proxy_app.upstream import ScriptedUpstream
 
     lengths = [230, 1000] if small else [230, 1000, 5000]
-    profiler = cProfile.Profile() if profile else None
+    # one profile per length, timed in CPU seconds (a wall-clock profile counts the waits
+    # of the thread handing the view's sync part over as work)
+    profilers = {n: cProfile.Profile(time.process_time) for n in lengths} if profile else {}
     key = api_key_create(tenant=tenant_ensure(slug="bench-proxy"), name="bench")[1]
     client = AsyncClient()
     figures: dict[int, float] = {}
-    with ScriptedUpstream() as up:
+    work: dict[int, dict[str, float]] = {}
+    with _UpstreamProcess() as up:
         with override_settings(
             UPSTREAM_OPENAI_BASE_URL=up.openai_base,
             UPSTREAM_OPENAI_API_KEY="",
@@ -261,14 +316,18 @@ def run(small: bool = False, profile: bool = False) -> dict[str, Any]:
                 }
                 messages = _history(n)
                 samples = []
+                before = read_counts()
                 for call in range(CALLS):  # the first call journals the history: not measured
-                    up.push(text=f"answer {call}")
-                    if profiler is not None and call and n == lengths[-1]:
+                    if call == 1:
+                        before = read_counts()
+                    data = json.dumps({"model": "bench", "messages": messages}).encode()
+                    profiler = profilers.get(n) if call else None
+                    if profiler is not None:
                         profiler.enable()
                     started = time.process_time()
                     response = async_to_sync(client.post)(
                         "/proxy/openai/v1/chat/completions",
-                        {"model": "bench", "messages": messages},
+                        data,
                         content_type="application/json",
                         headers=headers,
                         secure=True,
@@ -284,10 +343,22 @@ def run(small: bool = False, profile: bool = False) -> dict[str, Any]:
                     if call:
                         samples.append(spent)
                     messages = _next_turn(messages, response.json(), call)
+                after = read_counts()
                 figures[n] = statistics.median(samples)
-                print(f"proxy: {n:>5} messages: {figures[n]:.3f} CPU s per call")
-    if profiler is not None:
-        pstats.Stats(profiler).sort_stats("cumulative").print_stats(40)
+                work[n] = {
+                    "read_whole": after.whole - before.whole,
+                    "messages_read_per_call": (after.messages_read - before.messages_read)
+                    / (CALLS - 1),
+                    "messages_digested_per_call": (
+                        after.messages_digested - before.messages_digested
+                    )
+                    / (CALLS - 1),
+                }
+                print(f"proxy: {n:>5} messages: {figures[n]:.3f} CPU s per call; work {work[n]}")
+    for n, profiler in profilers.items():
+        print(f"proxy: profile of {CALLS - 1} calls adding one message to {n} messages")
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(45)
     with ScriptedUpstream() as up:
         with override_settings(
             UPSTREAM_ANTHROPIC_BASE_URL=up.anthropic_base,
@@ -297,7 +368,7 @@ def run(small: bool = False, profile: bool = False) -> dict[str, Any]:
             caching = _cache_share(client, key, up, 64 if small else 96)
     print(f"proxy: prompt cache: {caching}")
     exponent = _fit(lengths, [figures[n] for n in lengths])
-    with ScriptedUpstream() as up:
+    with _UpstreamProcess() as up:
         baseline, note = _litellm_cpu(lengths, up)
     summary = []
     for n in lengths:
@@ -345,6 +416,7 @@ def run(small: bool = False, profile: bool = False) -> dict[str, Any]:
     return {
         "prompt_cache": caching,
         "per_call_cpu_seconds": figures,
+        "per_call_work": work,
         "litellm_cpu_seconds": baseline,
         "baseline": note,
         "exponent": exponent,

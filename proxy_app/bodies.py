@@ -13,19 +13,28 @@ import re
 from itertools import accumulate
 from typing import Any
 
-#: a JSON string literal, escapes included (its brackets are not structure)
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_BRACKET = re.compile(rb"[\[\]{}]")
-_OPEN = frozenset(b"[{")
+#: bytes that are neither structure nor quotes (deleted first: the rest is a few per cent)
+_NOT_STRUCTURE = bytes(c for c in range(256) if c not in b'"[]{}')
+#: the brackets as steps of +1 / -1 (signed bytes); quotes deleted
+_STEP = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+_QUOTE = b'"'
 
 
 def json_depth(raw: bytes) -> int:
     """How deep the arrays and objects of JSON text ``raw`` nest (0 for a scalar, 1 for
     ``[]``); string contents are skipped. Malformed text gives some number (the parser
-    refuses it afterwards)."""
-    structure = _STRING.sub(b"", raw)
-    steps = (1 if m.group()[0] in _OPEN else -1 for m in _BRACKET.finditer(structure))
-    return max(accumulate(steps, initial=0))
+    refuses it afterwards).
+
+    Every step runs in C (no Python step per bracket): the escaped backslashes and quotes
+    are taken out, so every remaining quote opens or closes a string; what is not a quote
+    or a bracket goes, and the text outside strings is every other piece between quotes;
+    its brackets become +1 / -1 and the depth is the highest running sum.
+    """
+    if b"\\" in raw:
+        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    pieces = raw.translate(None, _NOT_STRUCTURE).split(_QUOTE)
+    structure = b"".join(pieces[::2]).translate(_STEP, _QUOTE)
+    return max(accumulate(memoryview(structure).cast("b"), initial=0))
 
 
 #: a NUL or a UTF-16 surrogate in a parsed string (a surrogate there is always a lone one)

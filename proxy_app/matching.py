@@ -33,6 +33,7 @@ from journal_app.formats import anthropic, openai_chat, openai_responses
 from journal_app.formats.base import FormatError, ParsedEntry, check_pairing
 from journal_app.formats.source import Source
 from journal_app.hashing import canonical_body
+from proxy_app.reading import history_items, known_call_ids
 
 #: kinds a runtime never resends: they are journaled but skipped when matching
 UNMATCHED_KINDS = ("event", "reasoning")
@@ -271,7 +272,30 @@ def request_items(surface: str, body: dict[str, Any]) -> list[ParsedEntry]:
             ``messages[i].<field>``, ``input[i].<field>``, or ``system``), or a tool result
             without its call.
     """
-    return _parsed(surface, _request_data(surface, body))
+    data = _request_data(surface, body)
+    if surface == "responses":
+        return _parsed(surface, data)
+    return history_items(
+        surface,
+        data.get("system"),
+        data["messages"],
+        lambda: _parsed(surface, data),
+        lambda messages, at: _read_alone(surface, messages, at),
+    )
+
+
+def _read_alone(surface: str, messages: Sequence[Any], at: int) -> list[ParsedEntry]:
+    """The items of ``messages`` read alone as the ``at``-th and later messages of a
+    request (their ``source_ref`` shifted by ``at``): the suffix reader of
+    :func:`proxy_app.reading.history_items`. Raises :class:`RequestInvalid`."""
+    items = _parsed(surface, {"messages": list(messages)})
+    for item in items:
+        ref = item.source_ref
+        if not ref.startswith("messages["):
+            raise RequestInvalid("messages", f"unexpected source position {ref!r}")
+        close = ref.index("]")
+        item.source_ref = f"messages[{int(ref[9:close]) + at}{ref[close:]}"
+    return items
 
 
 def _field_path(exc: FormatError, surface: str = "openai") -> str:
@@ -298,8 +322,11 @@ def _answer_alone(
         return None
     calls = [i.tool_call_id for i in items if i.kind == "tool_call"]
     if calls:
-        used = {i.tool_call_id for i in request if i.kind == "tool_call"}
-        used.update(str(i.metadata.get("source_tool_call_id", "")) for i in request)
+        used = known_call_ids(request)
+        if used is None:  # not the request just read: its ids, one item at a time
+            ids = {i.tool_call_id for i in request if i.kind == "tool_call"}
+            ids.update(str(i.metadata.get("source_tool_call_id", "")) for i in request)
+            used = frozenset(ids)
         if any(c in used for c in calls):
             return None
     at = f"messages[{len(body['messages'])}]"

@@ -53,3 +53,38 @@ def prefix_digest(head: Any, messages: Sequence[Any], m: int) -> str:
     if '"cache_control":' in text:
         text = _CACHE_MARK.sub("", text)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _piece(value: Any) -> bytes:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    if '"cache_control":' in text:
+        text = _CACHE_MARK.sub("", text)
+    return text.encode("utf-8", "surrogatepass")
+
+
+def digest_start(head: Any) -> Any:
+    """The sha256 state of :func:`prefix_digest`'s text before its first message: the
+    digest of ``m`` messages is this state fed their JSON (:func:`digest_extend`), then
+    closed (:func:`digest_value`). The text is built a message at a time (each message's
+    JSON is a slice of the whole list's, and a cache marker never spans two messages), so
+    a state kept at ``m`` extends to any longer prefix of the same messages."""
+    state = hashlib.sha256(b"[")
+    state.update(_piece(head))
+    state.update(b",[")
+    return state
+
+
+def digest_extend(state: Any, messages: Sequence[Any], start: int) -> None:
+    """Feed ``messages[start:]`` to ``state``, a :func:`digest_start` state that holds the
+    first ``start`` messages (changed in place: copy a kept state first)."""
+    for i in range(start, len(messages)):
+        if i:
+            state.update(b",")
+        state.update(_piece(messages[i]))
+
+
+def digest_value(state: Any) -> str:
+    """:func:`prefix_digest` of the messages ``state`` holds (``state`` is not changed)."""
+    done = state.copy()
+    done.update(b"]]")
+    return str(done.hexdigest())

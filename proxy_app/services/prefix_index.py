@@ -26,6 +26,7 @@ from proxy_app.matching import (
     plan_placement,
 )
 from proxy_app.prefix import prefix_digest
+from proxy_app.reading import request_digest
 from proxy_app.services.placement import (
     Recorded,
     append_suffix,
@@ -74,6 +75,13 @@ class RequestPrefix:
 
     head: Any
     messages: list[Any]
+
+    def digest(self, m: int) -> str:
+        """:func:`proxy_app.prefix.prefix_digest` of the first ``m`` messages, extended from
+        the sha256 state this request's reading kept (:func:`proxy_app.reading.request_digest`:
+        only the messages after the previous request's are encoded), else computed whole."""
+        kept = request_digest(self.head, self.messages, m)
+        return kept if kept is not None else prefix_digest(self.head, self.messages, m)
 
 
 def _index_key(session: Session, lane: str, branch: str | None) -> str:
@@ -145,7 +153,7 @@ def place_indexed(
         reverse=True,
     )
     for m in counts[:PREFIX_TRIES]:
-        digest = prefix_digest(request.head, request.messages, m)
+        digest = request.digest(m)
         hits = sorted(
             (r for r in records if r.messages == m and r.digest == digest), key=lambda r: r.journal
         )
@@ -184,7 +192,7 @@ def index_add(
         return
     record = PrefixRecord(
         len(request.messages),
-        prefix_digest(request.head, request.messages, len(request.messages)),
+        request.digest(len(request.messages)),
         recorded.journal.pk,
         recorded.revision,
         recorded.entry_hash,
