@@ -27,7 +27,6 @@ from ledger_app.services.context_explain import context_failure_explain
 from proxy_app.caching import client_marks, marks_place, stable_end
 from proxy_app.errors import ContextFailed, FoldPending
 from proxy_app.matching import chat_as_responses, responses_input
-from proxy_app.prefix import prefix_digest
 from proxy_app.services.locks import sqlite_serial
 from proxy_app.services.placement import (
     Recorded,
@@ -83,7 +82,7 @@ def _compacted_extend(
     kept = cache.get(_compacted_key(recorded.journal, surface))
     if not kept or kept["fold"] != fold or kept["messages"] > len(request.messages):
         return None
-    if prefix_digest(request.head, request.messages, kept["messages"]) != kept["digest"]:
+    if request.digest(kept["messages"]) != kept["digest"]:
         return None
     meter = token_meter()
     new = request.messages[kept["messages"] :]
@@ -112,7 +111,7 @@ def _compacted_keep(
         return
     kept = {
         "messages": len(request.messages),
-        "digest": prefix_digest(request.head, request.messages, len(request.messages)),
+        "digest": request.digest(len(request.messages)),
         "fold": fold,
         "tokens": tokens,
         "out": {"messages": out["messages"], "system": out.get("system")},
