@@ -7,6 +7,7 @@ sessions reads only the journals that grew since it was last shown.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 
@@ -30,16 +31,17 @@ def journal_costs(journal_ids: Sequence[int], prices: Mapping[str, Price]) -> di
     priced calls, and the count of calls whose model has no price or no name).
 
     Journals are append-only, so a journal's cost is cached under its head seq (the default
-    cache): a later call reads only the journals that grew. Journals without a call are absent
-    from the answer. One query over the entries whose metadata names ``usage``.
+    cache; the key is the same in every process, so with Redis one process's figure serves
+    the others and outlives a restart): a later call reads only the journals that grew.
+    Journals without a call are absent from the answer. One query over the entries whose metadata names ``usage``.
     """
     if not prices or not journal_ids:
         return {}
     heads = dict(Journal.objects.filter(pk__in=journal_ids).values_list("pk", "head_seq"))
-    table_key = repr(sorted(prices.items()))
-    keys = {
-        jid: f"journal-cost-total:{jid}:{head}:{hash(table_key)}" for jid, head in heads.items()
-    }
+    # a digest, not hash(): str hashes differ per process, and the key must name the same
+    # entry in every process sharing the cache (Redis) and after a restart
+    table_key = hashlib.sha256(repr(sorted(prices.items())).encode()).hexdigest()[:16]
+    keys = {jid: f"journal-cost-total:{jid}:{head}:{table_key}" for jid, head in heads.items()}
     cached = cache.get_many(list(keys.values()))
     out: dict[int, CostTotal] = {}
     missing = []

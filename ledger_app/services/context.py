@@ -42,6 +42,7 @@ from ledger_app.models import Fold, FoldInvariants
 from ledger_app.services.compact import ledger_compact
 from ledger_app.services.context_reads import (
     ArtifactLookup,
+    SharedCounts,
     covered_end,
     end_status,
     fold_at,
@@ -141,7 +142,8 @@ def context_build(
         target_format: ``"openai"`` (Chat Completions) or ``"anthropic"`` (Messages).
         output_reserve: tokens kept for the reply (case 14).
         write: when ``False`` nothing is written: no fold, no checkpoint (UI previews, the
-            fold page's invariants panel).
+            fold page's invariants panel). Either way the texts the build counted go to the
+            cache (:class:`~ledger_app.services.context_reads.SharedCounts`), not the database.
         fold: build with the ledger as of this fold (default: the latest valid at revision).
         tools: the ``tools`` (schema) input the runtime sends with the request; counted
             against the budget.
@@ -184,7 +186,8 @@ def context_build(
         newest = latest_fold(journal)
         return selectors.context_ledger(journal, newest), covered_end(journal, newest)
 
-    meter = token_meter()
+    counts = SharedCounts(journal.pk)
+    meter = token_meter(counts)
     try:
         build: ContextBuild = build_context(
             entries=entry_views,
@@ -209,6 +212,7 @@ def context_build(
     frontend, front_report = (
         _frontend(entry_views, receipts, meter) if "frontend" in views else (None, None)
     )
+    counts.save()
     trace = build.debug_trace
     failure = build.failure
     if build.status == "failed":

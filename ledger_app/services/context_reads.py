@@ -3,16 +3,19 @@ the artifact store, the source's end status, and the pins a request must carry.
 
 Read-only: every function here reads the journal, the ledger or the artifact store and
 writes nothing (:func:`ledger_app.services.context.context_build` is the build that may
-fold). A bounded number of queries each, whatever the journal's length.
+fold); :class:`SharedCounts` keeps token counts in the default cache, never in the database.
+A bounded number of queries each, whatever the journal's length.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 
 from journal_app.content import content_text
 from journal_app.models import Artifact, Entry, Journal
@@ -184,10 +187,67 @@ def end_status(journal: Journal) -> str:
     return ""
 
 
-def token_meter() -> Meter:
-    """The token meter of ``TOKEN_ENCODING`` (its label names the encoding)."""
+def token_meter(counts: SharedCounts | None = None) -> Meter:
+    """The token meter of ``TOKEN_ENCODING`` (its label names the encoding); with ``counts``,
+    a text that meter counted before is not counted again (:class:`SharedCounts`)."""
     encoding = settings.TOKEN_ENCODING
+    if counts is not None:
+        return Meter(count=counts.count, label=source_label(encoding))
     return Meter(count=lambda text: count_tokens(text, encoding), label=source_label(encoding))
+
+
+class SharedCounts:
+    """Token counts a journal's context builds made, kept in the default cache (Redis when
+    ``CACHE_URL`` is set: shared by every web process and kept over a restart).
+
+    A build counts texts the journal stores no figure for (call ids, tool names, call
+    arguments as the request carries them, receipts, checkpoint headers: several per call
+    of a 20,000-entry session); the next build of the same journal, in any process, reads them
+    here instead. Keyed by the text's digest and the encoding, so a figure is right for any
+    build that meets the same text: a stale entry cannot exist, only a missing one (then the
+    text is counted, as without the cache). One cache read per build and one write when the
+    build counted a text the cache did not hold; the map is dropped and started again past
+    :data:`SHARED_COUNTS_LIMIT` texts.
+
+    Args:
+        journal_id: the journal the builds are of (one map per journal and encoding).
+        encoding: the tiktoken encoding (default ``settings.TOKEN_ENCODING``).
+    """
+
+    def __init__(self, journal_id: int, encoding: str | None = None) -> None:
+        self.encoding = encoding or settings.TOKEN_ENCODING
+        self.key = f"context-token-counts:v1:{self.encoding}:{journal_id}"
+        known = cache.get(self.key)
+        self.known: dict[bytes, int] = known if isinstance(known, dict) else {}
+        self.added = 0
+
+    def count(self, text: str) -> int:
+        """Tokens of ``text`` (:func:`journal_app.tokens.count_tokens`), from the map when
+        there. Raises ``UnicodeEncodeError`` for a lone surrogate, as the count does
+        (:class:`ledger_app.validation.Meter` counts it with a replacement character)."""
+        digest = hashlib.blake2b(text.encode("utf-8"), digest_size=12).digest()
+        n = self.known.get(digest)
+        if n is None:
+            n = self.known[digest] = count_tokens(text, self.encoding)
+            self.added += 1
+        return n
+
+    def save(self) -> bool:
+        """Write the map back when this build added to it; returns whether it wrote."""
+        if not self.added:
+            return False
+        if len(self.known) > SHARED_COUNTS_LIMIT:
+            self.known = {}
+        cache.set(self.key, self.known, timeout=SHARED_COUNTS_SECONDS)
+        self.added = 0
+        return True
+
+
+#: texts a journal's :class:`SharedCounts` holds at most (about 5 per entry of a
+#: 20,000-entry session; 40 bytes each pickled)
+SHARED_COUNTS_LIMIT = 200_000
+#: how long an unused map stays in the cache, seconds (a week)
+SHARED_COUNTS_SECONDS = 7 * 24 * 3600
 
 
 def session_pins(*, journal: Journal, revision: int | None = None) -> list[tuple[str, str, str]]:
