@@ -70,9 +70,7 @@ def _drain_background_checks(request):
     SQLite's shared in-memory database reports its table locked at teardown."""
     if "live_server" in request.fixturenames:
         request.getfixturevalue("transactional_db")
-    elif "transactional_db" in request.fixturenames or request.node.get_closest_marker(
-        "django_db"
-    ):
+    elif "transactional_db" in request.fixturenames or request.node.get_closest_marker("django_db"):
         request.getfixturevalue("_django_db_helper")  # set up before: torn down after
     else:
         yield
