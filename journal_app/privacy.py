@@ -31,6 +31,7 @@ The stored entry is never changed: filtering returns a copy that says ``filtered
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -147,6 +148,26 @@ def findings(text: str) -> list[tuple[int, int, str, str]]:
             found.append((a, b, kind, "secret"))
     found.sort()
     return found
+
+
+#: ``findings(text)``, or a memo of it (:func:`memo_findings`)
+Finder = Callable[[str], list[tuple[int, int, str, str]]]
+
+
+def memo_findings() -> Finder:
+    """:func:`findings` remembering each text it scanned, for one unit of work (a context
+    build, a window of derived rows): a text two surfaces filter is scanned once. The memo
+    holds every text it saw until it is dropped; make one per bounded unit, not per process.
+    """
+    seen: dict[str, list[tuple[int, int, str, str]]] = {}
+
+    def find(text: str) -> list[tuple[int, int, str, str]]:
+        found = seen.get(text)
+        if found is None:
+            found = seen[text] = findings(text)
+        return found
+
+    return find
 
 
 def _replace(text: str, found: list[tuple[int, int, str, str]]) -> Filtered:
