@@ -154,17 +154,29 @@ def findings(text: str) -> list[tuple[int, int, str, str]]:
 Finder = Callable[[str], list[tuple[int, int, str, str]]]
 
 
-def memo_findings() -> Finder:
+def memo_findings(max_chars: int | None = None) -> Finder:
     """:func:`findings` remembering each text it scanned, for one unit of work (a context
-    build, a window of derived rows): a text two surfaces filter is scanned once. The memo
-    holds every text it saw until it is dropped; make one per bounded unit, not per process.
+    build, a window of derived rows): a text two surfaces filter is scanned once.
+
+    Args:
+        max_chars: the most characters of text the memo holds; a text that would take it
+            past this first empties it (what was forgotten is scanned again if asked: slower,
+            never different). ``None``: no bound, for a unit of work bounded itself.
+
+    Returns:
+        ``find(text)``, giving what ``findings(text)`` gives.
     """
     seen: dict[str, list[tuple[int, int, str, str]]] = {}
+    held = [0]
 
     def find(text: str) -> list[tuple[int, int, str, str]]:
         found = seen.get(text)
         if found is None:
+            if max_chars is not None and held[0] + len(text) > max_chars:
+                seen.clear()
+                held[0] = 0
             found = seen[text] = findings(text)
+            held[0] += len(text)
         return found
 
     return find

@@ -245,6 +245,32 @@ def _plugins() -> tuple[tuple[Any, tuple[str, ...], bool], ...]:
     return tuple(out)
 
 
+#: A gate for a plugin with no anchor: a regex every match of the plugin's patterns holds,
+#: led by a literal the engine skips to. Used only while the plugin's patterns are the ones
+#: it was read off (detect-secrets 1.5) and it scans with them alone: ``{class: (patterns,
+#: gate)}``. A Discord bot token ends ``.<6>.<27>``.
+_PLUGIN_GATES: dict[str, tuple[tuple[str, ...], re.Pattern[str]]] = {
+    "DiscordBotTokenDetector": (
+        (r"[MNO][a-zA-Z\d_-]{23,25}\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}",),
+        re.compile(r"\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}"),
+    ),
+}
+
+
+@lru_cache(maxsize=1)
+def _plugin_gates() -> tuple[re.Pattern[str] | None, ...]:
+    """Per plugin of :func:`_plugins`, its gate of :data:`_PLUGIN_GATES`, or ``None``."""
+    from detect_secrets.plugins.base import RegexBasedDetector
+
+    out: list[re.Pattern[str] | None] = []
+    for plugin, _anchors, _lowered in _plugins():
+        known = _PLUGIN_GATES.get(type(plugin).__name__)
+        patterns = tuple(p.pattern for p in getattr(plugin, "denylist", ()))
+        plain = type(plugin).analyze_string is RegexBasedDetector.analyze_string
+        out.append(known[1] if known and plain and patterns == known[0] else None)
+    return tuple(out)
+
+
 def _kind(secret_type: str) -> str:
     return secret_type.lower().replace(" ", "-").replace("(", "").replace(")", "")
 
@@ -394,8 +420,12 @@ def raw_spans(text: str) -> Iterable[Span]:
                         continue
                 if _looks_secret(m.group("v")):
                     yield m.start("v"), m.end("v"), "secret-keyword"
-    for j, (plugin, anchors, _lowered) in enumerate(_plugins()):
+    for j, ((plugin, anchors, _lowered), gate) in enumerate(
+        zip(_plugins(), _plugin_gates(), strict=True)
+    ):
         if anchors and ("g", j) not in run:
+            continue
+        if gate is not None and gate.search(text) is None:
             continue
         for value in plugin.analyze_string(text):
             if not isinstance(value, str) or len(value) < 6:

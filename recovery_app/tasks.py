@@ -21,6 +21,9 @@ from recovery_app.search import index_sync
 
 #: entries derived per privacy memo (:func:`derive_appended`): an import's batch
 WINDOW = 1_000
+#: the most characters of text one window's memo holds (an index catching up on entries
+#: before the window reads through the same memo: it stays bounded)
+MEMO_CHARS = 32_000_000
 
 
 @shared_task(
@@ -52,7 +55,7 @@ def derive_appended(journal_id: int, first_seq: int, head_seq: int) -> dict[str,
     written = 0
     for low in range(first_seq, head_seq + 1, WINDOW):
         high = min(head_seq, low + WINDOW - 1)
-        find = memo_findings()
+        find = memo_findings(MEMO_CHARS)
         written += identifiers_fill(journal=journal, first_seq=low, last_seq=high, findings=find)
         index_sync(journal=journal, upto=high, findings=find)
     return {"identifiers": written, "indexed_seq": index_sync(journal=journal, upto=head_seq)}

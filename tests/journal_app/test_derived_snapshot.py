@@ -181,6 +181,19 @@ def test_a_shared_memo_scans_a_text_once_and_changes_nothing(monkeypatch):
     assert any(i for i in shared)
 
 
+def test_a_bounded_memo_forgets_before_it_holds_more_than_its_bound(monkeypatch):
+    scanned: list[str] = []
+    real = privacy.findings
+    monkeypatch.setattr(privacy, "findings", lambda t: scanned.append(t) or real(t))
+    find = privacy.memo_findings(max_chars=10)
+    secret = "password: Sup3rS3cretValue99"
+    first = find(secret)  # 28 characters: more than the bound alone, still remembered
+    assert find(secret) is first and scanned == [secret]
+    find("abcdef")  # would pass the bound: the memo is emptied first
+    assert find("abcdef") is not None and scanned == [secret, "abcdef"]
+    assert find(secret) == first and scanned == [secret, "abcdef", secret]  # scanned again
+
+
 if __name__ == "__main__":
     data = json.dumps(snapshot(), sort_keys=True, ensure_ascii=False).encode("utf-8")
     SNAPSHOT.write_bytes(gzip.compress(data, mtime=0))

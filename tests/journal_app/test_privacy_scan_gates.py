@@ -13,6 +13,9 @@ from hypothesis import strategies as st
 from journal_app import secret_patterns
 from journal_app.privacy import secret_spans
 
+#: the shape of a Discord bot token (from Discord's documentation, not a live one)
+DISCORD = "MTk4NjIyNDgzNDcxOTI1MjQ4.Cl2FMQ.ZnCjm1XVW7vRze4b7Cq4se7kKWs"
+
 PIECES = [
     "password",
     "Passwd",
@@ -66,6 +69,10 @@ PIECES = [
     "AC",
     "SK",
     "gl",
+    DISCORD,
+    "os.path.",
+    ".abcdef.",
+    "N" + "a" * 23,
 ]
 TEXTS = st.lists(st.sampled_from(PIECES), max_size=16).map("".join)
 
@@ -143,3 +150,27 @@ def test_the_command_patterns_keep_the_word_boundary():
     assert [k for _a, _b, k in spans] == ["docker-login-password"]
     assert secret_spans("xmysql -pS3cret") == []
     assert [k for *_, k in secret_spans("mysql -u root -pS3cret")] == ["mysql-password"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(TEXTS)
+def test_a_plugin_gate_passes_every_text_its_plugin_finds_something_in(text):
+    for (plugin, _anchors, _lowered), gate in zip(
+        secret_patterns._plugins(), secret_patterns._plugin_gates(), strict=True
+    ):
+        if gate is not None and list(plugin.analyze_string(text)):
+            assert gate.search(text), type(plugin).__name__
+
+
+def test_the_discord_gate_is_used_and_the_token_still_found():
+    gated = [
+        type(p).__name__
+        for (p, *_), g in zip(
+            secret_patterns._plugins(), secret_patterns._plugin_gates(), strict=True
+        )
+        if g
+    ]
+    assert gated == ["DiscordBotTokenDetector"]  # its patterns are the ones it was read off
+    spans = secret_spans(f"bot token {DISCORD} here")
+    assert [(a, b) for a, b, _k in spans] == [(10, 10 + len(DISCORD))]
+    assert secret_spans("os.path.join and .abcdef. are not tokens") == []
