@@ -185,7 +185,7 @@ def _is_path(token: str) -> bool:
 _UUID_GATE = re.compile(r"-[0-9a-fA-F]{4}-")
 _MIGRATION_GATE = re.compile(r"_(?<=\d{4}_)")
 _TICKET_GATE = re.compile(r"-\d")
-_HEX_GATE = re.compile(r"[0-9a-fA-F]{7}")
+_HEX_GATE = re.compile(r"[0-9a-fA-F][0-9a-fA-F]{6}")  # led by a class: the engine skips to it
 
 
 def _has_digit(text: str) -> bool:
