@@ -21,9 +21,11 @@ Two kinds of private data:
   entry; each is replaced by ``[filtered: reasoning]``.
 
 Speed: this runs on every body shown. Each pattern runs only on a text holding one of its
-anchors (a substring every match holds), found with ``in``/``str.find``; keyword patterns run
-only over short windows around keyword anchors. The patterns and that scan are
-:mod:`journal_app.secret_patterns`; this module decides what they found and replaces it.
+anchors (a substring every match holds), all found in one Aho-Corasick pass; keyword patterns
+run only over short windows around keyword anchors, tried only where a keyword can start. The
+patterns and that scan are :mod:`journal_app.secret_patterns`; this module decides what they
+found and replaces it. A caller filtering the same text twice (the identifiers and the search
+index of an entry, a context's filter and its check) shares a :func:`memo_findings`.
 
 The stored entry is never changed: filtering returns a copy that says ``filtered`` and why.
 """
