@@ -14,11 +14,11 @@ a reviewer, so ambiguous shapes (``and/or``, ``e.g.``, ``v1.2``, ``os.path``) ar
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from journal_app.privacy import filter_text
+from journal_app.privacy import Finder, filter_text
 
 KINDS = ("path", "url", "hash", "flag", "command", "number", "id", "migration")
 #: Longest ``command`` identifier kept (characters).
@@ -177,9 +177,45 @@ def _is_path(token: str) -> bool:
     return has_ext or len(names) >= 3 or token.endswith(("/", "\\")) or any("_" in n for n in names)
 
 
+# Gates: a pattern of _PATTERNS runs only on a text that passes its gate, a test every text
+# holding a match the pattern yields passes (a substring, or a regex with a literal first
+# character that the engine skips to): each pattern is a scan of the whole text, tried at
+# every position, and most texts hold no URL, hash, ticket, migration or tool call id. A
+# gate never changes what is found, only whether a pattern that would find nothing runs.
+_UUID_GATE = re.compile(r"-[0-9a-fA-F]{4}-")
+_MIGRATION_GATE = re.compile(r"_(?<=\d{4}_)")
+_TICKET_GATE = re.compile(r"-\d")
+_HEX_GATE = re.compile(r"[0-9a-fA-F][0-9a-fA-F]{6}")  # led by a class: the engine skips to it
+
+
+def _has_digit(text: str) -> bool:
+    return _DIGIT.search(text) is not None
+
+
+_GATES: dict[re.Pattern[str], Callable[[str], bool]] = {
+    _TOOL_CALL_ID: lambda t: "call_" in t or "toolu_" in t or "fc_" in t,
+    _URL: lambda t: "://" in t,
+    _PREFIXED_HASH: lambda t: (
+        ":" in t and any(p in t for p in ("sha1:", "sha256:", "sha512:", "md5:"))
+    ),
+    _UUID: lambda t: _UUID_GATE.search(t) is not None,
+    _MIGRATION: lambda t: _MIGRATION_GATE.search(t) is not None,
+    _PATH_TOKEN: lambda t: "." in t or "/" in t or "\\" in t,
+    _TICKET: lambda t: _TICKET_GATE.search(t) is not None,
+    _ISSUE: lambda t: "#" in t,
+    _FLAG: lambda t: "-" in t,
+    _NUMBER: _has_digit,  # every branch holds a digit
+    # a hex candidate is kept only with a digit and a letter (see _candidates)
+    _HEX: lambda t: _has_digit(t) and _HEX_GATE.search(t) is not None,
+}
+
+
 def _candidates(text: str) -> Iterator[tuple[int, int, int, str, str]]:
     """(start, -length, pattern rank, kind, value) for every plausible match."""
     for rank, (kind, pattern) in enumerate(_PATTERNS):
+        gate = _GATES.get(pattern)
+        if gate is not None and not gate(text):
+            continue
         for m in pattern.finditer(text):
             value = m.group(0)
             if kind == "url":
@@ -252,7 +288,13 @@ def shell_command(content: dict[str, Any]) -> str:
 
 
 def identifiers_of(
-    *, kind: str, text: str, content: dict[str, Any], tool_call_id: str = "", derived: bool = False
+    *,
+    kind: str,
+    text: str,
+    content: dict[str, Any],
+    tool_call_id: str = "",
+    derived: bool = False,
+    findings: Finder | None = None,
 ) -> list[Identifier]:
     """Identifiers of one journal entry, deduplicated, in order of first appearance.
 
@@ -265,22 +307,29 @@ def identifiers_of(
     * reasoning (hidden, never shown to clients) and derived entries (summaries are not
       sources, docs/design.md 5.1): none.
 
-    The entry's own ``tool_call_id`` is never returned.
+    The entry's own ``tool_call_id`` is never returned. ``findings`` is
+    :func:`journal_app.privacy.findings` or a memo of it (:func:`journal_app.privacy.memo_findings`,
+    shared with the search index's filter of the same text, so it is scanned once); the
+    verdict is the same either way.
     """
     if derived or kind == "reasoning":
         return []
     found: list[Identifier] = []
+
     # identifiers are read from the filtered text (journal_app.privacy): the loss report and
     # the term index never hold a secret value as a "path" or a "command"
+    def filtered(value: str, kind: str = "message") -> str:
+        return filter_text(value, kind=kind, found=findings(value) if findings else None).text
+
     if kind == "tool_call":
-        command = filter_text(" ".join(shell_command(content).split())).text
+        command = filtered(" ".join(shell_command(content).split()))
         command = command[:COMMAND_LIMIT].rstrip()
         if command:
             found.append(Identifier("command", command))
         for value in _strings(content.get("arguments")):
-            found.extend(extract_identifiers(filter_text(value).text))
+            found.extend(extract_identifiers(filtered(value)))
     else:
-        found.extend(extract_identifiers(filter_text(text, kind=kind).text))
+        found.extend(extract_identifiers(filtered(text, kind)))
     out: list[Identifier] = []
     seen: set[Identifier] = set()
     for ident in found:

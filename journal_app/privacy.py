@@ -21,9 +21,11 @@ Two kinds of private data:
   entry; each is replaced by ``[filtered: reasoning]``.
 
 Speed: this runs on every body shown. Each pattern runs only on a text holding one of its
-anchors (a substring every match holds), found with ``in``/``str.find``; keyword patterns run
-only over short windows around keyword anchors. The patterns and that scan are
-:mod:`journal_app.secret_patterns`; this module decides what they found and replaces it.
+anchors (a substring every match holds), all found in one Aho-Corasick pass; keyword patterns
+run only over short windows around keyword anchors, tried only where a keyword can start. The
+patterns and that scan are :mod:`journal_app.secret_patterns`; this module decides what they
+found and replaces it. A caller filtering the same text twice (the identifiers and the search
+index of an entry, a context's filter and its check) shares a :func:`memo_findings`.
 
 The stored entry is never changed: filtering returns a copy that says ``filtered`` and why.
 """
@@ -31,6 +33,7 @@ The stored entry is never changed: filtering returns a copy that says ``filtered
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -147,6 +150,38 @@ def findings(text: str) -> list[tuple[int, int, str, str]]:
             found.append((a, b, kind, "secret"))
     found.sort()
     return found
+
+
+#: ``findings(text)``, or a memo of it (:func:`memo_findings`)
+Finder = Callable[[str], list[tuple[int, int, str, str]]]
+
+
+def memo_findings(max_chars: int | None = None) -> Finder:
+    """:func:`findings` remembering each text it scanned, for one unit of work (a context
+    build, a window of derived rows): a text two surfaces filter is scanned once.
+
+    Args:
+        max_chars: the most characters of text the memo holds; a text that would take it
+            past this first empties it (what was forgotten is scanned again if asked: slower,
+            never different). ``None``: no bound, for a unit of work bounded itself.
+
+    Returns:
+        ``find(text)``, giving what ``findings(text)`` gives.
+    """
+    seen: dict[str, list[tuple[int, int, str, str]]] = {}
+    held = [0]
+
+    def find(text: str) -> list[tuple[int, int, str, str]]:
+        found = seen.get(text)
+        if found is None:
+            if max_chars is not None and held[0] + len(text) > max_chars:
+                seen.clear()
+                held[0] = 0
+            found = seen[text] = findings(text)
+            held[0] += len(text)
+        return found
+
+    return find
 
 
 def _replace(text: str, found: list[tuple[int, int, str, str]]) -> Filtered:

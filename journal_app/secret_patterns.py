@@ -11,8 +11,8 @@ The verdict (which matches count, how they merge, what replaces them) is
 :mod:`journal_app.privacy`'s: call its functions, not these.
 
 Speed: each pattern runs only on a text holding one of its anchors (a substring every match
-holds), found with ``in``/``str.find``; keyword patterns run only over short windows around
-keyword anchors.
+holds), all found in one pass (an Aho-Corasick automaton, :func:`_runnable`); keyword patterns
+run only over short windows around keyword anchors, and only where a keyword can start.
 """
 
 from __future__ import annotations
@@ -28,7 +28,10 @@ _VALUE = r"(?P<v>(?![$<{\[%*])(?:[^\s\"'`\\,;&|()<>\[\]{}]|&(?!&)){8,})"
 
 #: Provider key and credential patterns: ``(kind, regex, anchors, lowered)``; group ``v`` is
 #: the value when present. A pattern runs only on a text holding one of its anchors (in the
-#: lower-cased text when ``lowered``).
+#: lower-cased text when ``lowered``). A command's pattern leads with the command's name and
+#: checks the word boundary before it after it (``docker(?<!\wdocker)``, the same matches as
+#: ``\bdocker``): a pattern that starts with a literal is searched by skipping to that
+#: literal, one that starts with ``\b`` is tried at every position of the text.
 PROVIDER_PATTERNS: tuple[tuple[str, re.Pattern[str], tuple[str, ...], bool], ...] = (
     (
         "private-key",
@@ -111,7 +114,9 @@ PROVIDER_PATTERNS: tuple[tuple[str, re.Pattern[str], tuple[str, ...], bool], ...
         # ``mysql -u root -pS3cret`` (the password glued to -p, or quoted: ``-p'S3cret'``),
         # mysqldump, mysqladmin
         "mysql-password",
-        re.compile(r"\bmysql(?:dump|admin|sh)?\b[^\n|;]*?\s-p[\"']?(?P<v>[^\s\"'|;&]{3,})"),
+        re.compile(
+            r"mysql(?<!\wmysql)(?:dump|admin|sh)?\b[^\n|;]*?\s-p[\"']?(?P<v>[^\s\"'|;&]{3,})"
+        ),
         ("mysql",),
         False,
     ),
@@ -119,16 +124,21 @@ PROVIDER_PATTERNS: tuple[tuple[str, re.Pattern[str], tuple[str, ...], bool], ...
         # ``docker login -p S3cret`` / ``--password S3cret`` (not ``--password-stdin``)
         "docker-login-password",
         re.compile(
-            r"\bdocker\s+login\b[^\n|;]*?\s(?:-p|--password)(?:\s+|=)[\"']?(?P<v>[^\s\"'|;&$]{3,})"
+            r"docker(?<!\wdocker)\s+login\b[^\n|;]*?\s(?:-p|--password)(?:\s+|=)[\"']?(?P<v>[^\s\"'|;&$]{3,})"
         ),
         ("docker",),
         False,
     ),
-    ("sshpass-password", re.compile(r"\bsshpass\s+-p\s*(?P<v>[^\s\"']{3,})"), ("sshpass",), False),
+    (
+        "sshpass-password",
+        re.compile(r"sshpass(?<!\wsshpass)\s+-p\s*(?P<v>[^\s\"']{3,})"),
+        ("sshpass",),
+        False,
+    ),
     (
         "curl-user-password",
         re.compile(
-            r"\bcurl\b[^\n|;]*?\s(?:-u|--user)\s+[\"']?[^\s:\"']+:(?P<v>(?![$<{%])[^\s@\"']{3,})"
+            r"curl(?<!\wcurl)\b[^\n|;]*?\s(?:-u|--user)\s+[\"']?[^\s:\"']+:(?P<v>(?![$<{%])[^\s@\"']{3,})"
         ),
         ("curl",),
         False,
@@ -235,6 +245,32 @@ def _plugins() -> tuple[tuple[Any, tuple[str, ...], bool], ...]:
     return tuple(out)
 
 
+#: A gate for a plugin with no anchor: a regex every match of the plugin's patterns holds,
+#: led by a literal the engine skips to. Used only while the plugin's patterns are the ones
+#: it was read off (detect-secrets 1.5) and it scans with them alone: ``{class: (patterns,
+#: gate)}``. A Discord bot token ends ``.<6>.<27>``.
+_PLUGIN_GATES: dict[str, tuple[tuple[str, ...], re.Pattern[str]]] = {
+    "DiscordBotTokenDetector": (
+        (r"[MNO][a-zA-Z\d_-]{23,25}\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}",),
+        re.compile(r"\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}"),
+    ),
+}
+
+
+@lru_cache(maxsize=1)
+def _plugin_gates() -> tuple[re.Pattern[str] | None, ...]:
+    """Per plugin of :func:`_plugins`, its gate of :data:`_PLUGIN_GATES`, or ``None``."""
+    from detect_secrets.plugins.base import RegexBasedDetector
+
+    out: list[re.Pattern[str] | None] = []
+    for plugin, _anchors, _lowered in _plugins():
+        known = _PLUGIN_GATES.get(type(plugin).__name__)
+        patterns = tuple(p.pattern for p in getattr(plugin, "denylist", ()))
+        plain = type(plugin).analyze_string is RegexBasedDetector.analyze_string
+        out.append(known[1] if known and plain and patterns == known[0] else None)
+    return tuple(out)
+
+
 def _kind(secret_type: str) -> str:
     return secret_type.lower().replace(" ", "-").replace("(", "").replace(")", "")
 
@@ -261,6 +297,41 @@ def _keyword_windows(text: str, low: str) -> list[tuple[int, int]]:
     return [(a, b) for a, b in merged]
 
 
+#: How many characters a keyword of :data:`_KEYWORD_TAIL` may start before the keyword
+#: anchor it holds (``private_key``: 8 before ``key``; ``client_secret``: 7 before ``secret``).
+_ANCHOR_LEAD = 8
+
+
+#: :data:`_KEYWORD_TAIL` starting at most :data:`_ANCHOR_LEAD` characters after the place
+#: it is tried at (each start in the window, so each finds only what a search of it finds)
+_KEYWORD_TAIL_NEAR = re.compile(
+    rf"(?i)[\s\S]{{0,{_ANCHOR_LEAD}}}?(?:{_KEYWORD_TAIL.pattern.removeprefix('(?i)')})"
+)
+
+
+def _tail_in(text: str, low: str, wa: int, wb: int) -> bool:
+    """Whether :data:`_KEYWORD_TAIL` matches in the window ``text[wa:wb]``: the answer of
+    ``_KEYWORD_TAIL.search(text, wa, wb) is not None``, computed faster.
+
+    A match starts with a keyword, and every keyword holds one of :data:`_KEYWORD_ANCHORS` at
+    most :data:`_ANCHOR_LEAD` characters after its start; so in an ASCII window (where the
+    pattern's ignore-case matching is ASCII case folding, which ``low`` holds) the pattern is
+    tried only at those places before each anchor the window holds, instead of at each of
+    its positions (the keyword alternation ignoring case has no prefix the engine can skip
+    to). A window with any other character is searched whole: there Unicode case folding
+    (``ſ`` for ``s``, the Kelvin sign for ``k``) can match a keyword ``low`` does not spell.
+    """
+    if not text[wa:wb].isascii():
+        return _KEYWORD_TAIL.search(text, wa, wb) is not None
+    for anchor in _KEYWORD_ANCHORS:
+        i = low.find(anchor, wa, wb)
+        while i >= 0:
+            if _KEYWORD_TAIL_NEAR.match(text, max(wa, i - _ANCHOR_LEAD), wb):
+                return True
+            i = low.find(anchor, i + len(anchor), wb)
+    return False
+
+
 def _looks_secret(value: str) -> bool:
     """A keyword's value is a secret when it holds a digit or a symbol and is not a number,
     a path, a hash or a code reference (``usage.totalTokens``, ``process.env.KEY``)."""
@@ -283,21 +354,58 @@ def _looks_generated(value: str) -> bool:
     )
 
 
+@lru_cache(maxsize=1)
+def _anchor_automata() -> tuple[Any, Any]:
+    """Aho-Corasick automata (``pyahocorasick``) of every anchor of :data:`PROVIDER_PATTERNS`
+    and of the plugins: one over the text, one over the lower-cased text (the anchors marked
+    ``lowered``). Each anchor's value is the scanners it lets run: ``("p", i)`` for the
+    pattern ``PROVIDER_PATTERNS[i]``, ``("g", j)`` for the plugin ``_plugins()[j]``."""
+    import ahocorasick
+
+    words: tuple[dict[str, list[tuple[str, int]]], dict[str, list[tuple[str, int]]]] = ({}, {})
+    for i, (_kind, _pattern, anchors, lowered) in enumerate(PROVIDER_PATTERNS):
+        for a in anchors:
+            words[lowered].setdefault(a, []).append(("p", i))
+    for j, (_plugin, anchors, lowered) in enumerate(_plugins()):
+        for a in anchors:
+            words[lowered].setdefault(a, []).append(("g", j))
+    out = []
+    for table in words:
+        automaton = ahocorasick.Automaton()
+        for word, scanners in table.items():
+            automaton.add_word(word, tuple(scanners))
+        automaton.make_automaton()
+        out.append(automaton)
+    return out[0], out[1]
+
+
+def _runnable(text: str, low: str) -> set[tuple[str, int]]:
+    """The scanners (as in :func:`_anchor_automata`) one of whose anchors ``text`` holds (in
+    ``low`` for a lowered one): the same set as testing each anchor with ``in``, found in
+    one pass over each text instead of one per anchor."""
+    exact, lowered = _anchor_automata()
+    run: set[tuple[str, int]] = set()
+    for hay, automaton in ((text, exact), (low, lowered)):
+        for _end, scanners in automaton.iter(hay):
+            run.update(scanners)
+    return run
+
+
 def raw_spans(text: str) -> Iterable[Span]:
     """Every ``(start, end, kind)`` a pattern, keyword or plugin matches in ``text``, in scan
     order, overlapping and unmerged (:func:`journal_app.privacy.secret_spans` merges them and
     drops those touching a hash or a mark). ``kind`` as in that function."""
     low = text.lower()
-    for kind, pattern, anchors, lowered in PROVIDER_PATTERNS:
-        hay = low if lowered else text
-        if not any(a in hay for a in anchors):
+    run = _runnable(text, low)
+    for i, (kind, pattern, _anchors, _lowered) in enumerate(PROVIDER_PATTERNS):
+        if ("p", i) not in run:
             continue
         for m in pattern.finditer(text):
             a, b = (m.start("v"), m.end("v")) if "v" in pattern.groupindex else m.span()
             yield a, b, kind
     if len(low) == len(text):
         for wa, wb in _keyword_windows(text, low):
-            if _KEYWORD_TAIL.search(text, wa, wb) is None:
+            if not _tail_in(text, low, wa, wb):
                 continue
             for m in _KEYWORD.finditer(text, wa, wb):
                 sep = m.group("sep")
@@ -312,9 +420,12 @@ def raw_spans(text: str) -> Iterable[Span]:
                         continue
                 if _looks_secret(m.group("v")):
                     yield m.start("v"), m.end("v"), "secret-keyword"
-    for plugin, anchors, lowered in _plugins():
-        hay = low if lowered else text
-        if anchors and not any(a in hay for a in anchors):
+    for j, ((plugin, anchors, _lowered), gate) in enumerate(
+        zip(_plugins(), _plugin_gates(), strict=True)
+    ):
+        if anchors and ("g", j) not in run:
+            continue
+        if gate is not None and gate.search(text) is None:
             continue
         for value in plugin.analyze_string(text):
             if not isinstance(value, str) or len(value) < 6:

@@ -15,8 +15,15 @@ from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
 from journal_app.models import Journal
+from journal_app.privacy import memo_findings
 from journal_app.services.append import identifiers_fill
 from recovery_app.search import index_sync
+
+#: entries derived per privacy memo (:func:`derive_appended`): an import's batch
+WINDOW = 1_000
+#: the most characters of text one window's memo holds (an index catching up on entries
+#: before the window reads through the same memo: it stays bounded)
+MEMO_CHARS = 32_000_000
 
 
 @shared_task(
@@ -42,5 +49,13 @@ def derive_appended(journal_id: int, first_seq: int, head_seq: int) -> dict[str,
     journal = Journal.objects.filter(pk=journal_id).first()
     if journal is None:
         return {"journal_id": journal_id, "reason": "journal gone"}
-    written = identifiers_fill(journal=journal, first_seq=first_seq, last_seq=head_seq)
+    # window by window, the identifiers then the index of the same entries with one privacy
+    # memo: a message's or a tool output's text is scanned for secrets once, not once each
+    # (the memo holds one window's texts: memory stays flat)
+    written = 0
+    for low in range(first_seq, head_seq + 1, WINDOW):
+        high = min(head_seq, low + WINDOW - 1)
+        find = memo_findings(MEMO_CHARS)
+        written += identifiers_fill(journal=journal, first_seq=low, last_seq=high, findings=find)
+        index_sync(journal=journal, upto=high, findings=find)
     return {"identifiers": written, "indexed_seq": index_sync(journal=journal, upto=head_seq)}

@@ -21,9 +21,10 @@ from journal_app.chain import (
     figures_hash,
     prepare_entries,
 )
+from journal_app.content import content_text
 from journal_app.entry_validation import EntryInvalid
 from journal_app.formats import ParsedEntry
-from journal_app.identifiers import RULES_VERSION, identifiers_dump, identifiers_of
+from journal_app.identifiers import RULES_VERSION, Identifier, identifiers_dump, identifiers_of
 from journal_app.models import (
     Artifact,
     Chunk,
@@ -31,6 +32,7 @@ from journal_app.models import (
     EntryIdentifiers,
     Journal,
 )
+from journal_app.privacy import Finder
 from journal_app.services.errors import ConflictError, GapError
 from journal_app.services.scope import BATCH, ArtifactItem, artifacts_store
 from journal_app.services.unfolded import unfolded_add
@@ -259,28 +261,42 @@ def _insert(
     return rows
 
 
-def entry_identifiers_row(entry: Entry, text: str | None = None) -> EntryIdentifiers:
+def entry_identifiers_row(
+    entry: Entry, text: str | None = None, *, findings: Finder | None = None
+) -> EntryIdentifiers:
     """The (unsaved) :class:`EntryIdentifiers` row of ``entry``: its identifiers extracted
     once from its immutable bytes. ``text`` is the entry's readable text when the
-    caller has it already (else it is derived from the body)."""
-    content = entry.content if entry.kind == "tool_call" else {}
-    found = identifiers_of(
-        kind=entry.kind,
-        text=entry.text if text is None else text,
-        content=content,
-        tool_call_id=entry.tool_call_id,
-        derived=entry.derived,
-    )
+    caller has it already (else it is derived from the body, parsed once); ``findings`` a
+    privacy memo shared with the search index's filter
+    (:func:`journal_app.privacy.memo_findings`), or ``None`` to scan here."""
+    if entry.derived or entry.kind == "reasoning":
+        found: list[
+            Identifier
+        ] = []  # never read: no identifiers (identifiers_of), so the body is not parsed
+    else:
+        body = entry.content if text is None or entry.kind == "tool_call" else {}
+        found = identifiers_of(
+            kind=entry.kind,
+            text=content_text(entry.kind, body) if text is None else text,
+            content=body if entry.kind == "tool_call" else {},
+            tool_call_id=entry.tool_call_id,
+            derived=entry.derived,
+            findings=findings,
+        )
     return EntryIdentifiers(entry=entry, rules=RULES_VERSION, values=identifiers_dump(found))
 
 
-def identifiers_fill(*, journal: Journal, first_seq: int, last_seq: int) -> int:
+def identifiers_fill(
+    *, journal: Journal, first_seq: int, last_seq: int, findings: Finder | None = None
+) -> int:
     """Write the missing :class:`EntryIdentifiers` rows of ``journal``'s entries in
     ``first_seq..last_seq`` (derived once from their immutable bytes).
 
     Called after an append commits (a queued task, :mod:`recovery_app.tasks`), so the
     extraction is not in the append transaction; a fold that reads an
     entry whose row is still missing writes it itself. Idempotent (conflicts ignored).
+    ``findings``: a privacy memo (:func:`journal_app.privacy.memo_findings`) the caller
+    shares with the search index of the same entries, or ``None``.
 
     Returns:
         The number of rows written.
@@ -293,7 +309,7 @@ def identifiers_fill(*, journal: Journal, first_seq: int, last_seq: int) -> int:
             seq__lte=min(last_seq, low + BATCH - 1),
             identifier_row__isnull=True,
         ).only("id", "kind", "body", "tool_call_id", "derived")
-        rows = [entry_identifiers_row(e) for e in entries]
+        rows = [entry_identifiers_row(e, findings=findings) for e in entries]
         EntryIdentifiers.objects.bulk_create(rows, batch_size=BATCH, ignore_conflicts=True)
         written += len(rows)
     return written

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from journal_app import privacy
+from journal_app.privacy import memo_findings as memo_findings  # re-exported
 from ledger_app.validation.budget import TEXT_PARTS, compact_json
 from ledger_app.validation.report import (
     FRONTEND_KEYS,
@@ -346,21 +347,6 @@ class HiddenTexts:
             if any(text.startswith(h, start) for h in self.by_head[head]):
                 return True
         return False
-
-
-def memo_findings() -> Callable[[str], list[tuple[int, int, str, str]]]:
-    """:func:`journal_app.privacy.findings` remembering each text it scanned (one build's
-    worth, like :func:`memo_scanner`): the frontend view's filter and its check then scan a
-    text once."""
-    seen: dict[str, list[tuple[int, int, str, str]]] = {}
-
-    def find(text: str) -> list[tuple[int, int, str, str]]:
-        found = seen.get(text)
-        if found is None:
-            found = seen[text] = privacy.findings(text)
-        return found
-
-    return find
 
 
 def validate_frontend(
