@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 from asgiref.sync import sync_to_async
+from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 
@@ -207,6 +208,17 @@ async def journaled_forward(request: HttpRequest, surface: str) -> HttpResponseB
             finally:
                 await upstream.aclose()
 
+    if not isinstance(request, ASGIRequest):
+        # WSGI (runserver): Django reads an async stream whole, in an event loop of its own
+        # where the upstream connection opened in this one cannot be read; read it here
+        whole = HttpResponse(
+            b"".join([chunk async for chunk in relay()]),
+            status=upstream.status_code,
+            content_type=content_type,
+        )
+        for name, value in {**passed, **headers}.items():
+            whole[name] = value
+        return whole
     streamed = StreamingHttpResponse(
         relay(), status=upstream.status_code, content_type=content_type
     )

@@ -167,7 +167,7 @@ def request_compact(
     # a fold the build needs runs in slices, none started after the time budget
     deadline = time.monotonic() + settings.PROXY_FOLD_SECONDS
     result, failed = _fitting(surface, recorded, target, working, window, output_tokens, deadline)
-    if result is None and time.monotonic() >= deadline:
+    if result is None and time.monotonic() >= deadline and not _mandatory_over(failed, working):
         fold_soon(recorded.journal, recorded.revision)
         seconds = settings.PROXY_FOLD_SECONDS
         raise FoldPending(
@@ -178,7 +178,7 @@ def request_compact(
             retry_after=FOLD_RETRY_AFTER,
         )
     if result is None:
-        raise ContextFailed(_failure_message(recorded, failed))
+        raise ContextFailed(_failure_message(recorded, failed, window - output_tokens))
     view = result.model_view
     assert view is not None  # _fitting returns only results with a model view
     fold = latest_fold(recorded.journal)
@@ -246,10 +246,24 @@ def _fitting(
     return None, result
 
 
-def _failure_message(recorded: Recorded, failed: ContextResult) -> str:
+#: the builder's failure figures that no fold can shrink (the design's mandatory part)
+_MANDATORY = ("pins_and_task_state_tokens", "last_round_tokens", "output_reserve")
+
+
+def _mandatory_over(failed: ContextResult, working: int) -> bool:
+    """Whether the failed build's mandatory part (pins and task state, the last round, the
+    output reserve) alone is over ``working`` tokens: folding more cannot help, so the call
+    is answered 422 at once, not 503 ``fold_pending``."""
+    figures = (failed.failure or {}).get("figures") or {}
+    return sum(int(figures.get(k) or 0) for k in _MANDATORY) > working
+
+
+def _failure_message(recorded: Recorded, failed: ContextResult, limit: int) -> str:
     """The 422 sentence of a context that cannot be built: the builder's reason and, when
     one is known, a working budget that would fit
-    (:func:`ledger_app.services.context_explain.context_failure_explain`)."""
+    (:func:`ledger_app.services.context_explain.context_failure_explain`), or, when that
+    budget is over ``limit`` (the model's window less the output, tokens), that no budget
+    can fit."""
     reason = (failed.failure or {}).get("reason") or "no valid context fits the budgets"
     scale = ((failed.debug_trace.get("tokens") or {}).get("calibration") or {}).get("scale")
     explained = context_failure_explain(
@@ -259,11 +273,14 @@ def _failure_message(recorded: Recorded, failed: ContextResult) -> str:
         scale=float(scale or 1.0),
     )
     hint = ""
-    if explained and explained.get("budget"):
+    budget = int((explained or {}).get("budget") or 0)
+    if budget > limit:
         hint = (
-            f"; a working budget of {explained['budget']:,} tokens would fit "
-            f"(header {HEADER_BUDGET})"
+            f"; it needs a working budget of about {budget:,} tokens, over what the model's "
+            f"window leaves ({limit:,} tokens): no budget fits, shorten the request"
         )
+    elif budget:
+        hint = f"; a working budget of {budget:,} tokens would fit (header {HEADER_BUDGET})"
     return f"the request cannot be compacted: {reason}{hint}; nothing forwarded"
 
 

@@ -171,3 +171,47 @@ def test_a_stream_ends_with_a_comment_naming_the_answers_branch(live_server, key
     assert ": X-Ledgerkeep-Branch: b2\n" in trailer
     assert ": X-Ledgerkeep-Branched-From: main@1\n" in trailer
     assert [e.text for e in entries("sse", "b2")] == ["Capital of France?", "Lyon?"]
+
+
+def test_a_request_no_fold_can_fit_is_422_at_once_not_503(live_server, key, upstream, settings):
+    settings.PROXY_FOLD_SECONDS = 0  # a 503 would come first if folding were thought to help
+    history = _history(12, words=400)  # the last request alone is over the budget
+    r = _post(live_server, key, history, budget=300, session="never")
+    assert r.status_code == 422, r.text
+    assert r.json()["code"] == "context_failed"
+
+
+def test_a_suggested_budget_over_the_window_says_no_budget_fits(
+    live_server, key, upstream, settings
+):
+    settings.MODEL_WINDOW_DEFAULT = 1_500
+    history = _history(4, words=2_000)  # the last request alone is over the window
+    r = _post(live_server, key, history, budget=1_000, session="huge")
+    assert r.status_code == 422, r.text
+    message = r.json()["message"]
+    assert "no budget fits" in message and "would fit" not in message
+
+
+def test_a_stream_through_a_wsgi_server_is_answered_and_journaled(key, upstream, settings):
+    # runserver serves the async views through WSGI: Django reads an async stream in an event
+    # loop of its own, where the upstream connection opened by the view cannot be read
+    from django.test import Client
+
+    upstream.push(text="Paris.")
+    response = Client().post(
+        URL,
+        data=json.dumps(
+            {"model": "m", "stream": True, "messages": [{"role": "user", "content": "Capital?"}]}
+        ),
+        content_type="application/json",
+        HTTP_X_LEDGERKEEP_KEY=key,
+        HTTP_X_LEDGERKEEP_SESSION="wsgi",
+    )
+    assert response.status_code == 200
+    body = response.content
+    assert b"data: [DONE]\n\n" in body
+    assert body.endswith(
+        b": X-Ledgerkeep-Answer-Journaled: true\n: X-Ledgerkeep-Branch: main\n"
+        b": X-Ledgerkeep-Revision: 2\n\n"
+    )
+    assert [e.text for e in entries("wsgi")] == ["Capital?", "Paris."]
