@@ -53,8 +53,18 @@ def _normalise(value: Any) -> Any:
     return value
 
 
+#: the part types that hold only text (Chat Completions / Messages, Responses input, output)
+TEXT_PARTS = ("text", "input_text", "output_text")
+
+
 def normalised_content(kind: str, content: dict[str, Any]) -> dict[str, Any]:
-    """``content`` without null values and cache markers; a lone plain text block folded away."""
+    """``content`` without null values and cache markers; a lone plain text block folded away.
+
+    A lone block is plain text when its type is one of :data:`TEXT_PARTS` and it holds
+    nothing but its text (a Responses ``output_text`` with empty ``annotations`` and
+    ``logprobs`` included): a runtime that sends an answer back as ``{"role": "assistant",
+    "content": "..."}`` resends the same message.
+    """
     out: dict[str, Any] = _normalise(content)
     blocks = out.get("blocks")
     if (
@@ -62,8 +72,9 @@ def normalised_content(kind: str, content: dict[str, Any]) -> dict[str, Any]:
         and isinstance(blocks, list)
         and len(blocks) == 1
         and isinstance(blocks[0], dict)
-        and set(blocks[0]) == {"type", "text"}
-        and blocks[0]["type"] == "text"
+        and blocks[0].get("type") in TEXT_PARTS
+        and "text" in blocks[0]
+        and not any(v for k, v in blocks[0].items() if k not in ("type", "text"))
     ):
         out.pop("blocks")
     return out

@@ -289,3 +289,38 @@ def test_a_compacted_codex_request_keeps_its_tail_items_byte_for_byte(live_serve
     assert sent["input"][-4:] == items[-4:]
     assert sent["input"][-4]["encrypted_content"] == f"{ENCRYPTED}9"
     assert len(sent["input"]) < len(items)
+
+
+def test_an_answer_sent_back_as_plain_text_is_the_same_message(live_server, key, upstream):
+    upstream.push(text="Hello there.")
+    upstream.push(text="Bye.")
+    headers = {"X-Ledgerkeep-Key": key, "X-Ledgerkeep-Session": "plain-back"}
+    first = httpx.post(
+        f"{live_server.url}{URL}",
+        json={"model": "m", "input": [{"role": "user", "content": "Say hello."}]},
+        headers=headers,
+    )
+    assert first.status_code == 200, first.text
+    # the output item was {"type": "message", "content": [{"type": "output_text", ...,
+    # "annotations": []}]}; a runtime sends it back as a plain assistant message
+    second = httpx.post(
+        f"{live_server.url}{URL}",
+        json={
+            "model": "m",
+            "input": [
+                {"role": "user", "content": "Say hello."},
+                {"role": "assistant", "content": "Hello there."},
+                {"role": "user", "content": "Now bye."},
+            ],
+        },
+        headers=headers,
+    )
+    assert second.status_code == 200, second.text
+    assert "X-Ledgerkeep-Branched-From" not in second.headers
+    assert second.headers["X-Ledgerkeep-Branch"] == "main"
+    assert [e.text for e in entries("plain-back")] == [
+        "Say hello.",
+        "Hello there.",
+        "Now bye.",
+        "Bye.",
+    ]
