@@ -1,4 +1,5 @@
-"""Journal rows: tenants, sessions, journals (one per scope), entries, chunks, artifacts.
+"""Journal rows: tenants, sessions, journals (one per scope), entries, chunks, artifacts,
+and the stored cost figure of each journal (derived, recomputed when the journal grows).
 
 docs/design.md section 4. Entries, chunks and artifacts are append-only: the model layer refuses
 ``save()`` on an existing row, ``delete()``, and queryset ``update()``/``delete()``; on
@@ -417,3 +418,44 @@ class ApiKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.prefix} ({self.role}, {self.name})"
+
+
+#: the longest ``JournalCost.usd`` text: a Decimal sum of the default context (28 digits) with
+#: its sign, point and exponent fits with room to spare
+COST_USD_CHARS = 64
+
+
+class JournalCost(models.Model):
+    """A journal's computed cost under one price table, stored for every process
+    (:func:`journal_app.selectors.journal_costs`; README, "Finding cost and failures").
+
+    Derived, never a record: journals are append-only and content-addressed, so a row whose
+    ``head_seq`` and ``head_hash`` are the journal's head is the cost of exactly those entries
+    under the table whose digest is ``table_key``; a journal that grew is computed again and
+    its row overwritten. ``usd`` is the :class:`~decimal.Decimal` sum as text (``str``), so it
+    reads back exactly on every database. Deleted with its journal; not exported (an
+    imported journal computes its own).
+    """
+
+    journal = models.ForeignKey(Journal, on_delete=models.CASCADE, related_name="cost_figures")
+    table_key = models.CharField(
+        max_length=64, help_text="digest of the price table (journal_app.selectors.costs)"
+    )
+    head_seq = models.PositiveBigIntegerField(help_text="the journal's head the cost covers")
+    head_hash = models.CharField(max_length=64, blank=True)
+    usd = models.CharField(
+        max_length=COST_USD_CHARS, help_text="USD of the priced calls, Decimal as text"
+    )
+    priced = models.PositiveBigIntegerField(default=0)
+    unpriced = models.PositiveBigIntegerField(default=0)
+    computed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["journal", "table_key"], name="journalcost_unique_journal_table"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"cost of journal {self.journal_id} at {self.head_seq} ({self.table_key})"
