@@ -123,6 +123,7 @@ def _checked_and_journaled(
         request=sent,
     )
     headers.update(scope_headers(recorded))
+    headers["X-Ledgerkeep-Working-Budget"] = str(working)  # on a refusal too
     prepared = services.request_compact(
         surface=surface,
         body=body,

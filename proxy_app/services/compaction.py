@@ -246,16 +246,18 @@ def _fitting(
     return None, result
 
 
-#: the builder's failure figures that no fold can shrink (the design's mandatory part)
-_MANDATORY = ("pins_and_task_state_tokens", "last_round_tokens", "output_reserve")
+#: the builder's failure figures that no fold can shrink: the last round stays verbatim and
+#: the reply needs its reserve (pins and task state are not among them: a fold closes
+#: requests and turns older ones into one line each)
+_UNFOLDABLE = ("last_round_tokens", "output_reserve")
 
 
 def _mandatory_over(failed: ContextResult, working: int) -> bool:
-    """Whether the failed build's mandatory part (pins and task state, the last round, the
-    output reserve) alone is over ``working`` tokens: folding more cannot help, so the call
-    is answered 422 at once, not 503 ``fold_pending``."""
+    """Whether the failed build's last round and output reserve alone are over ``working``
+    tokens: folding more cannot help, so the call is answered 422 at once, not 503
+    ``fold_pending``."""
     figures = (failed.failure or {}).get("figures") or {}
-    return sum(int(figures.get(k) or 0) for k in _MANDATORY) > working
+    return sum(int(figures.get(k) or 0) for k in _UNFOLDABLE) > working
 
 
 def _failure_message(recorded: Recorded, failed: ContextResult, limit: int) -> str:

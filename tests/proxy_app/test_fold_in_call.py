@@ -19,7 +19,7 @@ from tests.proxy_app.conftest import entries
 URL = "/proxy/openai/v1/chat/completions"
 
 
-def _history(rounds: int, words: int = 0) -> list[dict]:
+def _history(rounds: int, words: int = 0, output: int = 300) -> list[dict]:
     messages: list[dict] = [
         {"role": "system", "content": "You are careful. Never push to main."},
         {"role": "user", "content": "Fix the failing test in app.py"},
@@ -39,7 +39,11 @@ def _history(rounds: int, words: int = 0) -> list[dict]:
             }
         )
         messages.append(
-            {"role": "tool", "tool_call_id": f"c{i}", "content": f"out {i} " + "lorem ipsum " * 300}
+            {
+                "role": "tool",
+                "tool_call_id": f"c{i}",
+                "content": f"out {i} " + "lorem ipsum " * output,
+            }
         )
         messages.append({"role": "user", "content": f"next step {i} " + "please " * words})
     return messages
@@ -215,3 +219,23 @@ def test_a_stream_through_a_wsgi_server_is_answered_and_journaled(key, upstream,
         b": X-Ledgerkeep-Revision: 2\n\n"
     )
     assert [e.text for e in entries("wsgi")] == ["Capital?", "Paris."]
+
+
+def test_many_open_requests_that_a_fold_would_close_get_503_not_422(
+    live_server, key, upstream, settings, held
+):
+    # before any fold, every user request is an open request kept whole: over the budget;
+    # folded, the older ones become one line each. So folding helps: 503, then 200
+    settings.LEDGER_FOLD_THRESHOLD_TOKENS = 4_000
+    settings.PROXY_FOLD_SECONDS = 0
+    history = _history(120, words=40, output=10)
+    r = _post(live_server, key, history, budget=4_000, session="requests")
+    assert r.status_code == 503, r.text
+    assert r.json()["code"] == "fold_pending"
+    assert r.headers["X-Ledgerkeep-Working-Budget"] == "4000"
+    for fn in list(held):
+        fn()
+    upstream.push(text="done")
+    settings.PROXY_FOLD_SECONDS = 20
+    again = _post(live_server, key, history, budget=4_000, session="requests")
+    assert again.status_code == 200, again.text
