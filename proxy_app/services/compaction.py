@@ -2,8 +2,9 @@
 
 :func:`request_compact` decides whether the request goes out as sent or as the context
 :func:`ledger_app.services.context.context_build` makes (pins verbatim, ledger checkpoint with
-support hashes, artifact receipts, verbatim tail); folds happen there and in the automatic fold
-after an append, never here. Until the next fold lands, later calls extend the previous
+support hashes, artifact receipts, verbatim tail); folds happen there (within
+``PROXY_FOLD_SECONDS``, else 503 ``fold_pending``) and in the automatic fold after an append
+(after the call, :func:`ledger_app.receivers.fold_soon`), never here. Until the next fold lands, later calls extend the previous
 compacted request (kept in the cache) with their new messages, so that its prefix stays byte
 for byte the same for the provider's prompt cache (README "Prompt caching through the proxy").
 """
@@ -132,8 +133,9 @@ def request_compact(
     """The request to forward: as sent when it fits the working budget, else the context.
 
     Over budget, :func:`ledger_app.services.context.context_build` builds the request as of
-    the history's revision (it folds through ``ledger_fold`` when it must) and its messages
-    (and, for Anthropic, ``system``) replace the sent ones; every other field is kept.
+    the history's revision (when it must fold, in slices through ``ledger_compact``, none
+    started after ``PROXY_FOLD_SECONDS``) and its messages (and, for Anthropic, ``system``)
+    replace the sent ones; every other field is kept (Responses: :func:`_responses_compacted`).
     The build aims at the working budget less :data:`COMPACT_HEADROOM` (the whole budget
     when that fails or leaves ledger facts out), and until the next fold lands the calls
     after it send that request followed by their new messages while they fit
@@ -149,7 +151,10 @@ def request_compact(
             extending the previous compacted request.
 
     Raises:
-        ContextFailed: the builder's explicit failure state: nothing is forwarded.
+        FoldPending: no context fits yet, the time budget was spent folding, and more
+            folding could make it fit (the rest is queued: :func:`ledger_app.receivers.fold_soon`).
+        ContextFailed: the builder's explicit failure state: nothing is forwarded; the
+            message names a working budget that would fit, or says none within the window can.
     """
     before = request_tokens(surface, body, recorded)
     fold = latest_fold(recorded.journal)
