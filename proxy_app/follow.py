@@ -35,6 +35,7 @@ from journal_app.formats.codex import _DUPLICATE_EVENTS as CODEX_DUPLICATE_EVENT
 from journal_app.formats.codex import _digest as codex_digest
 from journal_app.formats.codex import _response_texts as codex_response_texts
 from journal_app.formats.source import Source, loads
+from journal_app.models import Session, Tenant
 from journal_app.services import default_session_key, tenant_ensure
 from proxy_app.services import ProxyScope, conversation_record
 
@@ -367,13 +368,18 @@ def follow_file(
         return result
     check_pairing(path, entries)
     items = _with_skips(entries, skipped, lines)
-    scope = ProxyScope(tenant_ensure(slug=tenant), key, lane, None)
+    owner = tenant_ensure(slug=tenant)
+    source = str(path.resolve())
+    key = unclaimed_key(owner, key, source)
+    result.session = key
+    scope = ProxyScope(owner, key, lane, None)
     recorded = conversation_record(
         scope=scope,
         items=items,
         title=parsed.title if parsed is not None else "",
         source_format=parsed.format if parsed is not None else "",
         every=True,
+        source_name=source,
     )
     result.branch = recorded.journal.branch
     result.appended = recorded.appended
@@ -382,6 +388,29 @@ def follow_file(
     lines_new = {e.content["line"] for e in fresh if e.content.get("type") == SKIPPED_TYPE}
     result.bad_lines = sorted((b for b in skipped if b.line in lines_new), key=lambda b: b.line)
     return result
+
+
+def unclaimed_key(tenant: Tenant, key: str, source: str) -> str:
+    """The session key a followed file journals to: ``key``, unless its session was made by
+    following another file (its ``source_name``, an absolute path, differs from ``source``):
+    then ``key`` with ``-`` and 8 hex digits of the sha256 of ``source``, so two files whose
+    readable keys coincide (``x.y/live.jsonl`` and ``x/y/live.jsonl``, ``my proj`` and
+    ``my-proj``, one name under two followed folders) never share a session. The first file
+    keeps the plain key, across restarts (the claim is the session row). A session made by an
+    import (a bare file name) or by the proxy is not a claim: following continues it.
+
+    Args:
+        tenant: the tenant.
+        key: the readable key (:func:`follow_session_key`).
+        source: the file's absolute path.
+    """
+    owner = (
+        Session.objects.filter(tenant=tenant, key=key).values_list("source_name", flat=True).first()
+    )
+    if owner is None or owner == source or not Path(owner).is_absolute():
+        return key
+    digest = hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{key[:91]}-{digest}"
 
 
 def jsonl_files(paths: Iterable[str | Path]) -> list[Path]:

@@ -40,6 +40,7 @@ def _scope_place(
     request: RequestPrefix | None,
     title: str,
     source_format: str,
+    source_name: str,
 ) -> Recorded:
     """:func:`conversation_record` for a scope (under the session's lock): by the prefix
     index when it places the history, else against every branch of the lane."""
@@ -49,7 +50,7 @@ def _scope_place(
         key=scope.session_key,
         title=title,
         source_format=source_format,
-        source_name="proxy",
+        source_name=source_name,
     )
     recorded = None
     if request is not None and known is not None:
@@ -76,6 +77,7 @@ def conversation_record(
     source_format: str = "",
     every: bool = False,
     request: RequestPrefix | None = None,
+    source_name: str = "proxy",
 ) -> Recorded:
     """Journal a resent history: the new suffix only, or a new branch where it diverges.
 
@@ -94,6 +96,8 @@ def conversation_record(
             (:func:`proxy_app.services.prefix_index.place_indexed`: the stored prefix found
             from one digest, only the suffix read and keyed) and the request's own placement
             is recorded there for the next call.
+        source_name: the new session's ``source_name`` (``proxy``; a followed file's
+            absolute path, which :func:`proxy_app.follow.follow_file` checks its key against).
 
     Returns:
         :class:`proxy_app.services.placement.Recorded`. Idempotent: the same history again
@@ -121,7 +125,9 @@ def conversation_record(
                     recorded = place_in_branches([journal], items, every)
                 else:
                     assert scope is not None
-                    recorded = _scope_place(scope, items, every, request, title, source_format)
+                    recorded = _scope_place(
+                        scope, items, every, request, title, source_format, source_name
+                    )
             if scope is not None:
                 scope.session = recorded.journal.session
             return recorded

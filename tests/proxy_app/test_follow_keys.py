@@ -86,3 +86,43 @@ def test_two_same_named_files_followed_directly_are_two_sessions(tmp_path, lines
     assert {
         key: Entry.objects.filter(journal__session__key=key).count() for key in sessions
     } == count
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("x.y/live.jsonl", "x/y/live.jsonl"), ("my proj/live.jsonl", "my-proj/live.jsonl")],
+)
+def test_files_whose_readable_keys_coincide_are_two_sessions(tmp_path, lines, first, second):
+    root = tmp_path / "projects"
+    one, two = root / first, root / second
+    for path, n in ((one, 20), (two, 40)):
+        path.parent.mkdir(parents=True)
+        path.write_bytes(b"".join(lines[:n]))
+    assert follow_session_key(one, [root]) == follow_session_key(two, [root])  # lossy
+    follow_paths(paths=[root], tenant="acme", report=lambda line: None, once=True)
+    rows = dict(Session.objects.filter(tenant__slug="acme").values_list("source_name", "key"))
+    assert set(rows) == {str(one.resolve()), str(two.resolve())}
+    assert len(set(rows.values())) == 2
+    plain = follow_session_key(one, [root])
+    assert plain in rows.values()  # the first keeps the readable key, the other has a hash
+    count = {k: Entry.objects.filter(journal__session__key=k).count() for k in rows.values()}
+    assert sorted(count.values()) != [0, 0] and len(set(count.values())) == 2
+    # a later pass (a restart) finds each file's own session: nothing appended, no branch
+    follow_paths(paths=[root], tenant="acme", report=lambda line: None, once=True)
+    assert {
+        k: Entry.objects.filter(journal__session__key=k).count() for k in rows.values()
+    } == count
+
+
+@pytest.mark.django_db
+def test_following_a_file_continues_the_session_its_import_made(tmp_path, lines):
+    from journal_app.services import journal_import
+
+    path = tmp_path / "live.jsonl"
+    path.write_bytes(b"".join(lines[:20]))
+    journal_import(path=path, tenant="acme")
+    follow_paths(paths=[path], tenant="acme", report=lambda line: None, once=True)
+    assert list(Session.objects.filter(tenant__slug="acme").values_list("key", flat=True)) == [
+        "live"
+    ]
