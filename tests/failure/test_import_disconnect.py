@@ -124,7 +124,9 @@ def test_the_import_command_reports_a_dropped_connection_without_a_traceback(
 
     monkeypatch.setattr(command, "journal_import", dropping_import)
     with pytest.raises(CommandError) as caught:
-        call_command("import_journal", str(path), "--tenant", "acme", "--session", "s1")
+        call_command(
+            "import_journal", str(path), "--tenant", "acme", "--create-tenant", "--session", "s1"
+        )
 
     assert str(caught.value).startswith("import failed, nothing written: the database connection")
     assert path.name in str(caught.value)
