@@ -24,13 +24,13 @@ def main(argv: list[str] | None = None, *, prog: str = "ledgerkeep") -> None:
     from django.core.management import execute_from_command_line
 
     from config.env import SettingError
+    from config.startup import configuration_error
 
     args = list(sys.argv if argv is None else argv)
     try:
         execute_from_command_line([prog, *args[1:]])
     except SettingError as exc:  # a start-up error: the message names the variable
-        sys.stderr.write(f"{prog}: configuration error: {exc}\n")
-        sys.exit(2)
+        configuration_error(prog, exc)
 
 
 if __name__ == "__main__":

@@ -25,27 +25,20 @@ bounds, stated here: 100 fields of at most 8,190 bytes each (an API key header i
 from __future__ import annotations
 
 import math
-import sys
 
 from config.env import SettingError, env_count, env_float, env_int, env_str
 from config.production import MAX_URL_BYTES, UPSTREAM_TIMEOUT_SECONDS, request_line_limit
-from config.startup import settings_or_exit
+from config.startup import configuration_error, settings_or_exit
 
 # the master checks every setting at start: a bad one stops it with one line naming the
 # variable (status 2), not a traceback per worker
 settings_or_exit("gunicorn")
 
 
-def _stop(exc: Exception) -> None:
-    """One line naming the variable, status 2: no traceback from gunicorn's config loader."""
-    sys.stderr.write(f"gunicorn: configuration error: {exc}\n")
-    raise SystemExit(2)
-
-
 try:
     limit_request_line = request_line_limit(env_int("API_MAX_URL_BYTES", MAX_URL_BYTES))
 except ValueError as exc:  # SettingError included
-    _stop(exc)
+    configuration_error("gunicorn", exc)
 #: most header fields in one request (gunicorn's default, 100)
 limit_request_fields = 100
 #: longest header field, in bytes (gunicorn's default and maximum, 8,190)
@@ -67,7 +60,7 @@ try:
         math.ceil(env_float("UPSTREAM_TIMEOUT_SECONDS", UPSTREAM_TIMEOUT_SECONDS)) + TIMEOUT_MARGIN,
     )
 except SettingError as exc:
-    _stop(exc)
+    configuration_error("gunicorn", exc)
 #: seconds a worker has to finish its streams on a restart (SIGTERM) before it is killed
 graceful_timeout = timeout
 accesslog = "-"

@@ -5,8 +5,21 @@ worker and beat): a bad setting stops them with one line, as ``manage.py`` does
 from __future__ import annotations
 
 import sys
+from typing import NoReturn
 
 from config.env import SettingError
+
+
+def configuration_error(program: str, exc: Exception) -> NoReturn:
+    """End the process with status 2 after one line on stderr,
+    ``<program>: configuration error: <exc>`` (the message names the variable): how
+    ``manage.py``, ``ledgerkeep``, gunicorn and Celery all stop on a setting they cannot use.
+
+    Raises:
+        SystemExit: always, status 2.
+    """
+    sys.stderr.write(f"{program}: configuration error: {exc}\n")
+    raise SystemExit(2)
 
 
 def settings_or_exit(program: str) -> None:
@@ -22,5 +35,4 @@ def settings_or_exit(program: str) -> None:
     try:
         import config.settings  # noqa: F401  (read from the environment on import)
     except SettingError as exc:
-        sys.stderr.write(f"{program}: configuration error: {exc}\n")
-        raise SystemExit(2) from None
+        configuration_error(program, exc)

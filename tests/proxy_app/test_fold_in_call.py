@@ -62,6 +62,12 @@ def _post(live_server, key, messages, budget: int, session: str, **extra) -> htt
     )
 
 
+def _run(held: list) -> None:
+    """Run the background work a call left, in order (as the background thread would)."""
+    for fn in list(held):
+        fn()
+
+
 @pytest.fixture
 def held(monkeypatch):
     """Background work collected, not run: what a call leaves for after it."""
@@ -82,8 +88,7 @@ def test_the_fold_an_append_makes_due_runs_after_the_call_not_in_it(
     # the history is over the threshold, but nothing was folded inside the call
     assert not Fold.objects.filter(journal=journal).exists()
     assert len(held) >= 1
-    for fn in list(held):
-        fn()
+    _run(held)
     assert Fold.objects.filter(journal=journal, kind=Fold.Kind.FOLD).count() >= 2
 
 
@@ -105,8 +110,7 @@ def test_a_call_that_needs_a_fold_folds_within_its_time_budget_else_503(
     journal = Journal.objects.get(session__key="slow", branch="main")
     assert not Fold.objects.filter(journal=journal).exists()
     # the fold goes on after the call; the same request sent again is answered
-    for fn in list(held):
-        fn()
+    _run(held)
     assert Fold.objects.filter(journal=journal, kind=Fold.Kind.FOLD).exists()
     upstream.push(text="done")
     again = _post(live_server, key, history, budget=4_000, session="slow")
@@ -233,8 +237,7 @@ def test_many_open_requests_that_a_fold_would_close_get_503_not_422(
     assert r.status_code == 503, r.text
     assert r.json()["code"] == "fold_pending"
     assert r.headers["X-Ledgerkeep-Working-Budget"] == "4000"
-    for fn in list(held):
-        fn()
+    _run(held)
     upstream.push(text="done")
     settings.PROXY_FOLD_SECONDS = 20
     again = _post(live_server, key, history, budget=4_000, session="requests")
