@@ -6,6 +6,7 @@ Every error is a :class:`~journal_app.errors.DomainError`, mapped to HTTP once i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -63,6 +64,26 @@ class ArtifactStoreFull(ArtifactWriteError):
     code = "artifact_store_full"
 
 
+#: a missing table as SQLite (``no such table: x``) and PostgreSQL (``relation "x" does not
+#: exist``) word it
+_MISSING_TABLE = re.compile(r'no such table: (\w+)|relation "(\w+)" does not exist')
+
+
+def missing_table(exc: BaseException) -> str | None:
+    """The table a database error says does not exist (the database was never migrated, or
+    is another project's), or ``None`` for any other error.
+
+    Args:
+        exc: any exception (``OperationalError`` on SQLite, ``ProgrammingError`` on
+            PostgreSQL).
+
+    Returns:
+        The table's name, e.g. ``"journal_app_tenant"``.
+    """
+    found = _MISSING_TABLE.search(str(exc))
+    return None if found is None else found.group(1) or found.group(2)
+
+
 def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
 
@@ -82,6 +103,8 @@ def _write_transaction(what: str) -> Iterator[None]:
             yield
             body_done = True
     except (OperationalError, InterfaceError) as exc:
+        if missing_table(exc):
+            raise  # not a lost connection: the database is not migrated (config/cli.py says so)
         if body_done and outermost:
             raise CommitUnconfirmed(
                 f"the database connection was lost while committing {what}; whether it was "
