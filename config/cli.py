@@ -23,7 +23,6 @@ def main(argv: list[str] | None = None, *, prog: str = "ledgerkeep") -> None:
     """
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     from django.core.management import execute_from_command_line
-
     from django.db import DatabaseError
 
     from config.env import SettingError
