@@ -22,7 +22,7 @@ from journal_app.models import Artifact, Entry, Journal
 from journal_app.services import artifact_read
 from journal_app.tokens import count_tokens, source_label
 from ledger_app import selectors
-from ledger_app.entry_view import EntryView
+from ledger_app.entry_view import EntryView, RowView
 from ledger_app.models import Fold
 from ledger_app.pin_facts import is_pin_source, pin_fact
 from ledger_app.pins import pin_shown_text
@@ -69,18 +69,19 @@ def read_entries(
     ) in rows:  # fmt: skip
         content = loads(body)
         views.append(
-            EntryView(
+            # meta and a call's text are parsed when read (RowView): most builds read few
+            RowView.of_row(
                 seq=seq,
                 entry_hash=entry_hash,
                 kind=kind,
                 role=role,
-                text=content_text(kind, content),
+                text=None if kind == "tool_call" else content_text(kind, content),
                 content=content,
                 tool_call_id=call_id,
                 tool_name=tool,
                 derived=derived,
                 is_error=is_error,
-                meta=loads(meta) if meta != "{}" else {},
+                meta=meta,
                 chunk_bytes=chunk_bytes,
             )
         )
