@@ -44,13 +44,14 @@ def read_entries(
     journal: Journal, revision: int
 ) -> tuple[list[EntryView], dict[str, int], dict[str, Mapping[str, Any]]]:
     """The journal's entries up to ``revision`` as builder views, in seq order, read as plain
-    column tuples (no model instance per row; each body and meta parsed once), with the
+    column tuples (no model instance per row; each body parsed once, each meta and each
+    call's text when the build first reads it: :class:`ledger_app.entry_view.RowView`), with the
     stored token count of each entry counted by the configured encoding
     (``{entry hash: tokens}``) and the artifact receipt of each entry that references one
     (``{entry hash: Artifact.receipt()}``, one query for all of them).
 
-    The same views :func:`ledger_app.services.entry_view` makes from a row (the journal's own
-    chunk size). Two queries however long the journal (tested:
+    Views equal to those :func:`ledger_app.services.entry_view` makes from a row (the
+    journal's own chunk size). Two queries however long the journal (tested:
     ``tests/ledger_app/test_context_reads.py``)."""
     label = source_label(settings.TOKEN_ENCODING)
     chunk_bytes = journal.chunk_bytes
