@@ -100,7 +100,7 @@ class RowView(EntryView):
 
     __hash__ = None  # type: ignore[assignment]  # as EntryView's (a mutable dataclass)
 
-    @property  # type: ignore[override]
+    @property
     def text(self) -> str:
         if self._text is None:
             self._text = content_text(self.kind, self.content)
@@ -110,7 +110,7 @@ class RowView(EntryView):
     def text(self, value: str | None) -> None:
         self._text = value
 
-    @property  # type: ignore[override]
+    @property
     def meta(self) -> dict[str, Any]:
         if self._meta is None:
             self._meta = json.loads(self._meta_raw) if self._meta_raw != "{}" else {}
