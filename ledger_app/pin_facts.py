@@ -122,8 +122,14 @@ def pin_text_of(entry: EntryView, rules: int = PIN_RULES) -> str:
 def is_pin_source(entry: EntryView, rules: int = PIN_RULES) -> bool:
     """Authoritative message (:func:`journal_app.content.is_authoritative`, under pin rules
     ``rules``) with non-empty text."""
-    return entry.text != "" and is_authoritative(
-        entry.kind, entry.role, entry.derived, entry.meta, text=entry.text, rules=rules
+    # kind first: only a message can be one (is_authoritative), and the text and meta of
+    # other entries need not be read for it (a build asks this of every entry)
+    return (
+        entry.kind == "message"
+        and entry.text != ""
+        and is_authoritative(
+            entry.kind, entry.role, entry.derived, entry.meta, text=entry.text, rules=rules
+        )
     )
 
 

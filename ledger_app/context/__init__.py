@@ -34,7 +34,8 @@ the request is still over the working budget:
 2. project oversized tool results into their artifact receipts, oldest first, outside the
    tail, then inside it;
 3. shrink old, already-consumed tool results (a result the model has answered after) to a
-   deterministic head/errors/tail excerpt that says how much was cut and names the entry;
+   deterministic head/errors/tail excerpt that says how much was cut and names the entry,
+   in the rounds still shown (a round left out and brought back by step 6 is shrunk then);
 4. fold the oldest complete API rounds into the ledger: a round leaves the verbatim part only
    when a fold covers it; when none does yet, the ``fold`` callback is asked (once) to fold up
    to the tail. A whole round leaves or stays, never part of it (parallel calls together).

@@ -130,6 +130,9 @@ class Builder:
         #: set by the recovery step: a checkpoint with no P0/P1 fact is planned at 0 tokens
         #: (:meth:`ledger_app.context.checkpoint.Checkpoint.make_soft`), kept across refolds
         self.soft_checkpoint = False
+        #: step 3 ran (:func:`ledger_app.context.compaction.shrink`, consumed results): a
+        #: left-out round that comes back is shrunk as it would have been shown
+        self.consumed_shrunk = False
         self._pin_facts: dict[str, dict[str, Any]] = {}
         self._prepare()
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ledger_app.context.build_state import Builder
-from ledger_app.entry_view import EntryView
+from ledger_app.entry_view import EntryView, meta_get
 
 #: The most the provider's figures may lower the planning limit by (a factor): a larger
 #: ratio says the figure covers more than the journal (a runtime prompt, another request).
@@ -83,7 +83,7 @@ def provider_usage(entries: Sequence[EntryView]) -> dict[str, Any] | None:
     """The provider-reported usage of the journal's last model call that carries one
     (``input_tokens``/``prompt_tokens``), labelled as such; ``None`` when none does."""
     for e in reversed(entries):
-        usage = e.meta.get("usage") if isinstance(e.meta, dict) else None
+        usage = meta_get(e, "usage")
         if isinstance(usage, dict):
             inp = usage.get("input_tokens", usage.get("prompt_tokens"))
             out = usage.get("output_tokens", usage.get("completion_tokens"))

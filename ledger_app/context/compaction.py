@@ -57,38 +57,53 @@ def project(b: Builder, plans: Iterable[Plan], step: int, target: int) -> None:
 
 def shrink(b: Builder, plans: Iterable[Plan], step: int, target: int, consumed_only: bool) -> None:
     """Step 3 (and 6): shrink results to a deterministic excerpt, in order, until within
-    ``target``; ``consumed_only``: only results the model has answered after."""
+    ``target``; ``consumed_only``: only results the model has answered after. A round
+    already left out of the verbatim part is not shrunk (it takes no room in the request);
+    when one comes back (:func:`restore`), its old results are shrunk then, as step 3 would
+    have shrunk them (:attr:`Builder.consumed_shrunk`)."""
+    if consumed_only:
+        b.consumed_shrunk = True
     for p in plans:
-        for part in p.parts:
-            if b.total() <= target:
-                return
-            if part.kind != "result" or part.form == "shrunk" or part.entry is None:
-                continue
-            if consumed_only and part.entry.seq >= b.last_assistant:
-                continue
-            source = part.entry.text
-            original = b.meter.text(source)
-            new = shrink_text(source, part.entry, original)
-            if b.meter.text(new) >= b.meter.text(part.text):
-                continue
-            before = b.total()
-            was = part.form
-            part.text, part.form, part.reference = new, "shrunk", ""
-            b.set_cost(p)
-            why = (
-                "an old result the model has already answered"
-                if consumed_only
-                else "recovery compaction"
-            )
-            b.decide(
-                step,
-                "shrink",
-                f"tool result at seq {part.entry.seq} ({was}) shrunk to a deterministic excerpt: {why}",
-                before,
-                b.total(),
-                seqs=[part.entry.seq],
-                entry=part.entry.entry_hash,
-            )
+        if p.dropped:
+            continue
+        if not _shrink_plan(b, p, step, target, consumed_only):
+            return
+
+
+def _shrink_plan(b: Builder, p: Plan, step: int, target: int | None, consumed_only: bool) -> bool:
+    """Shrink the results of ``p`` (:func:`shrink`); ``False`` once the request is within
+    ``target`` (``None``: shrink them all)."""
+    for part in p.parts:
+        if target is not None and b.total() <= target:
+            return False
+        if part.kind != "result" or part.form == "shrunk" or part.entry is None:
+            continue
+        if consumed_only and part.entry.seq >= b.last_assistant:
+            continue
+        source = part.entry.text
+        original = b.meter.text(source)
+        new = shrink_text(source, part.entry, original)
+        if b.meter.text(new) >= b.meter.text(part.text):
+            continue
+        before = b.total()
+        was = part.form
+        part.text, part.form, part.reference = new, "shrunk", ""
+        b.set_cost(p)
+        why = (
+            "an old result the model has already answered"
+            if consumed_only
+            else "recovery compaction"
+        )
+        b.decide(
+            step,
+            "shrink",
+            f"tool result at seq {part.entry.seq} ({was}) shrunk to a deterministic excerpt: {why}",
+            before,
+            b.total(),
+            seqs=[part.entry.seq],
+            entry=part.entry.entry_hash,
+        )
+    return True
 
 
 def ask_fold(b: Builder, upto: int, step: int) -> bool:
@@ -252,6 +267,8 @@ def restore(b: Builder, step: int, target: int) -> None:
     """After recovery shrank what it could, bring back the newest folded rounds that fit."""
     while b.n_dropped > 0:
         p = b.droppable[b.n_dropped - 1]  # the dropped rounds are the oldest: a prefix
+        if b.consumed_shrunk:  # as step 3 shrinks a round shown (it skipped this one)
+            _shrink_plan(b, p, 3, None, consumed_only=True)
         before = b.total()
         b.set_dropped(p, False)
         if b.total() > target:

@@ -22,7 +22,7 @@ from journal_app.models import Artifact, Entry, Journal
 from journal_app.services import artifact_read
 from journal_app.tokens import count_tokens, source_label
 from ledger_app import selectors
-from ledger_app.entry_view import EntryView
+from ledger_app.entry_view import EntryView, RowView
 from ledger_app.models import Fold
 from ledger_app.pin_facts import is_pin_source, pin_fact
 from ledger_app.pins import pin_shown_text
@@ -44,13 +44,14 @@ def read_entries(
     journal: Journal, revision: int
 ) -> tuple[list[EntryView], dict[str, int], dict[str, Mapping[str, Any]]]:
     """The journal's entries up to ``revision`` as builder views, in seq order, read as plain
-    column tuples (no model instance per row; each body and meta parsed once), with the
+    column tuples (no model instance per row; each body parsed once, each meta and each
+    call's text when the build first reads it: :class:`ledger_app.entry_view.RowView`), with the
     stored token count of each entry counted by the configured encoding
     (``{entry hash: tokens}``) and the artifact receipt of each entry that references one
     (``{entry hash: Artifact.receipt()}``, one query for all of them).
 
-    The same views :func:`ledger_app.services.entry_view` makes from a row (the journal's own
-    chunk size). Two queries however long the journal (tested:
+    Views equal to those :func:`ledger_app.services.entry_view` makes from a row (the
+    journal's own chunk size). Two queries however long the journal (tested:
     ``tests/ledger_app/test_context_reads.py``)."""
     label = source_label(settings.TOKEN_ENCODING)
     chunk_bytes = journal.chunk_bytes
@@ -69,18 +70,19 @@ def read_entries(
     ) in rows:  # fmt: skip
         content = loads(body)
         views.append(
-            EntryView(
+            # meta and a call's text are parsed when read (RowView): most builds read few
+            RowView.of_row(
                 seq=seq,
                 entry_hash=entry_hash,
                 kind=kind,
                 role=role,
-                text=content_text(kind, content),
+                text=None if kind == "tool_call" else content_text(kind, content),
                 content=content,
                 tool_call_id=call_id,
                 tool_name=tool,
                 derived=derived,
                 is_error=is_error,
-                meta=loads(meta) if meta != "{}" else {},
+                meta=meta,
                 chunk_bytes=chunk_bytes,
             )
         )
