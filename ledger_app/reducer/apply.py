@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import gc
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -330,25 +331,41 @@ def reduce(
     checkpoint is copied once and the deltas applied in place, so time is linear in the
     number of ops (``bench/`` measures the exponent). Raises what :func:`apply_delta` raises.
     """
-    with _gc_paused():
+    with gc_paused():
         state = copy.deepcopy(dict(checkpoint if checkpoint is not None else EMPTY_STATE))
         for delta in deltas:
             _apply(state, delta)
     return state
 
 
+#: how many :func:`gc_paused` blocks are open in this process (any thread), and whether
+#: the collector was on when the first of them opened
+_PAUSE = {"depth": 0, "was_enabled": False}
+_PAUSE_LOCK = threading.Lock()
+
+
 @contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for a replay, re-enabling it after (if it
-    was on). The reducer makes only acyclic dicts and lists, so a collection during a replay
-    frees nothing, yet each generation-2 collection walks every live object (the growing
-    state and the caller's deltas): over 10 ... 10,000 deltas that made ``reduce`` grow with
-    exponent 1.17, against 1.01 paused (``bench/reducer_scaling.py``). Reference counting
-    still frees everything as usual."""
-    was = gc.isenabled()
-    gc.disable()
+def gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for a replay or a context build, re-enabling
+    it when the last open pause of the process ends (if it was on before the first).
+
+    The reducer makes only acyclic dicts and lists, so a collection during a replay frees
+    nothing, yet each generation-2 collection walks every live object (the growing state and
+    the caller's deltas): over 10 ... 10,000 deltas that made ``reduce`` grow with exponent
+    1.17, against 1.01 paused (``bench/reducer_scaling.py``); a context build of a long
+    journal holds some 10^5 objects the same way. Reference counting still frees everything
+    as usual. The collector's switch is process-wide, so pauses are counted under a lock:
+    two threads' pauses that overlap in any order leave it as it was before the first
+    (``tests/ledger_app/test_reducer_gc.py``)."""
+    with _PAUSE_LOCK:
+        if _PAUSE["depth"] == 0:
+            _PAUSE["was_enabled"] = gc.isenabled()
+            gc.disable()
+        _PAUSE["depth"] += 1
     try:
         yield
     finally:
-        if was:
-            gc.enable()
+        with _PAUSE_LOCK:
+            _PAUSE["depth"] -= 1
+            if _PAUSE["depth"] == 0 and _PAUSE["was_enabled"]:
+                gc.enable()

@@ -26,9 +26,7 @@ reads is :mod:`.context_reads`. This module writes: :func:`context_build` may fo
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import Any
 
 from journal_app.models import Journal
@@ -41,7 +39,7 @@ from ledger_app.context import (
 )
 from ledger_app.errors import LedgerError
 from ledger_app.models import Fold, FoldInvariants
-from ledger_app.reducer.apply import _gc_paused as gc_paused
+from ledger_app.reducer.apply import gc_paused
 from ledger_app.services.compact import ledger_compact
 from ledger_app.services.context_reads import (
     ArtifactLookup,
@@ -170,7 +168,7 @@ def context_build(
     # the collector paused for the build, as for a replay (ledger_app.reducer.apply): a
     # build of a long journal makes some 10^5 objects that live until it returns (views,
     # rounds, parts), and each generation-2 pass walked them all again, a fifth to a third
-    # of a 20,000-entry build; a fold the build asks for runs with it on (_resumed_gc)
+    # of a 20,000-entry build (a fold the build asks for runs paused too: it ends with the build)
     with gc_paused():
         return _build(
             journal=journal,
@@ -186,19 +184,6 @@ def context_build(
             views=views,
             fold_deadline=fold_deadline,
         )
-
-
-@contextmanager
-def _resumed_gc() -> Iterator[None]:
-    """The collector on for a fold inside a build (paused by :func:`context_build`), paused
-    again after when it was paused."""
-    was = gc.isenabled()
-    gc.enable()
-    try:
-        yield
-    finally:
-        if not was:
-            gc.disable()
 
 
 def _build(
@@ -232,11 +217,10 @@ def _build(
     def fold_more(upto: int) -> tuple[Mapping[str, Any], int]:
         if not may_fold:
             raise ContextError("folding is not possible here: read-only, or a later fold exists")
-        with _resumed_gc():
-            if fold_deadline is None:
-                ledger_fold(journal=journal, upto=min(upto, rev))
-            else:
-                ledger_compact(journal=journal, upto=min(upto, rev), deadline=fold_deadline)
+        if fold_deadline is None:
+            ledger_fold(journal=journal, upto=min(upto, rev))
+        else:
+            ledger_compact(journal=journal, upto=min(upto, rev), deadline=fold_deadline)
         newest = latest_fold(journal)
         return selectors.context_ledger(journal, newest), covered_end(journal, newest)
 
