@@ -10,6 +10,7 @@ goes. The package docstring (:mod:`ledger_app.model_client`) says the rules.
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -329,7 +330,7 @@ class ModelClient:
             while not finished.wait(min(0.1, stall / 4)):
                 if last_chunk and time.monotonic() - last_chunk[0] > stall:
                     stalled.set()
-                    stream.close()  # the read blocked in the loop below ends
+                    _cut(stream)  # the read blocked in the loop below ends
                     return
 
         try:
@@ -401,6 +402,24 @@ class ModelClient:
         if not parts and not answer.finish_reason:
             answer.malformed = "the stream carried no chat-completion chunk (empty or not SSE)"
         return answer
+
+
+def _cut(stream: Any) -> None:
+    """End a stream another thread is blocked reading: shut its socket down (closing the
+    response alone does not wake a read already waiting in ``recv``; the read then ends at
+    once with a closed connection), then close it."""
+    response = getattr(stream, "response", None)
+    network = getattr(response, "extensions", {}).get("network_stream")
+    sock = network.get_extra_info("socket") if network is not None else None
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # already closed
+    try:
+        stream.close()
+    except (httpx.HTTPError, OSError, RuntimeError):
+        pass  # closing a stream another thread is reading may complain; the socket is down
 
 
 def _plain(response: Any) -> _Answer:

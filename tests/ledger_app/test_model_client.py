@@ -333,6 +333,17 @@ def test_a_stalled_stream_is_cut_and_not_retried(scripted):
     assert "stalled" in caught.value.last_error and scripted.request_count == 1
 
 
+def test_a_stalled_stream_is_cut_while_the_server_still_stalls(scripted):
+    """The cut ends the blocked read at once: the call returns while the server is still in
+    its 20 s pause (closing the response alone left the read waiting until the server went
+    on, or until MODEL_TIMEOUT_SECONDS)."""
+    scripted.push_json({"facts": [], "ends": []}, stall=20.0)
+    with pytest.raises(ModelUnavailable) as caught:
+        _call(ModelClient(scripted.config(stream=True, stall_s=0.3, timeout_s=60)))
+    assert scripted.stalling == 1  # the server has not resumed: the client did not wait for it
+    assert "MODEL_STALL_SECONDS" in caught.value.last_error
+
+
 def test_reading_the_prompt_before_the_first_chunk_is_not_a_stall(scripted):
     """A server sends nothing while it reads the prompt (minutes on a CPU): the wait for the
     first chunk is bounded by the call's timeout, not by the stall limit."""

@@ -68,6 +68,9 @@ class ScriptedServer:
         self.window_tokens = window_tokens
         self.reject_stream_options = reject_stream_options
         self.always: dict[str, Any] | None = None
+        #: streams paused in their ``stall=`` right now (a client that cut one has returned
+        #: while the server still sleeps)
+        self.stalling = 0
         self._lock = threading.Lock()
         server = self
 
@@ -130,7 +133,11 @@ class ScriptedServer:
                         self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
                         self.wfile.flush()
                         if n == 0 and payload.get("_stall"):
-                            time.sleep(payload["_stall"])
+                            server.stalling += 1
+                            try:
+                                time.sleep(payload["_stall"])
+                            finally:
+                                server.stalling -= 1
                     self.wfile.write(b"data: [DONE]\n\n")
                     self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
