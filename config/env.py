@@ -61,6 +61,30 @@ def env_float(name: str, default: float) -> float:
         raise SettingError(f"{name}={raw!r} is not a number") from None
 
 
+def env_seconds(name: str, default: float) -> float:
+    """A duration in seconds above 0 (a timeout or a limit: 0 or less would fail every call).
+
+    Raises:
+        SettingError: not a number, or not above 0; one line naming the variable.
+    """
+    value = env_float(name, default)
+    if not value > 0:
+        raise SettingError(f"{name}={os.environ.get(name)!r} is not accepted: use seconds above 0")
+    return value
+
+
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    """One of ``choices`` (``default`` when unset or empty).
+
+    Raises:
+        SettingError: any other value; one line naming the variable and the choices.
+    """
+    value = env_str(name, default)
+    if value not in choices:
+        raise SettingError(f"{name}={value!r} is not accepted: use one of {', '.join(choices)}")
+    return value
+
+
 def env_bool(name: str, default: bool) -> bool:
     """A boolean variable: 1/true/yes/on or 0/false/no/off (case-insensitive)."""
     raw = os.environ.get(name)

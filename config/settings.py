@@ -16,12 +16,15 @@ from csp.constants import NONE, SELF
 from config.env import (
     SettingError,
     env_bool,
+    env_choice,
+    env_count,
     env_float,
     env_int,
     env_json,
     env_list,
     env_object,
     env_rate,
+    env_seconds,
     env_str,
 )
 from config.logging import configure_structlog, logging_config
@@ -264,21 +267,23 @@ OPENAI_BASE_URL = env_str("OPENAI_BASE_URL", "")
 OPENAI_API_KEY = env_str("OPENAI_API_KEY", "")
 WRITER_MODEL = env_str("WRITER_MODEL", "")
 VERIFIER_MODEL = env_str("VERIFIER_MODEL", "")
-MODEL_TIMEOUT_SECONDS = env_float("MODEL_TIMEOUT_SECONDS", 60.0)
-MODEL_MAX_ATTEMPTS = env_int("MODEL_MAX_ATTEMPTS", 4)
+MODEL_TIMEOUT_SECONDS = env_seconds("MODEL_TIMEOUT_SECONDS", 60.0)
+MODEL_MAX_ATTEMPTS = env_count("MODEL_MAX_ATTEMPTS", 4)
 MODEL_BACKOFF_SECONDS = env_float("MODEL_BACKOFF_SECONDS", 0.5)
 MODEL_BACKOFF_MAX_SECONDS = env_float("MODEL_BACKOFF_MAX_SECONDS", 8.0)
-MODEL_RESPONSE_FORMAT = env_str("MODEL_RESPONSE_FORMAT", "json_schema")
-MODEL_MAX_OUTPUT_TOKENS = env_int("MODEL_MAX_OUTPUT_TOKENS", 4096)
+MODEL_RESPONSE_FORMAT = env_choice(
+    "MODEL_RESPONSE_FORMAT", "json_schema", ("json_schema", "json_object", "none")
+)
+MODEL_MAX_OUTPUT_TOKENS = env_count("MODEL_MAX_OUTPUT_TOKENS", 4096)
 # Local servers (README "Use a local model"): no retry of a timed-out request unless asked;
 # streamed answers, cut after MODEL_STALL_SECONDS without a chunk once the first came (the
 # wait for the first is bounded by MODEL_TIMEOUT_SECONDS); the writer's and the
 # verifier's windows (tokens; 0: their entry in MODEL_WINDOWS, else unbounded).
 MODEL_RETRY_ON_TIMEOUT = env_bool("MODEL_RETRY_ON_TIMEOUT", False)
 MODEL_STREAM = env_bool("MODEL_STREAM", True)
-MODEL_STALL_SECONDS = env_float("MODEL_STALL_SECONDS", 60.0)
-WRITER_WINDOW_TOKENS = env_int("WRITER_WINDOW_TOKENS", 0)
-VERIFIER_WINDOW_TOKENS = env_int("VERIFIER_WINDOW_TOKENS", 0)
+MODEL_STALL_SECONDS = env_seconds("MODEL_STALL_SECONDS", 60.0)
+WRITER_WINDOW_TOKENS = env_count("WRITER_WINDOW_TOKENS", 0, minimum=0)
+VERIFIER_WINDOW_TOKENS = env_count("VERIFIER_WINDOW_TOKENS", 0, minimum=0)
 
 # The compacting proxy (proxy_app): where requests are forwarded, and the context
 # window per model (a JSON map ``{"model": tokens}``; unknown models get the default).
