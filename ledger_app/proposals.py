@@ -17,7 +17,7 @@ import json
 import re
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 WRITER_CATEGORIES = (
     "objective",
@@ -112,6 +112,18 @@ class WriterProposal(BaseModel):
 
     facts: list[ProposedFact] = Field(default_factory=list, max_length=200)
     ends: list[ProposedEnd] = Field(default_factory=list, max_length=200)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _names_facts_or_ends(cls, data: Any) -> Any:
+        """An object with other keys and neither ``facts`` nor ``ends`` is an answer in
+        another shape (a small model's ``{"delta": [...]}``), not an empty proposal: it is
+        rejected naming the keys, so it gets the repair and then the labelled fallback.
+        ``{}`` and other extra keys beside ``facts``/``ends`` are still accepted."""
+        if isinstance(data, dict) and data and not {"facts", "ends"} & data.keys():
+            unknown = ", ".join(sorted(str(k) for k in data)[:5])
+            raise ValueError(f"no facts or ends in the answer, only unknown field(s): {unknown}")
+        return data
 
 
 class ItemVerdict(BaseModel):

@@ -199,6 +199,16 @@ def test_a_fenced_or_chatty_reply_still_validates():
     assert parse_reply(chatty, WriterProposal)[0] == WriterProposal()
 
 
+def test_an_object_without_facts_or_ends_names_its_keys():
+    assert parse_reply('{"delta": [], "notes": "x"}', WriterProposal) == (
+        None,
+        "(top level): Value error, no facts or ends in the answer, only unknown field(s): "
+        "delta, notes",
+    )
+    assert parse_reply("{}", WriterProposal)[0] == WriterProposal()  # nothing to propose
+    assert parse_reply('{"ends": [], "why": 1}', WriterProposal)[0] == WriterProposal()
+
+
 # --------------------------------------------------------------- structured-output modes
 
 

@@ -293,6 +293,26 @@ def test_malformed_json_from_the_writer_is_a_rejection_and_gets_the_repair(scrip
     assert fold.manifest["review"]["rejected"] == 1
 
 
+def test_an_answer_in_another_shape_is_a_rejection_not_an_empty_proposal(scripted):
+    """A small model's ``{"delta": [...]}`` plus prose (neither ``facts`` nor ``ends``) was
+    accepted as a proposal of nothing; it is rejected naming the key and gets the repair."""
+    journal = _journal(_tests_items())
+    scripted.push_content(
+        '{"delta": [{"key": "f1", "op": "close", "fact_id": "pin:3f2a", "evidence": [5]}]}\n'
+        "This ledger delta records the changes."
+    )
+    scripted.push_json({"facts": [_fact("f1", "8 tests in tests/test_refunds.py passed", [5])]})
+    scripted.push_json({"verdicts": [_verdict("f1")]})
+
+    fold = ledger_fold(journal=journal, writer=ModelWriter(scripted.config())).fold
+
+    assert fold.outcome == Fold.Outcome.REPAIRED and scripted.request_count == 3
+    first = Proposal.objects.get(attempt__fold=fold, round=0)
+    assert first.parsed is None
+    assert "only unknown field(s): delta" in first.error
+    assert fold.manifest["review"]["rejected"] == 1
+
+
 def test_a_garbled_http_body_is_a_rejection_too(scripted):
     journal = _journal(_tests_items())
     scripted.push_raw(b"<html>502 bad gateway</html>")
