@@ -348,3 +348,24 @@ def test_the_verifier_page_says_an_answer_was_cut_at_max_tokens(client):
     page = client.get(reverse("ledger:verdicts", args=["acme", "cut", "main", "main", fold.number]))
     assert page.status_code == 200
     assert "cut at max_tokens (4096)" in page.content.decode()
+
+
+def test_the_verifier_page_of_a_model_fold_that_proposed_nothing_says_so(client):
+    """Not the offline writers' sentence ("which proposes no items for a verifier"): a model
+    writer does propose items; this one proposed none that reached the verifier."""
+    from django.urls import reverse
+
+    from tests.factories import MembershipFactory, UserFactory
+
+    journal = _journal(_rounds(1), key="none")
+    with ScriptedServer() as server:
+        server.answer_all('{"facts": [], "ends": []}')
+        fold = ledger_fold(journal=journal, writer=ModelWriter(server.config()), recover=False).fold
+    user = MembershipFactory(tenant=journal.session.tenant, user=UserFactory()).user
+    client.force_login(user)
+    page = client.get(
+        reverse("ledger:verdicts", args=["acme", "none", "main", "main", fold.number])
+    )
+    text = page.content.decode()
+    assert "proposed none that reached the verifier" in text
+    assert "which proposes no items for a verifier" not in text
