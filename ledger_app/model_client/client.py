@@ -324,6 +324,7 @@ class ModelClient:
         timeout = httpx.Timeout(limit_s)
         answer, parts, last_log = _Answer(), [], t0
         last_chunk: list[float] = []  # the time of the latest chunk, once one came
+        chunks, content_type = 0, ""
         finished, stalled = threading.Event(), threading.Event()
 
         def watchdog(stream: Any) -> None:
@@ -347,10 +348,13 @@ class ModelClient:
                     **kwargs, stream=True, timeout=timeout
                 )
             threading.Thread(target=watchdog, args=(stream,), daemon=True).start()
+            response = getattr(stream, "response", None)
+            content_type = str(getattr(response, "headers", {}).get("content-type", ""))
             with stream:
                 for chunk in stream:
                     now = time.monotonic()
                     last_chunk[:] = [now]
+                    chunks += 1
                     usage = getattr(chunk, "usage", None)
                     if usage is not None:
                         answer.input_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
@@ -400,8 +404,22 @@ class ModelClient:
             )
         answer.text = "".join(parts)
         if not parts and not answer.finish_reason:
-            answer.malformed = "the stream carried no chat-completion chunk (empty or not SSE)"
+            answer.malformed = _no_chunk(chunks, content_type)
         return answer
+
+
+def _no_chunk(chunks: int, content_type: str) -> str:
+    """Why a streamed 200 carried no answer, from what was seen: events without choices,
+    a body that is not an event stream (an HTML page: a web server, a proxy's error page), or
+    nothing at all."""
+    if chunks:
+        return f"a 200 whose {chunks} stream event(s) carried no choices (no answer text)"
+    kind = content_type.split(";")[0].strip()
+    if kind and kind != "text/event-stream":
+        return (
+            f"not an event stream: the server answered {kind} (not SSE), no chat-completion chunk"
+        )
+    return "empty stream: no chat-completion chunk came"
 
 
 def _cut(stream: Any) -> None:

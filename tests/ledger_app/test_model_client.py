@@ -380,6 +380,25 @@ def test_a_stream_that_is_html_is_labelled(scripted):
     scripted.push_raw(b"<html>oops</html>", content_type="text/html")
     reply = _call(ModelClient(scripted.config(stream=True)))
     assert reply.record.status == "malformed" and reply.text == ""
+    assert "not an event stream: the server answered text/html" in reply.record.errors[-1]
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (b"", "empty stream: no chat-completion chunk came"),
+        (
+            b'data: {"id": "c1", "object": "chat.completion.chunk", "created": 1, '
+            b'"model": "m", "choices": []}\n\ndata: [DONE]\n\n',
+            "a 200 whose 1 stream event(s) carried no choices",
+        ),
+    ],
+)
+def test_an_empty_stream_and_events_without_choices_are_told_apart(scripted, body, said):
+    scripted.push_raw(body, content_type="text/event-stream")
+    reply = _call(ModelClient(scripted.config(stream=True)))
+    assert reply.record.status == "malformed"
+    assert said in reply.record.errors[-1]
 
 
 def test_settings_read_the_local_server_options(settings):
