@@ -326,7 +326,9 @@ def recovery_run(
                         attempt.search(round_no, q)
             except BudgetExhausted as exc:
                 exhausted = exc
+            errors_before = len(getattr(used_model, "errors", None) or [])
             accepted, rejected = _claims(attempt, q_text, used_model, exhausted is None)
+            analyst_errors = (getattr(used_model, "errors", None) or [])[errors_before:]
             kinds = {r.entry.entry_hash: (r.entry.kind, r.entry.is_error) for r in attempt.reads}
             data["claims"] = accepted
             data["rejected_claims"] = rejected
@@ -336,6 +338,21 @@ def recovery_run(
             ]
             if exhausted is not None:
                 data.update(outcome=Receipt.Outcome.BUDGET_EXHAUSTED, reason=str(exhausted))
+            elif analyst_errors and not accepted:
+                # the reads were never judged: not "nothing found"
+                over = meter.elapsed >= meter.budget.seconds
+                data.update(
+                    outcome=(Receipt.Outcome.BUDGET_EXHAUSTED if over else Receipt.Outcome.FAILED),
+                    reason=(
+                        "the analyst's model call gave no answer "
+                        + (
+                            f"within RECOVERY_MAX_SECONDS ({meter.budget.seconds:g} s)"
+                            if over
+                            else "it could use"
+                        )
+                        + f" after {len(attempt.verified)} verified read(s): {analyst_errors[-1]}"
+                    ),
+                )
             elif accepted:
                 data.update(
                     outcome=Receipt.Outcome.RECOVERED,

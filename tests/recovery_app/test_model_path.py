@@ -96,6 +96,29 @@ def test_the_analyst_call_is_bounded_by_the_recovery_time_left(scripted, setting
     # the call was cut inside the budget, not after MODEL_TIMEOUT_SECONDS, and is counted
     assert r.usage["model"]["calls"] == 1
     assert r.claims == []
+    # the reads were never judged: not "nothing found"
+    assert r.outcome == Receipt.Outcome.BUDGET_EXHAUSTED
+    assert r.reason.startswith(
+        "the analyst's model call gave no answer within RECOVERY_MAX_SECONDS (1 s) after "
+    )
+
+
+def test_an_analyst_call_that_fails_inside_the_budget_is_a_failed_attempt(scripted):
+    case = build_migration_case()
+    scripted.push_error(500)
+    r = recovery_run(journal=case.journal)
+    assert r.model_requests == 1 and r.claims == []
+    assert r.outcome == Receipt.Outcome.FAILED
+    assert "the analyst's model call gave no answer it could use" in r.reason
+    assert "500" in r.reason
+
+
+def test_an_analyst_that_answers_no_claim_is_nothing_found(scripted):
+    case = build_migration_case()
+    scripted.push_json({"claims": []})
+    r = recovery_run(journal=case.journal)
+    assert r.outcome == Receipt.Outcome.NOTHING_FOUND
+    assert "gave no accepted claim" in r.reason
 
 
 def test_the_analyst_usage_is_in_the_receipt(scripted):
