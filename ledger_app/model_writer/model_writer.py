@@ -181,15 +181,18 @@ class ModelWriter:
         rounds: list[RoundRecord] = []
         evidence = ctx.evidence or default_evidence(entries, ctx.number)
         plan = window.Plan.for_writer(self.config, self.writer_prompt, self.client.mode, state, ctx)
-        queue = deque(window.slices(entries, plan))
+        queue = deque(window.slices(entries, plan) if not plan.too_small else [])
         notes: list[str] = []
+        results: list[_SliceResult] = []
+        counter = itertools.count()
+        if plan.too_small and entries:
+            notes.append(plan.too_small)
+            results.append(self._fallback_slice(entries, state, rounds, counter, plan.too_small))
         if len(queue) > 1:
             notes.append(
                 f"writer window {plan.window:,} tokens: {len(queue)} slices "
                 + ", ".join(window.span(part) for part in queue)
             )
-        results: list[_SliceResult] = []
-        counter = itertools.count()
         while queue:
             part = queue.popleft()
             try:

@@ -87,6 +87,21 @@ class Plan:
         budget = max(1, win - output - fixed - win // 10) if win else 0
         return cls(win, output, state_tokens, fixed, budget)
 
+    @property
+    def too_small(self) -> str:
+        """Why no slice can fit (the window cannot hold the prompt without entries, the
+        output reserve and the margin), or ``""`` when one can; nothing is sent then."""
+        if not self.window:
+            return ""
+        need = self.fixed_tokens + self.output_tokens + self.window // 10
+        if need < self.window:
+            return ""
+        return (
+            f"the writer's window ({self.window:,} tokens, WRITER_WINDOW_TOKENS) cannot hold the "
+            f"prompt without entries ({self.fixed_tokens:,} tokens: rubric, format, ledger state) "
+            f"plus max_tokens ({self.output_tokens:,}) and a tenth of margin: no writer call made"
+        )
+
 
 def output_tokens(config: ModelConfig, role: str) -> int:
     """``max_tokens`` of ``role``'s calls: ``max_output_tokens``, at most half its window."""

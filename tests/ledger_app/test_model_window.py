@@ -112,6 +112,21 @@ def test_a_single_round_that_never_fits_falls_back_labelled_and_the_next_fold_is
     assert nxt.number == 2 and nxt.outcome == Fold.Outcome.ACCEPTED
 
 
+def test_a_window_smaller_than_the_rubric_sends_nothing_and_falls_back_saying_why():
+    """WRITER_WINDOW_TOKENS=600 cannot hold the rubric: no slice is sent (they went out at
+    five times the window, and a server that does not check its window "accepted" them)."""
+    journal = _journal(_rounds(3))
+    with ScriptedServer() as server:
+        server.answer_all(EMPTY)
+        writer = ModelWriter(server.config(writer_window=600, max_output_tokens=300))
+        fold = ledger_fold(journal=journal, writer=writer, recover=False).fold
+        assert server.request_count == 0
+    assert fold.outcome == Fold.Outcome.FALLBACK
+    reason = fold.manifest["review"]["fallback_reason"]
+    assert reason.startswith("the writer's window (600 tokens, WRITER_WINDOW_TOKENS) cannot hold")
+    assert "no writer call made" in fold.manifest["note"]
+
+
 def test_an_answer_cut_at_max_tokens_splits_a_slice_of_several_rounds():
     journal = _journal(_rounds(4))
     with ScriptedServer() as server:
