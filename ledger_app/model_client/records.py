@@ -20,7 +20,7 @@ class ModelNotConfigured(ModelError):
 
 
 class ModelUnavailable(ModelError):
-    """The model could not be reached after every retry (timeouts, 429, 5xx, connection).
+    """The model gave no answer after every retry (unreachable, timed out, stalled, 429, 5xx).
 
     Attributes: ``role`` (``"writer"``/``"verifier"``), ``attempts`` (requests made),
     ``last_error`` (``"APITimeoutError: ..."``), ``record`` (the :class:`CallRecord`).
@@ -28,7 +28,7 @@ class ModelUnavailable(ModelError):
 
     def __init__(self, role: str, attempts: int, last_error: str, record: CallRecord) -> None:
         self.role, self.attempts, self.last_error, self.record = role, attempts, last_error, record
-        super().__init__(f"{role} model unreachable after {attempts} attempt(s): {last_error}")
+        super().__init__(f"{role} model gave no answer after {attempts} attempt(s): {last_error}")
 
 
 class ModelRequestRefused(ModelError):
