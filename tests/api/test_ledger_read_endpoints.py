@@ -149,7 +149,7 @@ def test_failed_attempts_are_listed_with_their_error(api, journal, scripted):
     [failed] = api.get(SCOPE + "/fold-attempts").json()
 
     assert (failed["outcome"], failed["fold"], failed["number"]) == ("failed", None, 1)
-    assert "unreachable after 3 attempt(s)" in failed["error"]
+    assert "gave no answer after 3 attempt(s)" in failed["error"]
     assert failed["model_calls"][0]["status"] == "unavailable"
     assert (failed["seq_start"], failed["seq_end"]) == (1, 7)
     assert Fold.objects.count() == 0

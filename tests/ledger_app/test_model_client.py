@@ -89,7 +89,7 @@ def test_it_gives_up_after_the_last_attempt(scripted):
         _call(ModelClient(scripted.config(max_attempts=3)))
     assert caught.value.attempts == 3 and scripted.request_count == 3
     assert caught.value.record.status == "unavailable" and len(caught.value.record.errors) == 3
-    assert "unreachable after 3 attempt(s)" in str(caught.value)
+    assert "gave no answer after 3 attempt(s)" in str(caught.value)
 
 
 def test_a_refused_connection_is_unavailable_not_a_crash():

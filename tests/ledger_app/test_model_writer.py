@@ -237,7 +237,7 @@ def test_timeouts_and_500s_are_retried_then_the_fold_fails_with_nothing_written(
     assert Entry.objects.filter(journal=journal).count() == entries_before  # nothing lost
     attempt = caught.value.attempt
     assert attempt.outcome == FoldAttempt.Outcome.FAILED and attempt.fold is None
-    assert "unreachable after 3 attempt(s)" in attempt.error
+    assert "gave no answer after 3 attempt(s)" in attempt.error
     [call] = attempt.record["model_calls"]
     assert call["status"] == "unavailable" and call["attempts"] == 3
     assert "HTTP 500" in call["errors"][0] and "APITimeoutError" in call["errors"][1]
@@ -457,7 +457,7 @@ def test_compact_reports_a_failed_fold_and_stops(scripted, settings):
     out = StringIO()
     with pytest.raises(CommandError, match="run compact again"):
         call_command("compact", journal.scope_label, "--writer", "model", stdout=out)
-    assert "failed" in out.getvalue() and "unreachable" in out.getvalue()
+    assert "failed" in out.getvalue() and "gave no answer" in out.getvalue()
     assert Fold.objects.count() == 0
 
 
