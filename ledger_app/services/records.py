@@ -13,6 +13,7 @@ data migration filling existing folds runs the same code on its historical model
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +22,7 @@ from django.db import models
 from journal_app.models import Journal
 from journal_app.record_chain import record_hash, record_value, text_digest
 from ledger_app.models import Fold, FoldAttempt, Proposal, Verdict
+from ledger_app.ops_refs import ops_resolve
 
 #: columns recorded by their sha256 instead of their text (large, or a model's raw answer)
 DIGESTED = {
@@ -68,7 +70,13 @@ def fold_record(fold_id: int, models_: Models = MODELS) -> dict[str, Any]:
     for v in verdicts:
         by_proposal.setdefault(v["proposal_id"], []).append(_values(verdict_m, v))
     by_attempt: dict[int, list[dict[str, Any]]] = {}
+    delta_ops: list[Any] | None = None
     for p in proposals:
+        if "stored_ops" in p:  # the ops as written, whether stored or referred to (0018)
+            start, count = p.pop("ops_from"), p.pop("ops_count")
+            if start is not None and delta_ops is None:
+                delta_ops = json.loads(fold["delta"]).get("ops", [])
+            p["ops"] = ops_resolve(p.pop("stored_ops"), start, count, delta_ops or [])
         by_attempt.setdefault(p["attempt_id"], []).append(
             {**_values(proposal_m, p), "verdicts": by_proposal.get(p["id"], [])}
         )
