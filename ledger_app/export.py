@@ -155,7 +155,7 @@ def _attempt_records(journal: Journal, numbers: dict[int, int]) -> Iterator[dict
         proposals = []
         delta_ops: list[Any] | None = None
         for p in Proposal.objects.filter(attempt=a).prefetch_related("verdicts").order_by("round"):
-            if p.ops_from is not None:  # ops stored as a run of the fold's delta ops
+            if p.ops_from is not None and a.fold_id is not None:  # a run of the delta's ops
                 if delta_ops is None:
                     delta = Fold.objects.filter(pk=a.fold_id).values_list("delta", flat=True)
                     delta_ops = json.loads(delta.first() or "{}").get("ops", [])

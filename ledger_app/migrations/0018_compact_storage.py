@@ -40,9 +40,11 @@ def terms_backwards(apps, schema_editor):
     import json
 
     counts = Counter()
-    for journal_id, data in LedgerFact.objects.filter(
-        until__isnull=True, lifecycle="active"
-    ).values_list("journal_id", "data").iterator(chunk_size=2000):
+    for journal_id, data in (
+        LedgerFact.objects.filter(until__isnull=True, lifecycle="active")
+        .values_list("journal_id", "data")
+        .iterator(chunk_size=2000)
+    ):
         for key in ledger_terms(render_fact(json.loads(data))):
             counts[(journal_id, hashlib.sha256(key.encode("utf-8")).hexdigest())] += 1
     LedgerTerm.objects.bulk_create(
@@ -64,9 +66,7 @@ class Migration(migrations.Migration):
         migrations.RunPython(migrations.RunPython.noop, terms_backwards),
         migrations.RemoveField(model_name="ledgerterm", name="term"),
         migrations.RenameField(model_name="ledgerterm", old_name="term_id", new_name="term"),
-        migrations.AlterField(
-            model_name="ledgerterm", name="term", field=models.BigIntegerField()
-        ),
+        migrations.AlterField(model_name="ledgerterm", name="term", field=models.BigIntegerField()),
         migrations.AddConstraint(
             model_name="ledgerterm",
             constraint=models.UniqueConstraint(

@@ -240,7 +240,7 @@ def _terms_mismatch(journal: Journal, facts: dict[str, Any], number: int) -> dic
     """The loss index (:class:`LedgerTerm`) against the replayed facts: every active fact's
     terms counted (``ledger_app.services.store.facts_store``'s rule); the first term whose
     stored count differs, or ``None``."""
-    want: Counter[str] = Counter()
+    want: Counter[int] = Counter()
     for fact in dict.values(facts):
         if fact.get("lifecycle", "active") == "active":
             for key in ledger_terms(render_fact(fact)):

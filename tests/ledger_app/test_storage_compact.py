@@ -11,9 +11,9 @@ from django.db import connection
 
 from journal_app.formats.base import message, tool_call, tool_result
 from journal_app.services import journal_append, journal_ensure, session_ensure, tenant_ensure
+from ledger_app.budget import render_fact
 from ledger_app.export import _attempt_records
 from ledger_app.loss import ledger_terms
-from ledger_app.budget import render_fact
 from ledger_app.models import Fold, LedgerFact, LedgerTerm, Proposal
 from ledger_app.ops_refs import ops_refer, ops_resolve
 from ledger_app.services import ledger_fold, ledger_verify
@@ -85,8 +85,11 @@ def _folds(j, n):
 
 def _ops_column(proposal_id):
     with connection.cursor() as cur:
-        cur.execute(f"SELECT {Proposal._meta.get_field('stored_ops').column} FROM "
-                    f"{Proposal._meta.db_table} WHERE id = %s", [proposal_id])
+        cur.execute(
+            f"SELECT {Proposal._meta.get_field('stored_ops').column} FROM "
+            f"{Proposal._meta.db_table} WHERE id = %s",
+            [proposal_id],
+        )
         raw = cur.fetchone()[0]
     return raw if isinstance(raw, str) else json.dumps(raw)
 
