@@ -4,7 +4,8 @@
 A fold's record is its columns (the delta and a checkpoint's state by sha256), and every
 :class:`~ledger_app.models.FoldAttempt` that produced it with its
 :class:`~ledger_app.models.Proposal` rows (the writer's and the verifier's raw answers by
-sha256) and their :class:`~ledger_app.models.Verdict` rows, all columns. ``record_hash`` is
+sha256; the ops as written, whether the row stores them or refers to the delta's, so the
+hash does not depend on that) and their :class:`~ledger_app.models.Verdict` rows, all columns. ``record_hash`` is
 :func:`journal_app.record_chain.record_hash` of that record chained to the previous fold's, so a
 changed label, note, loss figure, count, verdict or raw answer, or a changed earlier fold,
 is named by :func:`fold_records_verify`. The functions take the model classes so that the
