@@ -160,6 +160,9 @@ def _attempt_records(journal: Journal, numbers: dict[int, int]) -> Iterator[dict
                     delta = Fold.objects.filter(pk=a.fold_id).values_list("delta", flat=True)
                     delta_ops = json.loads(delta.first() or "{}").get("ops", [])
                 p.delta_ops_set(delta_ops)
+            ops = p.ops
+            for v in p.verdicts.all():  # a claim and support read from the op they name
+                v.proposal_ops_set(ops)
             proposals.append(
                 {
                     **{name: getattr(p, name) for name in _PROPOSAL_FIELDS},

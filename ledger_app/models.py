@@ -23,7 +23,7 @@ from django.db.models.functions import Substr
 
 from journal_app.models import Journal
 from ledger_app import reducer
-from ledger_app.ops_refs import ops_resolve
+from ledger_app.ops_refs import op_item, ops_resolve
 
 
 class RetirementRequest(models.Model):
@@ -457,6 +457,10 @@ class Proposal(models.Model):
 class Verdict(models.Model):
     """One judge's two verdicts on one proposed item (docs/design.md 5.3).
 
+    ``claim`` and ``support`` are read through properties: where they are exactly the text
+    and cited entries of one of the proposal's ops (an item that stood), the row stores that
+    op's index (``op_at``) and no copy (:class:`ledger_app.ops_refs.ItemRefs`).
+
     ``judge``: ``verifier`` (the verifier model), ``rules`` (the rubric applied
     mechanically), ``reducer`` (a dry run of the reducer's rules), ``parser`` (the item could
     not be turned into an op: unknown seq, duplicate key). An item stands only when every
@@ -466,8 +470,15 @@ class Verdict(models.Model):
     proposal = models.ForeignKey(Proposal, on_delete=models.PROTECT, related_name="verdicts")
     key = models.CharField(max_length=100)
     op = models.CharField(max_length=16, blank=True)
-    claim = models.TextField()
-    support = models.JSONField(default=list, help_text="cited entry hashes (hex)")
+    stored_claim = models.TextField(db_column="claim", blank=True)
+    stored_support = models.JSONField(
+        default=list, db_column="support", help_text="cited entry hashes (hex), unless op_at"
+    )
+    op_at = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        help_text="the index in the proposal's ops of the op whose text and support these are",
+    )
     judge = models.CharField(max_length=16)
     entailment = models.CharField(max_length=16)
     entailment_reason = models.TextField(blank=True)
@@ -481,6 +492,46 @@ class Verdict(models.Model):
 
     def __str__(self) -> str:
         return f"{self.judge} on {self.key}: {self.entailment}/{self.temporal}"
+
+    def _item(self) -> tuple[str, list[Any]]:
+        ops = self.__dict__.get("_proposal_ops")
+        if ops is None:
+            ops = self.proposal.ops
+            self.__dict__["_proposal_ops"] = ops
+        op = ops[self.op_at] if self.op_at is not None and self.op_at < len(ops) else None
+        return op_item(op)
+
+    @property
+    def claim(self) -> str:
+        """The item's claim: ``stored_claim``, or the text of the proposal's op ``op_at``
+        (:func:`ledger_app.ops_refs.op_item`; the row then stores ``""``)."""
+        return self.stored_claim if self.op_at is None else self._item()[0]
+
+    @claim.setter
+    def claim(self, value: str) -> None:
+        self._materialise()
+        self.stored_claim = value
+
+    @property
+    def support(self) -> list[Any]:
+        """The cited entry hashes: ``stored_support``, or those of the op ``op_at``."""
+        return self.stored_support if self.op_at is None else self._item()[1]
+
+    @support.setter
+    def support(self, value: list[Any]) -> None:
+        self._materialise()
+        self.stored_support = value
+
+    def _materialise(self) -> None:
+        """Copy a referred claim and support into the row (before one of them is set)."""
+        if self.op_at is not None:
+            self.stored_claim, self.stored_support = self._item()
+        self.op_at = None
+
+    def proposal_ops_set(self, ops: list[Any]) -> None:
+        """Give this verdict its proposal's ops, so :attr:`claim` and :attr:`support` read
+        no row."""
+        self.__dict__["_proposal_ops"] = ops
 
 
 class FoldInvariants(models.Model):

@@ -51,3 +51,41 @@ def ops_resolve(
     if start is None:
         return stored
     return list(delta_ops[start : start + count])
+
+
+def op_item(op: Any) -> tuple[str, list[Any]]:
+    """The claim and cited entries a verdict row records for an item that became ``op``
+    (what :func:`ledger_app.model_writer.compose` writes): the fact's text and its support
+    entries, or for an op without a fact ``"<op> <id>"`` and its ``evidence``."""
+    if not isinstance(op, dict):
+        return "", []
+    fact = op.get("fact") if isinstance(op.get("fact"), dict) else None
+    claim = (fact or {}).get("text", "") or f"{op.get('op')} {op.get('id', '')}"
+    support = (fact or {}).get("support", [])
+    cited = [s.get("entry") if isinstance(s, dict) else s for s in support] if support else []
+    return claim, cited or list(op.get("evidence", []) or [])
+
+
+class ItemRefs:
+    """Which op of a proposal's ops gives a verdict's claim and support (:func:`op_item`), so
+    that a verdict row stores the op's index instead of a copy of its text and citations.
+
+    Args:
+        ops: the proposal's ops (as :attr:`ledger_app.models.Proposal.ops` reads them).
+    """
+
+    def __init__(self, ops: Sequence[Any]) -> None:
+        self.index: dict[str, int] = {}
+        for n, op in enumerate(ops):
+            self.index.setdefault(_item_key(*op_item(op)), n)
+
+    def find(self, claim: str, support: Any) -> int | None:
+        """The index of the first op whose :func:`op_item` is exactly ``(claim, support)``
+        (as JSON), or ``None``."""
+        if not isinstance(support, list):
+            return None
+        return self.index.get(_item_key(claim, support))
+
+
+def _item_key(claim: str, support: list[Any]) -> str:
+    return json.dumps([claim, support], sort_keys=True)

@@ -155,6 +155,10 @@ def fold_attempts(
     verdicts = list(
         Verdict.objects.filter(proposal__in=[p.pk for p in proposals]).order_by("proposal_id", "pk")
     )
+    ops_of = {p.pk: p.ops for p in proposals if any(v.op_at is not None for v in verdicts)}
+    for v in verdicts:  # a claim and support read from the op they name (op_at)
+        if v.op_at is not None:
+            v.proposal_ops_set(ops_of[v.proposal_id])
     return attempts, proposals, verdicts
 
 

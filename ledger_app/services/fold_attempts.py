@@ -16,7 +16,7 @@ from typing import Any
 from journal_app.models import Journal
 from ledger_app.model_writer import Composition, RoundRecord, WriterFailed
 from ledger_app.models import Fold, FoldAttempt, Proposal, Verdict
-from ledger_app.ops_refs import ops_refer
+from ledger_app.ops_refs import ItemRefs, ops_refer
 
 
 def attempt_record(
@@ -106,15 +106,20 @@ def attempt_store(
             ops_from=None if refer is None else refer[0],
             ops_count=0 if refer is None else refer[1],
         )
+        # a verdict on an item that stood names its op instead of copying its text and
+        # citations (ledger_app.ops_refs.ItemRefs)
+        refs = ItemRefs(r.ops)
         for item in r.items:
+            at = refs.find(item.claim, item.support)
             for j in item.judgements:
                 verdicts.append(
                     Verdict(
                         proposal=proposal,
                         key=item.key[:100],
                         op=str(item.op.get("op", ""))[:16],
-                        claim=item.claim,
-                        support=item.support,
+                        stored_claim=item.claim if at is None else "",
+                        stored_support=item.support if at is None else [],
+                        op_at=at,
                         judge=j.judge,
                         entailment=j.entailment,
                         entailment_reason=j.entailment_reason,

@@ -14,14 +14,15 @@ from journal_app.services import journal_append, journal_ensure, session_ensure,
 from ledger_app.budget import render_fact
 from ledger_app.export import _attempt_records
 from ledger_app.loss import ledger_terms
-from ledger_app.models import Fold, LedgerFact, LedgerTerm, Proposal
-from ledger_app.ops_refs import ops_refer, ops_resolve
+from ledger_app.models import Fold, LedgerFact, LedgerTerm, Proposal, Verdict
+from ledger_app.ops_refs import ItemRefs, op_item, ops_refer, ops_resolve
 from ledger_app.services import ledger_fold, ledger_verify
 from ledger_app.services.records import fold_record
 from ledger_app.services.store import term_id
 
 MIGRATION_0018 = importlib.import_module("ledger_app.migrations.0018_compact_storage")
 MIGRATION_0019 = importlib.import_module("ledger_app.migrations.0019_proposal_ops_by_reference")
+MIGRATION_0021 = importlib.import_module("ledger_app.migrations.0021_verdict_item_by_reference")
 
 A = {"op": "add", "fact": {"id": "a", "text": "one", "n": 1}}
 B = {"op": "add", "fact": {"id": "b", "text": "two"}}
@@ -158,3 +159,75 @@ def test_migration_0018_converts_hex_terms_to_the_same_ids():
     for term in stored:
         hex16 = f"{term & 0xFFFFFFFFFFFFFFFF:016x}"
         assert MIGRATION_0018._signed(hex16 + "0" * 48) == term
+
+
+# -- verdicts -----------------------------------------------------------------------------------
+
+
+def test_a_verdict_names_the_op_whose_text_and_support_it_holds():
+    refs = ItemRefs(
+        [
+            A,
+            {
+                "op": "add",
+                "fact": {
+                    "id": "b",
+                    "text": "two",
+                    "support": [{"entry": "h1", "quote": "q"}, {"entry": "h2"}],
+                },
+            },
+            C,
+        ]
+    )
+    assert refs.find("two", ["h1", "h2"]) == 1
+    assert refs.find("close ", ["x"]) == 2  # an op without a fact: "<op> <id>" and evidence
+    assert op_item(C) == ("close ", ["x"])
+    assert refs.find("two", ["h2", "h1"]) is None  # order is part of the value
+    assert refs.find("two (edited)", ["h1", "h2"]) is None
+    assert refs.find("two", None) is None
+
+
+def _verdict_column(verdict_id):
+    with connection.cursor() as cur:
+        cur.execute(
+            f"SELECT claim, support FROM {Verdict._meta.db_table} WHERE id = %s", [verdict_id]
+        )
+        claim, support = cur.fetchone()
+    return claim, (json.loads(support) if isinstance(support, str) else support)
+
+
+@pytest.mark.django_db
+def test_verdicts_on_items_that_stood_store_no_copy_and_read_the_same_after_the_migration():
+    j = _journal()
+    _folds(j, 2)
+    referred = list(Verdict.objects.filter(op_at__isnull=False))
+    assert referred
+    for v in referred:
+        assert _verdict_column(v.pk) == ("", [])  # the size: no copy in the row
+        assert v.claim and v.support
+        assert (v.claim, v.support) == op_item(v.proposal.ops[v.op_at])
+    before = {v.pk: (v.claim, v.support) for v in Verdict.objects.all()}
+    records = {f.pk: fold_record(f.pk) for f in Fold.objects.all()}
+    numbers = dict(Fold.objects.values_list("pk", "number"))
+    export = list(_attempt_records(j, numbers))
+    MIGRATION_0021.backwards(apps, None)
+    assert not Verdict.objects.filter(op_at__isnull=False).exists()
+    assert {v.pk: (v.stored_claim, v.stored_support) for v in Verdict.objects.all()} == before
+    assert {f.pk: fold_record(f.pk) for f in Fold.objects.all()} == records
+    assert list(_attempt_records(j, numbers)) == export
+    MIGRATION_0021.forwards(apps, None)
+    assert Verdict.objects.filter(op_at__isnull=False).count() == len(referred)
+    assert {v.pk: (v.claim, v.support) for v in Verdict.objects.all()} == before
+    assert {f.pk: fold_record(f.pk) for f in Fold.objects.all()} == records
+    assert list(_attempt_records(j, numbers)) == export
+    assert ledger_verify(journal=j).ok
+
+
+@pytest.mark.django_db
+def test_setting_a_referred_claim_keeps_the_support_it_read():
+    j = _journal()
+    _folds(j, 1)
+    v = Verdict.objects.filter(op_at__isnull=False).first()
+    support = v.support
+    v.claim = "edited"
+    assert v.op_at is None and v.claim == "edited" and v.support == support
