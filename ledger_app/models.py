@@ -212,7 +212,10 @@ class LedgerFact(models.Model):
     (canonical JSON); the other columns are copies for filtering and ordering in SQL.
     """
 
-    journal = models.ForeignKey(Journal, on_delete=models.PROTECT, related_name="ledger_facts")
+    # no index of its own: ledgerfact_unique_version and the other indexes lead with it
+    journal = models.ForeignKey(
+        Journal, on_delete=models.PROTECT, related_name="ledger_facts", db_index=False
+    )
     fact_id = models.TextField()
     since = models.PositiveIntegerField(help_text="fold number this version starts at")
     until = models.PositiveIntegerField(
@@ -287,7 +290,10 @@ class LedgerTerm(models.Model):
     term whose count reaches 0 loses its row (an absent term counts 0).
     """
 
-    journal = models.ForeignKey(Journal, on_delete=models.PROTECT, related_name="ledger_terms")
+    # no index of its own: ledgerterm_unique leads with it
+    journal = models.ForeignKey(
+        Journal, on_delete=models.PROTECT, related_name="ledger_terms", db_index=False
+    )
     term = models.BigIntegerField()
     facts = models.IntegerField(default=0)
 
