@@ -212,10 +212,7 @@ class LedgerFact(models.Model):
     (canonical JSON); the other columns are copies for filtering and ordering in SQL.
     """
 
-    # no index of its own: ledgerfact_unique_version and the other indexes lead with it
-    journal = models.ForeignKey(
-        Journal, on_delete=models.PROTECT, related_name="ledger_facts", db_index=False
-    )
+    journal = models.ForeignKey(Journal, on_delete=models.PROTECT, related_name="ledger_facts")
     fact_id = models.TextField()
     since = models.PositiveIntegerField(help_text="fold number this version starts at")
     until = models.PositiveIntegerField(

@@ -4,9 +4,9 @@
   integer instead of its 64-character hex (``ledger_app.services.store.term_id``); existing
   rows are converted (the hex's first 16 digits are those 8 bytes).
 * ``ledgerfact_pin_entry``: partial, on pins only (the only rows its lookups ask for).
-* no index of the ``journal`` foreign key of either table: every other index of each leads
-  with ``journal`` and serves the same lookups (and the ``PROTECT`` check of a journal
-  delete).
+* no index of ``LedgerTerm.journal``: ``ledgerterm_unique`` leads with it and serves the
+  same lookups (and the ``PROTECT`` check of a journal delete). (``LedgerFact``'s is kept:
+  altering it remakes the table on SQLite, which loses the SQL-made ``ledgerfact_order``.)
 """
 
 import django.db.models.deletion
@@ -75,16 +75,6 @@ class Migration(migrations.Migration):
             model_name="ledgerterm",
             constraint=models.UniqueConstraint(
                 fields=("journal", "term"), name="ledgerterm_unique"
-            ),
-        ),
-        migrations.AlterField(
-            model_name="ledgerfact",
-            name="journal",
-            field=models.ForeignKey(
-                db_index=False,
-                on_delete=django.db.models.deletion.PROTECT,
-                related_name="ledger_facts",
-                to="journal_app.journal",
             ),
         ),
         migrations.AlterField(
