@@ -334,6 +334,11 @@ class ModelClient:
                     _cut(stream)  # the read blocked in the loop below ends
                     return
 
+        log.info(
+            "%s: request sent to %s, waiting for the first chunk (the server reads the prompt)",
+            record.role,
+            record.model,
+        )
         try:
             try:
                 stream = self._client.chat.completions.create(
@@ -353,6 +358,8 @@ class ModelClient:
             with stream:
                 for chunk in stream:
                     now = time.monotonic()
+                    if not last_chunk:
+                        log.info("%s: first chunk after %.0f s", record.role, now - t0)
                     last_chunk[:] = [now]
                     chunks += 1
                     usage = getattr(chunk, "usage", None)

@@ -445,6 +445,29 @@ def test_compact_with_the_model_prints_the_table(scripted, settings, monkeypatch
     assert "1600" in row  # model input tokens: 1000 + 400 + 100 + 100
 
 
+def test_compact_shows_the_model_calls_progress_on_stderr(scripted, settings, monkeypatch):
+    """A fold against a slow local model is not silent: each streamed call says when it was
+    sent and when its first chunk came (README "Use a local model"); -v 0 keeps it quiet."""
+    monkeypatch.setattr("recovery_app.services.attempt.analyst_model_from_settings", lambda: None)
+    settings.OPENAI_BASE_URL = scripted.base_url
+    settings.WRITER_MODEL = "scripted-writer"
+    settings.MODEL_STREAM = True
+    journal = _journal(_tests_items())
+    scripted.push_json({"facts": []})
+    err = StringIO()
+    call_command("compact", journal.scope_label, stdout=StringIO(), stderr=err)
+    lines = err.getvalue().splitlines()
+    assert any(
+        "writer: request sent to scripted-writer, waiting for the first chunk" in x for x in lines
+    )
+    assert any("writer: first chunk after" in x for x in lines)
+    journal_append(journal=journal, items=[message("user", "Thanks.")])
+    scripted.push_json({"facts": []})
+    quiet = StringIO()
+    call_command("compact", journal.scope_label, "-v", "0", stdout=StringIO(), stderr=quiet)
+    assert "request sent" not in quiet.getvalue()
+
+
 def test_compact_reports_a_failed_fold_and_stops(scripted, settings):
     settings.OPENAI_BASE_URL = scripted.base_url
     settings.WRITER_MODEL = "scripted-writer"

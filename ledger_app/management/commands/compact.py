@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from io import TextIOBase
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from journal_app.models import Journal
 from journal_app.services import JournalError, journals_for_scope
 from ledger_app.services import (
     WRITER_NAMES,
+    CompactReport,
     CompactRow,
     LedgerError,
     ledger_compact,
@@ -27,6 +33,30 @@ COLUMNS = (
     "model out",
     "calls",
 )
+
+
+@contextmanager
+def model_progress(stream: TextIOBase, verbosity: int) -> Iterator[None]:
+    """The model client's progress lines (request sent, first chunk, characters every 10 s;
+    logger ``ledger_app.model_client`` at INFO) on ``stream`` while a command runs, at
+    verbosity 1 or more: a fold against a slow local model is seen progressing, not silent
+    for minutes (README "Use a local model")."""
+    if verbosity < 1:
+        yield
+        return
+    logger = logging.getLogger("ledger_app.model_client")
+    handler = logging.StreamHandler(stream)
+    handler.setLevel(logging.INFO)
+    handler.setFormatter(logging.Formatter("  model %(asctime)s %(message)s", "%H:%M:%S"))
+    level = logger.level
+    logger.addHandler(handler)
+    if logger.getEffectiveLevel() > logging.INFO:
+        logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def _row(r: CompactRow) -> tuple[str, ...]:
@@ -109,29 +139,33 @@ class Command(BaseCommand):
         failed = False
         for journal in journals:
             try:
-                if opts["refold"]:
-                    report = ledger_refold_fallbacks(journal=journal, writer=opts["writer"])
-                else:
-                    report = ledger_compact(
-                        journal=journal,
-                        writer=opts["writer"],
-                        fold_tokens=opts["fold_tokens"],
-                        upto=opts["upto"],
-                    )
+                with model_progress(self.stderr, opts["verbosity"]):
+                    report = self._fold(journal, opts)
             except LedgerError as exc:
                 raise CommandError(f"{journal.scope_label}: {exc}") from None
-            self.stdout.write(f"{journal.scope_label}: writer {report.writer_label}")
-            if report.rows:
-                rows = [COLUMNS] + [_row(r) for r in report.rows]
-                widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
-                for row in rows:
-                    self.stdout.write(
-                        "  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True))
-                    )
-            for r in report.rows:
-                if r.reason:
-                    self.stdout.write(f"  failed: {r.reason}")
-            self.stdout.write(f"  {report.summary()}")
+            self._print(journal, report)
             failed = failed or report.failed
         if failed:
             raise CommandError("a fold failed (nothing of it was stored); run compact again")
+
+    def _fold(self, journal: Journal, opts: dict[str, Any]) -> CompactReport:
+        if opts["refold"]:
+            return ledger_refold_fallbacks(journal=journal, writer=opts["writer"])
+        return ledger_compact(
+            journal=journal,
+            writer=opts["writer"],
+            fold_tokens=opts["fold_tokens"],
+            upto=opts["upto"],
+        )
+
+    def _print(self, journal: Journal, report: CompactReport) -> None:
+        self.stdout.write(f"{journal.scope_label}: writer {report.writer_label}")
+        if report.rows:
+            rows = [COLUMNS] + [_row(r) for r in report.rows]
+            widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+            for row in rows:
+                self.stdout.write("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
+        for r in report.rows:
+            if r.reason:
+                self.stdout.write(f"  failed: {r.reason}")
+        self.stdout.write(f"  {report.summary()}")
