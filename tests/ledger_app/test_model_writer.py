@@ -461,6 +461,7 @@ def test_compact_shows_the_model_calls_progress_on_stderr(scripted, settings, mo
         "writer: request sent to scripted-writer, waiting for the first chunk" in x for x in lines
     )
     assert any("writer: first chunk after" in x for x in lines)
+    assert sum("request sent" in x for x in lines) == 1  # one call, one line
     journal_append(journal=journal, items=[message("user", "Thanks.")])
     scripted.push_json({"facts": []})
     quiet = StringIO()

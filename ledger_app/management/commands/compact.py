@@ -48,8 +48,9 @@ def model_progress(stream: TextIOBase, verbosity: int) -> Iterator[None]:
     handler = logging.StreamHandler(stream)
     handler.setLevel(logging.INFO)
     handler.setFormatter(logging.Formatter("  model %(asctime)s %(message)s", "%H:%M:%S"))
-    level = logger.level
+    level, propagate = logger.level, logger.propagate
     logger.addHandler(handler)
+    logger.propagate = False  # once, not again through the root's console handler
     if logger.getEffectiveLevel() > logging.INFO:
         logger.setLevel(logging.INFO)
     try:
@@ -57,6 +58,7 @@ def model_progress(stream: TextIOBase, verbosity: int) -> Iterator[None]:
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
+        logger.propagate = propagate
 
 
 def _row(r: CompactRow) -> tuple[str, ...]:
