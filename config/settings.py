@@ -271,9 +271,10 @@ MODEL_TIMEOUT_SECONDS = env_seconds("MODEL_TIMEOUT_SECONDS", 60.0)
 MODEL_MAX_ATTEMPTS = env_count("MODEL_MAX_ATTEMPTS", 4)
 MODEL_BACKOFF_SECONDS = env_float("MODEL_BACKOFF_SECONDS", 0.5)
 MODEL_BACKOFF_MAX_SECONDS = env_float("MODEL_BACKOFF_MAX_SECONDS", 8.0)
-MODEL_RESPONSE_FORMAT = env_choice(
-    "MODEL_RESPONSE_FORMAT", "json_schema", ("json_schema", "json_object", "none")
-)
+# the client's modes (ledger_app.model_client.formats.FORMATS, not imported here: it loads the
+# openai client at every start; tests/test_model_settings.py keeps the two equal)
+MODEL_RESPONSE_FORMATS = ("json_schema", "json_object", "none")
+MODEL_RESPONSE_FORMAT = env_choice("MODEL_RESPONSE_FORMAT", "json_schema", MODEL_RESPONSE_FORMATS)
 MODEL_MAX_OUTPUT_TOKENS = env_count("MODEL_MAX_OUTPUT_TOKENS", 4096)
 # Local servers (README "Use a local model"): no retry of a timed-out request unless asked;
 # streamed answers, cut after MODEL_STALL_SECONDS without a chunk once the first came (the

@@ -46,3 +46,9 @@ def test_a_window_of_zero_means_unbounded_but_not_below(monkeypatch):
     monkeypatch.setenv("WRITER_WINDOW_TOKENS", "-5")
     with pytest.raises(SettingError, match="use an integer of 0 or more"):
         env_count("WRITER_WINDOW_TOKENS", 0, minimum=0)
+
+
+def test_the_settings_offer_the_client_s_modes(settings):
+    from ledger_app.model_client.formats import FORMATS
+
+    assert settings.MODEL_RESPONSE_FORMATS == FORMATS
