@@ -15,7 +15,12 @@ from __future__ import annotations
 from ledger_app.model_writer.compose import compose
 from ledger_app.model_writer.judges import FoldContext, closure_judgement, code_ops
 from ledger_app.model_writer.messages import PROMPTS, Prompt, load_prompt
-from ledger_app.model_writer.model_writer import VERIFIER_PROMPT, WRITER_PROMPT, ModelWriter
+from ledger_app.model_writer.model_writer import (
+    VERIFIER_PROMPT,
+    WRITER_PROMPT,
+    ModelWriter,
+    is_model_writer,
+)
 from ledger_app.model_writer.records import (
     FALLBACK_NOTE,
     Composition,
@@ -26,6 +31,7 @@ from ledger_app.model_writer.records import (
 )
 
 __all__ = [
+    "is_model_writer",
     "FALLBACK_NOTE",
     "PROMPTS",
     "VERIFIER_PROMPT",

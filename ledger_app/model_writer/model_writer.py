@@ -96,6 +96,17 @@ class _SliceResult:
     fallback_reason: str = ""
 
 
+#: how a fold's ``writer`` names the model writer: ``model:<WRITER_MODEL>``
+MODEL_WRITER_PREFIX = "model:"
+
+
+def is_model_writer(writer: str) -> bool:
+    """Whether a fold's or an attempt's ``writer`` (its id) is the model writer's
+    (:data:`MODEL_WRITER_PREFIX`), which proposes items to a verifier; the offline and
+    mechanical writers do not."""
+    return writer.startswith(MODEL_WRITER_PREFIX)
+
+
 class ModelWriter:
     """The writer and verifier models behind one :class:`ModelClient` (module docstring).
 
@@ -122,7 +133,7 @@ class ModelWriter:
         self.client = client or ModelClient(config)
         self.writer_prompt = load_prompt(writer_prompt)
         self.verifier_prompt = load_prompt(verifier_prompt)
-        self.id = f"model:{config.writer_model}"[:100]
+        self.id = f"{MODEL_WRITER_PREFIX}{config.writer_model}"[:100]
         self.label = f"model writer {config.writer_model}, verifier {config.verifier}"
         self.prompt_version = writer_prompt
 

@@ -19,7 +19,7 @@ from journal_app.views.htmx import HtmxHttpRequest, partial
 from journal_app.views.panel import is_panel, render_panel
 from journal_app.views.scope_urls import scope_kwargs
 from ledger_app import selectors
-from ledger_app.model_writer import FALLBACK_NOTE
+from ledger_app.model_writer import FALLBACK_NOTE, is_model_writer
 from ledger_app.runs import BrokerUnavailable, task_run_enqueue
 from ledger_app.selectors import presenters, ui
 from ledger_app.services.context import fold_invariants
@@ -302,6 +302,7 @@ def fold_verdicts(
         "fold": fold,
         "attempts": rows_attempts,
         "judged": judged,
+        "model_writer": is_model_writer(fold.writer),
         "rows": rows,
         "page": page,
         "items_total": n_items,
