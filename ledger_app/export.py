@@ -153,7 +153,16 @@ def _attempt_records(journal: Journal, numbers: dict[int, int]) -> Iterator[dict
     """One ``attempt`` record per writer run of ``journal``, proposals and verdicts nested."""
     for a in FoldAttempt.objects.filter(journal=journal).order_by("pk"):
         proposals = []
+        delta_ops: list[Any] | None = None
         for p in Proposal.objects.filter(attempt=a).prefetch_related("verdicts").order_by("round"):
+            if p.ops_from is not None and a.fold_id is not None:  # a run of the delta's ops
+                if delta_ops is None:
+                    delta = Fold.objects.filter(pk=a.fold_id).values_list("delta", flat=True)
+                    delta_ops = json.loads(delta.first() or "{}").get("ops", [])
+                p.delta_ops_set(delta_ops)
+            ops = p.ops
+            for v in p.verdicts.all():  # a claim and support read from the op they name
+                v.proposal_ops_set(ops)
             proposals.append(
                 {
                     **{name: getattr(p, name) for name in _PROPOSAL_FIELDS},

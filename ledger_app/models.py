@@ -23,6 +23,7 @@ from django.db.models.functions import Substr
 
 from journal_app.models import Journal
 from ledger_app import reducer
+from ledger_app.ops_refs import op_item, ops_resolve
 
 
 class RetirementRequest(models.Model):
@@ -242,7 +243,12 @@ class LedgerFact(models.Model):
         indexes = [
             models.Index(fields=["journal", "until", "priority", "fact_id"], name="ledgerfact_now"),
             models.Index(fields=["journal", "since"], name="ledgerfact_since"),
-            models.Index(fields=["journal", "pin_entry"], name="ledgerfact_pin_entry"),
+            # pins only (the others' pin_entry is ""): the state's pin lookups filter pin=True
+            models.Index(
+                fields=["journal", "pin_entry"],
+                name="ledgerfact_pin_entry",
+                condition=models.Q(pin=True),
+            ),
             # the writer state's lookups by command key (a fold reads a few rows):
             # every version (the current one is picked after reading, see
             # ledger_app.services.state._current_of); a key can be a long command, so the
@@ -272,15 +278,20 @@ class LedgerFact(models.Model):
 class LedgerTerm(models.Model):
     """How many active facts of a journal's ledger hold an identifier (the loss index).
 
-    ``term`` is the sha256 hex of :func:`ledger_app.loss.term_key` of the identifier.
+    ``term`` is :func:`ledger_app.services.store.term_id` of :func:`ledger_app.loss.term_key`
+    of the identifier: the first 8 bytes of its sha256 as a signed 64-bit integer (the
+    64-character hex it replaced made each row and index entry three times wider).
     Maintained by the storage step of every fold (a fact that becomes active adds one per
     term of its rendered text, one that stops being active or changes removes its old
     terms), so the loss report of a fold compares its identifiers with one indexed query. A
     term whose count reaches 0 loses its row (an absent term counts 0).
     """
 
-    journal = models.ForeignKey(Journal, on_delete=models.PROTECT, related_name="ledger_terms")
-    term = models.CharField(max_length=64)
+    # no index of its own: ledgerterm_unique leads with it
+    journal = models.ForeignKey(
+        Journal, on_delete=models.PROTECT, related_name="ledger_terms", db_index=False
+    )
+    term = models.BigIntegerField()
     facts = models.IntegerField(default=0)
 
     class Meta:
@@ -289,7 +300,7 @@ class LedgerTerm(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.term[:12]} x{self.facts}"
+        return f"{self.term & 0xFFFFFFFFFFFFFFFF:016x} x{self.facts}"
 
 
 class TaskRun(models.Model):
@@ -377,6 +388,12 @@ class Proposal(models.Model):
     ``kind``: ``proposal``/``repair`` (a model's reply, ``raw`` verbatim, ``parsed`` when it
     validated, else ``error``), ``offline`` (the offline writer's items), ``fallback`` (the
     mechanical ops that replaced a rejected repair). ``ops`` are the ops that stood.
+
+    Stored once: where those ops are a run of the fold's own delta ops (the usual case: the
+    delta is the pins plus them), ``ops_from``/``ops_count`` name that run and
+    ``stored_ops`` is ``[]``; otherwise (a failed attempt, a round whose ops did not stand
+    as they were) ``stored_ops`` holds them and ``ops_from`` is ``None``. Read them as
+    :attr:`ops` (the same list either way; see :mod:`ledger_app.ops_refs`).
     """
 
     class Kind(models.TextChoices):
@@ -393,7 +410,13 @@ class Proposal(models.Model):
     error = models.TextField(blank=True)
     verifier_raw = models.TextField(blank=True)
     verifier_error = models.TextField(blank=True)
-    ops = models.JSONField(default=list)
+    stored_ops = models.JSONField(
+        default=list, db_column="ops", help_text="the ops, unless ops_from refers to the delta's"
+    )
+    ops_from = models.PositiveIntegerField(
+        null=True, blank=True, help_text="index of the first of these ops in the fold's delta"
+    )
+    ops_count = models.PositiveIntegerField(default=0, help_text="ops referred to (ops_from)")
 
     class Meta:
         ordering = ["attempt_id", "round"]
@@ -404,9 +427,42 @@ class Proposal(models.Model):
     def __str__(self) -> str:
         return f"{self.kind} (round {self.round}) of {self.attempt}"
 
+    @property
+    def ops(self) -> list[Any]:
+        """The ops that stood in this round, as written: ``stored_ops``, or the run of the
+        fold's delta ops that ``ops_from``/``ops_count`` name (the delta read once per
+        instance, one query, unless :meth:`delta_ops_set` gave it)."""
+        if self.ops_from is None:
+            return self.stored_ops
+        ops = self.__dict__.get("_delta_ops")
+        if ops is None:
+            delta = (
+                Fold.objects.filter(attempts__id=self.attempt_id)
+                .values_list("delta", flat=True)
+                .first()
+            )
+            ops = json.loads(delta).get("ops", []) if delta else []
+            self.__dict__["_delta_ops"] = ops
+        return ops_resolve(self.stored_ops, self.ops_from, self.ops_count, ops)
+
+    @ops.setter
+    def ops(self, value: list[Any]) -> None:
+        """Store ``value`` as a copy (a writer referring to the delta sets ``ops_from``)."""
+        self.stored_ops = value
+        self.ops_from = None
+        self.ops_count = 0
+
+    def delta_ops_set(self, ops: list[Any]) -> None:
+        """Give this proposal its fold's delta ops (parsed), so :attr:`ops` reads no row."""
+        self.__dict__["_delta_ops"] = ops
+
 
 class Verdict(models.Model):
     """One judge's two verdicts on one proposed item (docs/design.md 5.3).
+
+    ``claim`` and ``support`` are read through properties: where they are exactly the text
+    and cited entries of one of the proposal's ops (an item that stood), the row stores that
+    op's index (``op_at``) and no copy (:class:`ledger_app.ops_refs.ItemRefs`).
 
     ``judge``: ``verifier`` (the verifier model), ``rules`` (the rubric applied
     mechanically), ``reducer`` (a dry run of the reducer's rules), ``parser`` (the item could
@@ -417,8 +473,15 @@ class Verdict(models.Model):
     proposal = models.ForeignKey(Proposal, on_delete=models.PROTECT, related_name="verdicts")
     key = models.CharField(max_length=100)
     op = models.CharField(max_length=16, blank=True)
-    claim = models.TextField()
-    support = models.JSONField(default=list, help_text="cited entry hashes (hex)")
+    stored_claim = models.TextField(db_column="claim", blank=True)
+    stored_support = models.JSONField(
+        default=list, db_column="support", help_text="cited entry hashes (hex), unless op_at"
+    )
+    op_at = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        help_text="the index in the proposal's ops of the op whose text and support these are",
+    )
     judge = models.CharField(max_length=16)
     entailment = models.CharField(max_length=16)
     entailment_reason = models.TextField(blank=True)
@@ -432,6 +495,46 @@ class Verdict(models.Model):
 
     def __str__(self) -> str:
         return f"{self.judge} on {self.key}: {self.entailment}/{self.temporal}"
+
+    def _item(self) -> tuple[str, list[Any]]:
+        ops = self.__dict__.get("_proposal_ops")
+        if ops is None:
+            ops = self.proposal.ops
+            self.__dict__["_proposal_ops"] = ops
+        op = ops[self.op_at] if self.op_at is not None and self.op_at < len(ops) else None
+        return op_item(op)
+
+    @property
+    def claim(self) -> str:
+        """The item's claim: ``stored_claim``, or the text of the proposal's op ``op_at``
+        (:func:`ledger_app.ops_refs.op_item`; the row then stores ``""``)."""
+        return self.stored_claim if self.op_at is None else self._item()[0]
+
+    @claim.setter
+    def claim(self, value: str) -> None:
+        self._materialise()
+        self.stored_claim = value
+
+    @property
+    def support(self) -> list[Any]:
+        """The cited entry hashes: ``stored_support``, or those of the op ``op_at``."""
+        return self.stored_support if self.op_at is None else self._item()[1]
+
+    @support.setter
+    def support(self, value: list[Any]) -> None:
+        self._materialise()
+        self.stored_support = value
+
+    def _materialise(self) -> None:
+        """Copy a referred claim and support into the row (before one of them is set)."""
+        if self.op_at is not None:
+            self.stored_claim, self.stored_support = self._item()
+        self.op_at = None
+
+    def proposal_ops_set(self, ops: list[Any]) -> None:
+        """Give this verdict its proposal's ops, so :attr:`claim` and :attr:`support` read
+        no row."""
+        self.__dict__["_proposal_ops"] = ops
 
 
 class FoldInvariants(models.Model):

@@ -113,11 +113,14 @@ def _journal(apps, journal_id):
             state_acc=reducer.acc_hex(acc),
         )
         prev = facts
+    # the term's stored form as the model at hand has it: the hex of this migration's
+    # time, or the 64-bit integer of 0018 (when the function runs on today's models)
+    wide = LedgerTerm._meta.get_field("term").get_internal_type() == "CharField"
     LedgerTerm.objects.bulk_create(
         [
             LedgerTerm(
                 journal_id=journal_id,
-                term=hashlib.sha256(k.encode("utf-8")).hexdigest(),
+                term=hashlib.sha256(k.encode("utf-8")).hexdigest() if wide else _term_id(k),
                 facts=n,
             )
             for k, n in terms.items()
@@ -125,6 +128,11 @@ def _journal(apps, journal_id):
         ],
         batch_size=500,
     )
+
+
+def _term_id(key):
+    digest = hashlib.sha256(key.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 def forwards(apps, schema_editor):

@@ -131,7 +131,8 @@ def fold_attempts(
     journal: Journal, fold: Fold
 ) -> tuple[list[FoldAttempt], list[Proposal], list[Verdict]]:
     """Every attempt at ``fold`` (the one that stored it and the failed ones before it), their
-    proposals (by attempt, round) and verdicts (by proposal, pk): three queries."""
+    proposals (by attempt, round) and verdicts (by proposal, pk): three queries (a fourth
+    for the fold's delta when a proposal's ops refer to it and ``fold`` came without it)."""
     attempts = list(
         FoldAttempt.objects.filter(journal=journal, number=fold.number)
         .filter(Q(fold=fold) | Q(fold__isnull=True))
@@ -144,9 +145,20 @@ def fold_attempts(
             "attempt_id", "round"
         )
     )
+    if any(p.ops_from is not None for p in proposals):  # ops stored as a run of the delta's
+        delta = fold.__dict__.get("delta")  # loaded with the fold, else one query
+        if delta is None:
+            delta = Fold.objects.filter(pk=fold.pk).values_list("delta", flat=True).first()
+        delta_ops = json.loads(delta).get("ops", []) if delta else []
+        for p in proposals:
+            p.delta_ops_set(delta_ops)
     verdicts = list(
         Verdict.objects.filter(proposal__in=[p.pk for p in proposals]).order_by("proposal_id", "pk")
     )
+    ops_of = {p.pk: p.ops for p in proposals if any(v.op_at is not None for v in verdicts)}
+    for v in verdicts:  # a claim and support read from the op they name (op_at)
+        if v.op_at is not None:
+            v.proposal_ops_set(ops_of[v.proposal_id])
     return attempts, proposals, verdicts
 
 

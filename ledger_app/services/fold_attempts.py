@@ -9,12 +9,14 @@ transaction.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
 from journal_app.models import Journal
 from ledger_app.model_writer import Composition, RoundRecord, WriterFailed
 from ledger_app.models import Fold, FoldAttempt, Proposal, Verdict
+from ledger_app.ops_refs import ItemRefs, ops_refer
 
 
 def attempt_record(
@@ -86,7 +88,11 @@ def attempt_store(
         record=record,
     )
     verdicts = []
+    # a round's ops that are a run of the fold's delta ops are stored as a reference to it
+    # (ledger_app.ops_refs): the delta already holds them
+    delta_ops = json.loads(fold.delta).get("ops", []) if fold is not None and fold.delta else []
     for r in rounds:
+        refer = ops_refer(r.ops, delta_ops)
         proposal = Proposal.objects.create(
             attempt=attempt,
             round=r.round,
@@ -96,17 +102,24 @@ def attempt_store(
             error=r.error,
             verifier_raw=r.verifier_raw,
             verifier_error=r.verifier_error,
-            ops=r.ops,
+            stored_ops=r.ops if refer is None else [],
+            ops_from=None if refer is None else refer[0],
+            ops_count=0 if refer is None else refer[1],
         )
+        # a verdict on an item that stood names its op instead of copying its text and
+        # citations (ledger_app.ops_refs.ItemRefs)
+        refs = ItemRefs(r.ops)
         for item in r.items:
+            at = refs.find(item.claim, item.support)
             for j in item.judgements:
                 verdicts.append(
                     Verdict(
                         proposal=proposal,
                         key=item.key[:100],
                         op=str(item.op.get("op", ""))[:16],
-                        claim=item.claim,
-                        support=item.support,
+                        stored_claim=item.claim if at is None else "",
+                        stored_support=item.support if at is None else [],
+                        op_at=at,
                         judge=j.judge,
                         entailment=j.entailment,
                         entailment_reason=j.entailment_reason,

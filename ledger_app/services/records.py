@@ -4,7 +4,8 @@
 A fold's record is its columns (the delta and a checkpoint's state by sha256), and every
 :class:`~ledger_app.models.FoldAttempt` that produced it with its
 :class:`~ledger_app.models.Proposal` rows (the writer's and the verifier's raw answers by
-sha256) and their :class:`~ledger_app.models.Verdict` rows, all columns. ``record_hash`` is
+sha256; the ops as written, whether the row stores them or refers to the delta's, so the
+hash does not depend on that) and their :class:`~ledger_app.models.Verdict` rows, all columns. ``record_hash`` is
 :func:`journal_app.record_chain.record_hash` of that record chained to the previous fold's, so a
 changed label, note, loss figure, count, verdict or raw answer, or a changed earlier fold,
 is named by :func:`fold_records_verify`. The functions take the model classes so that the
@@ -13,6 +14,7 @@ data migration filling existing folds runs the same code on its historical model
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +23,7 @@ from django.db import models
 from journal_app.models import Journal
 from journal_app.record_chain import record_hash, record_value, text_digest
 from ledger_app.models import Fold, FoldAttempt, Proposal, Verdict
+from ledger_app.ops_refs import op_item, ops_resolve
 
 #: columns recorded by their sha256 instead of their text (large, or a model's raw answer)
 DIGESTED = {
@@ -64,8 +67,24 @@ def fold_record(fold_id: int, models_: Models = MODELS) -> dict[str, Any]:
         .order_by("pk")
         .values(*_columns(verdict_m))
     )
+    delta_ops: list[Any] | None = None
+    ops_of: dict[int, list[Any]] = {}
+    for p in proposals:
+        if "stored_ops" in p:  # the ops as written, whether stored or referred to (0019)
+            start, count = p.pop("ops_from"), p.pop("ops_count")
+            if start is not None and delta_ops is None:
+                delta_ops = json.loads(fold["delta"]).get("ops", [])
+            p["ops"] = ops_resolve(p.pop("stored_ops"), start, count, delta_ops or [])
+        ops_of[p["id"]] = p["ops"]
     by_proposal: dict[int, list[dict[str, Any]]] = {}
     for v in verdicts:
+        if "stored_claim" in v:  # the claim and support as written (0021)
+            at = v.pop("op_at")
+            claim, support = v.pop("stored_claim"), v.pop("stored_support")
+            if at is not None:
+                ops = ops_of.get(v["proposal_id"], [])
+                claim, support = op_item(ops[at] if at < len(ops) else None)
+            v["claim"], v["support"] = claim, support
         by_proposal.setdefault(v["proposal_id"], []).append(_values(verdict_m, v))
     by_attempt: dict[int, list[dict[str, Any]]] = {}
     for p in proposals:

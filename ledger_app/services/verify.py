@@ -10,7 +10,6 @@ checkpoint byte for byte, and the fact rows with the facts each fold changed.
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 from collections import Counter, defaultdict
 from collections.abc import Iterator
@@ -25,7 +24,7 @@ from ledger_app.loss import ledger_terms
 from ledger_app.model_writer import FALLBACK_NOTE as FALLBACK_NOTE  # re-exported: views
 from ledger_app.models import Fold, LedgerFact, LedgerTerm
 from ledger_app.services.records import fold_records_verify
-from ledger_app.services.store import delta_verdicts, fact_columns
+from ledger_app.services.store import delta_verdicts, fact_columns, term_id
 
 CHECKS = [
     "replay from scratch",
@@ -241,18 +240,18 @@ def _terms_mismatch(journal: Journal, facts: dict[str, Any], number: int) -> dic
     """The loss index (:class:`LedgerTerm`) against the replayed facts: every active fact's
     terms counted (``ledger_app.services.store.facts_store``'s rule); the first term whose
     stored count differs, or ``None``."""
-    want: Counter[str] = Counter()
+    want: Counter[int] = Counter()
     for fact in dict.values(facts):
         if fact.get("lifecycle", "active") == "active":
             for key in ledger_terms(render_fact(fact)):
-                want[hashlib.sha256(key.encode("utf-8")).hexdigest()] += 1
+                want[term_id(key)] += 1
     stored = dict(LedgerTerm.objects.filter(journal=journal).values_list("term", "facts"))
     for term in sorted(want.keys() | stored.keys()):
         if want.get(term, 0) != stored.get(term, 0):
             return _mismatch(
                 number,
                 "terms",
-                f"loss index term {term[:12]} counts {stored.get(term, 0)} facts, the replayed "
+                f"loss index term {term & 0xFFFFFFFFFFFFFFFF:016x} counts {stored.get(term, 0)} facts, the replayed "
                 f"ledger {want.get(term, 0)}",
             )
     return None
