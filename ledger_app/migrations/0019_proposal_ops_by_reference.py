@@ -2,16 +2,17 @@
 fold's delta ops, ``ops_from``/``ops_count`` name it and the ``ops`` column holds ``[]``
 (``Proposal.ops`` reads the same list either way: ``ledger_app.ops_refs``).
 
-The field is ``stored_ops`` in the model, still the ``ops`` column. Existing proposals of
-stored folds are converted; the record hashes do not change (``fold_record`` hashes the
-ops as written, resolved). Backwards, the referred ops are copied back.
+The field is ``stored_ops`` in the model, still the ``ops`` column. Existing proposals stay
+copies: a row that refers is recorded with its reference (``fold_record``'s ``ops_ref``),
+so converting a sealed fold's rows would change its record hash. New folds refer.
+Backwards, the referred ops are copied back and those journals' folds sealed again.
 """
 
 import json
 
 from django.db import migrations, models
 
-from ledger_app.ops_refs import ops_refer, ops_resolve
+from ledger_app.ops_refs import ops_resolve
 
 
 def _folds(apps):
@@ -28,20 +29,22 @@ def _folds(apps):
         yield fold_id, (json.loads(delta).get("ops", []) if delta else [])
 
 
-def forwards(apps, schema_editor):
-    Proposal = apps.get_model("ledger_app", "Proposal")
-    for fold_id, delta_ops in _folds(apps):
-        rows = []
-        for p in Proposal.objects.filter(attempt__fold_id=fold_id, ops_from__isnull=True):
-            refer = ops_refer(p.stored_ops, delta_ops)
-            if refer is not None:
-                p.stored_ops, (p.ops_from, p.ops_count) = [], refer
-                rows.append(p)
-        Proposal.objects.bulk_update(rows, ["stored_ops", "ops_from", "ops_count"])
+def reseal(apps, journal_ids):
+    """Seal again every fold of these journals (their records lost a reference)."""
+    from ledger_app.services.records import folds_seal
+
+    models_ = tuple(
+        apps.get_model("ledger_app", name)
+        for name in ("Fold", "FoldAttempt", "Proposal", "Verdict")
+    )
+    for journal_id in sorted(journal_ids):
+        folds_seal(journal_id, models_)
 
 
 def backwards(apps, schema_editor):
+    Fold = apps.get_model("ledger_app", "Fold")
     Proposal = apps.get_model("ledger_app", "Proposal")
+    journals = set()
     for fold_id, delta_ops in _folds(apps):
         rows = []
         for p in Proposal.objects.filter(attempt__fold_id=fold_id, ops_from__isnull=False):
@@ -49,6 +52,9 @@ def backwards(apps, schema_editor):
             p.ops_from, p.ops_count = None, 0
             rows.append(p)
         Proposal.objects.bulk_update(rows, ["stored_ops", "ops_from", "ops_count"])
+        if rows:
+            journals.add(Fold.objects.filter(pk=fold_id).values_list("journal_id", flat=True)[0])
+    reseal(apps, journals)
 
 
 class Migration(migrations.Migration):
@@ -79,5 +85,5 @@ class Migration(migrations.Migration):
             name="ops_count",
             field=models.PositiveIntegerField(default=0, help_text="ops referred to (ops_from)"),
         ),
-        migrations.RunPython(forwards, backwards),
+        migrations.RunPython(migrations.RunPython.noop, backwards),
     ]

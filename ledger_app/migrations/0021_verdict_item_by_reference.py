@@ -3,15 +3,21 @@ exactly the text and cited entries of one of its proposal's ops (an item that st
 ``op_at`` names that op and the ``claim``/``support`` columns hold ``""``/``[]``
 (``Verdict.claim``/``Verdict.support`` read the same values either way:
 ``ledger_app.ops_refs.ItemRefs``). The fields are ``stored_claim``/``stored_support`` in the
-model, the same columns. Existing verdicts are converted; the record hashes do not change
-(``fold_record`` hashes the values as written). Backwards, the values are copied back.
+model, the same columns. Existing verdicts stay copies: a row that refers is recorded with
+its reference (``fold_record``'s ``item_ref``), so converting a sealed fold's rows would
+change its record hash. New folds refer. Backwards, the values are copied back and those
+journals' folds sealed again.
 """
 
 import json
 
+import importlib
+
 from django.db import migrations, models
 
-from ledger_app.ops_refs import ItemRefs, op_item, ops_resolve
+from ledger_app.ops_refs import op_item, ops_resolve
+
+MIGRATION_0019 = importlib.import_module("ledger_app.migrations.0019_proposal_ops_by_reference")
 
 
 def _proposals(apps):
@@ -30,20 +36,9 @@ def _proposals(apps):
         yield p, ops
 
 
-def forwards(apps, schema_editor):
-    Verdict = apps.get_model("ledger_app", "Verdict")
-    for proposal, ops in _proposals(apps):
-        refs, rows = ItemRefs(ops), []
-        for v in Verdict.objects.filter(proposal=proposal, op_at__isnull=True):
-            at = refs.find(v.stored_claim, v.stored_support)
-            if at is not None:
-                v.stored_claim, v.stored_support, v.op_at = "", [], at
-                rows.append(v)
-        Verdict.objects.bulk_update(rows, ["stored_claim", "stored_support", "op_at"])
-
-
 def backwards(apps, schema_editor):
     Verdict = apps.get_model("ledger_app", "Verdict")
+    journals = set()
     for proposal, ops in _proposals(apps):
         rows = []
         for v in Verdict.objects.filter(proposal=proposal, op_at__isnull=False):
@@ -51,6 +46,9 @@ def backwards(apps, schema_editor):
             v.op_at = None
             rows.append(v)
         Verdict.objects.bulk_update(rows, ["stored_claim", "stored_support", "op_at"])
+        if rows:
+            journals.add(proposal.attempt.journal_id)
+    MIGRATION_0019.reseal(apps, journals)
 
 
 class Migration(migrations.Migration):
@@ -83,5 +81,5 @@ class Migration(migrations.Migration):
                 null=True,
             ),
         ),
-        migrations.RunPython(forwards, backwards),
+        migrations.RunPython(migrations.RunPython.noop, backwards),
     ]

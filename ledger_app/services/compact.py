@@ -40,6 +40,14 @@ class CompactRow:
     receipt: Any = None
     recovered: list[str] = field(default_factory=list)
 
+    @property
+    def fallback_reason(self) -> str:
+        """Why a fold fell back to mechanical facts (the model writer's reason, stored in its
+        attempt's record), or ``""``: not a fallback, or a writer that always is one."""
+        if self.fold is None or self.outcome != "fallback" or self.attempt is None:
+            return ""
+        return str(self.attempt.record.get("fallback_reason", "") or "")
+
 
 @dataclass
 class CompactReport:

@@ -4,8 +4,10 @@
 A fold's record is its columns (the delta and a checkpoint's state by sha256), and every
 :class:`~ledger_app.models.FoldAttempt` that produced it with its
 :class:`~ledger_app.models.Proposal` rows (the writer's and the verifier's raw answers by
-sha256; the ops as written, whether the row stores them or refers to the delta's, so the
-hash does not depend on that) and their :class:`~ledger_app.models.Verdict` rows, all columns. ``record_hash`` is
+sha256; the ops as written, and for a row that refers to its delta's ops instead of
+holding a copy, that reference too, ``ops_ref``) and their
+:class:`~ledger_app.models.Verdict` rows, all columns (the claim and support as read, and
+for a row that refers to an op, ``item_ref``). ``record_hash`` is
 :func:`journal_app.record_chain.record_hash` of that record chained to the previous fold's, so a
 changed label, note, loss figure, count, verdict or raw answer, or a changed earlier fold,
 is named by :func:`fold_records_verify`. The functions take the model classes so that the
@@ -46,6 +48,17 @@ def _values(model: type[models.Model], row: dict[str, Any]) -> dict[str, Any]:
     return {k: text_digest(v) if k in digested else record_value(v) for k, v in sorted(row.items())}
 
 
+def _delta_ops(delta: str) -> list[Any]:
+    """The ops of a stored delta, or ``[]`` when it does not parse as a delta (a changed
+    delta is named by its own digest in the record, not by a crash here)."""
+    try:
+        value = json.loads(delta) if delta else {}
+    except ValueError:
+        return []
+    ops = value.get("ops", []) if isinstance(value, dict) else []
+    return ops if isinstance(ops, list) else []
+
+
 def fold_record(fold_id: int, models_: Models = MODELS) -> dict[str, Any]:
     """What fold ``fold_id`` stores, as its record hash covers it (columns from the database).
 
@@ -71,17 +84,22 @@ def fold_record(fold_id: int, models_: Models = MODELS) -> dict[str, Any]:
     ops_of: dict[int, list[Any]] = {}
     for p in proposals:
         if "stored_ops" in p:  # the ops as written, whether stored or referred to (0019)
-            start, count = p.pop("ops_from"), p.pop("ops_count")
-            if start is not None and delta_ops is None:
-                delta_ops = json.loads(fold["delta"]).get("ops", [])
-            p["ops"] = ops_resolve(p.pop("stored_ops"), start, count, delta_ops or [])
+            start, count, stored = p.pop("ops_from"), p.pop("ops_count"), p.pop("stored_ops")
+            if start is None and count == 0:  # a copy: recorded as before references existed
+                p["ops"] = stored
+            else:  # a reference: the ops it reads and the reference itself
+                if delta_ops is None:
+                    delta_ops = _delta_ops(fold["delta"])
+                p["ops"] = ops_resolve(stored, start, count, delta_ops)
+                p["ops_ref"] = [start, count, stored]
         ops_of[p["id"]] = p["ops"]
     by_proposal: dict[int, list[dict[str, Any]]] = {}
     for v in verdicts:
         if "stored_claim" in v:  # the claim and support as written (0021)
             at = v.pop("op_at")
             claim, support = v.pop("stored_claim"), v.pop("stored_support")
-            if at is not None:
+            if at is not None:  # a reference: the op's item and the reference itself
+                v["item_ref"] = [at, claim, support]
                 ops = ops_of.get(v["proposal_id"], [])
                 claim, support = op_item(ops[at] if at < len(ops) else None)
             v["claim"], v["support"] = claim, support

@@ -445,6 +445,25 @@ def test_compact_with_the_model_prints_the_table(scripted, settings, monkeypatch
     assert "1600" in row  # model input tokens: 1000 + 400 + 100 + 100
 
 
+def test_compact_says_why_a_fold_fell_back(scripted, settings, monkeypatch):
+    """A fallback row is followed by the model writer's reason, not only the outcome."""
+    monkeypatch.setattr("recovery_app.services.attempt.analyst_model_from_settings", lambda: None)
+    settings.OPENAI_BASE_URL = scripted.base_url
+    settings.WRITER_MODEL = "scripted-writer"
+    journal = _journal(_deploy_items())
+    claim = "The production service was deployed and browser acceptance passed"
+    scripted.push_json({"facts": [_fact("f1", claim, [5, 8])]})
+    scripted.push_json({"verdicts": [_verdict("f1", entailed=False, reason="seq 5 is config")]})
+    scripted.push_json({"facts": [_fact("f1", "The service was deployed", [5, 8])]})
+    scripted.push_json({"verdicts": [_verdict("f1", entailed=False, reason="seq 8 is a claim")]})
+    out = StringIO()
+    call_command("compact", journal.scope_label, stdout=out)
+    lines = out.getvalue().splitlines()
+    [why] = [x for x in lines if "fell back" in x]
+    assert why.startswith("  fold 1 fell back: the repair was rejected too")
+    assert "seq 8 is a claim" in why
+
+
 def test_compact_shows_the_model_calls_progress_on_stderr(scripted, settings, monkeypatch):
     """A fold against a slow local model is not silent: each streamed call says when it was
     sent and when its first chunk came (README "Use a local model"); -v 0 keeps it quiet."""

@@ -7,7 +7,7 @@ import json
 
 import pytest
 from django.apps import apps
-from django.db import connection
+from django.db import connection, migrations
 
 from journal_app.formats.base import message, tool_call, tool_result
 from journal_app.services import journal_append, journal_ensure, session_ensure, tenant_ensure
@@ -112,28 +112,73 @@ def test_a_proposal_whose_ops_stood_stores_no_second_copy_of_them():
 
 
 @pytest.mark.django_db
-def test_the_migration_round_trips_the_ops_and_the_record_hashes():
-    """Backwards (copies) and forwards (references) again: readers, the export and the
-    record hashes see the same values in either stored form."""
+def test_the_migration_copies_the_ops_back_and_seals_the_folds_again():
+    """Backwards: every referred ops list becomes a copy, the records lose their references
+    (so the folds are sealed again) and verify; readers and the export see the same values.
+    Forwards leaves existing rows copies: converting them would change sealed records."""
     j = _journal()
     _folds(j, 2)
     before = {p.pk: p.ops for p in Proposal.objects.all()}
-    records = {f.pk: fold_record(f.pk) for f in Fold.objects.all()}
+    sealed = dict(Fold.objects.values_list("pk", "record_hash"))
     numbers = dict(Fold.objects.values_list("pk", "number"))
     export = list(_attempt_records(j, numbers))
     MIGRATION_0019.backwards(apps, None)
     copied = list(Proposal.objects.all())
     assert all(p.ops_from is None and p.stored_ops == before[p.pk] for p in copied)
-    assert {f.pk: fold_record(f.pk) for f in Fold.objects.all()} == records
+    assert all(
+        "ops_ref" not in p
+        for f in sealed
+        for a in fold_record(f)["attempts"]
+        for p in a["proposals"]
+    )
+    resealed = dict(Fold.objects.values_list("pk", "record_hash"))
+    assert resealed.keys() == sealed.keys() and all(resealed[k] != sealed[k] for k in sealed)
     assert ledger_verify(journal=j).ok
-    MIGRATION_0019.forwards(apps, None)
-    again = list(Proposal.objects.all())
-    assert all(p.ops_from is not None and p.stored_ops == [] for p in again)
-    assert {p.pk: p.ops for p in again} == before
-    assert {f.pk: fold_record(f.pk) for f in Fold.objects.all()} == records
-    assert ledger_verify(journal=j).ok
+    assert MIGRATION_0019.Migration.operations[-1].code is migrations.RunPython.noop
     assert list(_attempt_records(j, numbers)) == export
     assert any(p["ops"] for a in export for p in a["proposals"])
+
+
+def _set(model, pk, column, value):
+    """Change one stored column below the application, as a database user could."""
+    with connection.cursor() as cur:
+        cur.execute(f'UPDATE {model._meta.db_table} SET "{column}" = %s WHERE id = %s', [value, pk])
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("ops", json.dumps(["tampered"])), ("ops_from", 0), ("ops_count", 99)],
+)
+def test_a_changed_reference_column_of_a_proposal_fails_verify(column, value):
+    j = _journal()
+    _folds(j, 2)
+    p = Proposal.objects.filter(ops_from__gt=0).order_by("pk").first()
+    assert p is not None
+    _set(Proposal, p.pk, column, value)
+    result = ledger_verify(journal=j)
+    assert not result.ok
+    assert "record_hash" in json.dumps(result.mismatch, default=str)
+
+
+@pytest.mark.django_db
+def test_a_changed_count_on_a_copy_fails_verify():
+    """A copy (no reference) given a count would read the same ops: the count is recorded."""
+    j = _journal()
+    _folds(j, 1)
+    _set(Proposal, Proposal.objects.order_by("pk").first().pk, "ops_count", 3)
+    Proposal.objects.filter(ops_from__isnull=False).update(ops_from=None)  # every row a copy
+    assert not ledger_verify(journal=j).ok
+
+
+@pytest.mark.django_db
+def test_an_unreadable_delta_is_a_mismatch_not_a_crash():
+    j = _journal()
+    _folds(j, 2)
+    fold = Fold.objects.filter(journal=j).order_by("number").first()
+    _set(Fold, fold.pk, "delta", "{not json")
+    assert fold_record(fold.pk)["attempts"]  # no JSONDecodeError: the ops read as none
+    assert not ledger_verify(journal=j).ok
 
 
 @pytest.mark.django_db
@@ -207,20 +252,34 @@ def test_verdicts_on_items_that_stood_store_no_copy_and_read_the_same_after_the_
         assert v.claim and v.support
         assert (v.claim, v.support) == op_item(v.proposal.ops[v.op_at])
     before = {v.pk: (v.claim, v.support) for v in Verdict.objects.all()}
-    records = {f.pk: fold_record(f.pk) for f in Fold.objects.all()}
+    sealed = dict(Fold.objects.values_list("pk", "record_hash"))
     numbers = dict(Fold.objects.values_list("pk", "number"))
     export = list(_attempt_records(j, numbers))
     MIGRATION_0021.backwards(apps, None)
     assert not Verdict.objects.filter(op_at__isnull=False).exists()
     assert {v.pk: (v.stored_claim, v.stored_support) for v in Verdict.objects.all()} == before
-    assert {f.pk: fold_record(f.pk) for f in Fold.objects.all()} == records
-    assert list(_attempt_records(j, numbers)) == export
-    MIGRATION_0021.forwards(apps, None)
-    assert Verdict.objects.filter(op_at__isnull=False).count() == len(referred)
-    assert {v.pk: (v.claim, v.support) for v in Verdict.objects.all()} == before
-    assert {f.pk: fold_record(f.pk) for f in Fold.objects.all()} == records
+    assert dict(Fold.objects.values_list("pk", "record_hash")) != sealed  # sealed again
     assert list(_attempt_records(j, numbers)) == export
     assert ledger_verify(journal=j).ok
+    assert MIGRATION_0021.Migration.operations[-1].code is migrations.RunPython.noop
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("column", "value"), [("claim", "tampered"), ("support", json.dumps(["x"])), ("op_at", 0)]
+)
+def test_a_changed_reference_column_of_a_verdict_fails_verify(column, value):
+    j = _journal()
+    _folds(j, 2)
+    v = (
+        Verdict.objects.filter(op_at__gt=0).order_by("pk").first()
+        or Verdict.objects.filter(op_at__isnull=False).order_by("pk").first()
+    )
+    assert v is not None
+    if column == "op_at" and v.op_at == 0:
+        value = 1
+    _set(Verdict, v.pk, column, value)
+    assert not ledger_verify(journal=j).ok
 
 
 @pytest.mark.django_db

@@ -170,4 +170,6 @@ class Command(BaseCommand):
         for r in report.rows:
             if r.reason:
                 self.stdout.write(f"  failed: {r.reason}")
+            elif r.fallback_reason and r.fold is not None:
+                self.stdout.write(f"  fold {r.fold.number} fell back: {r.fallback_reason}")
         self.stdout.write(f"  {report.summary()}")
