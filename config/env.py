@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from urllib.parse import urlsplit
 
 
 class SettingError(ValueError):
@@ -70,6 +71,25 @@ def env_seconds(name: str, default: float) -> float:
     value = env_float(name, default)
     if not value > 0:
         raise SettingError(f"{name}={os.environ.get(name)!r} is not accepted: use seconds above 0")
+    return value
+
+
+def env_url(name: str, default: str) -> str:
+    """An ``http://`` or ``https://`` URL with a host, or ``""`` (unset: the feature is off).
+
+    Raises:
+        SettingError: anything else (``not a url``, ``ftp://...``, ``http://``); one line
+            naming the variable and what is accepted.
+    """
+    value = env_str(name, default)
+    if not value:
+        return value
+    parsed = urlsplit(value)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise SettingError(
+            f"{name}={value!r} is not accepted: use an http:// or https:// URL with a host "
+            "(e.g. http://127.0.0.1:8089/v1)"
+        )
     return value
 
 

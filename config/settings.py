@@ -26,6 +26,7 @@ from config.env import (
     env_rate,
     env_seconds,
     env_str,
+    env_url,
 )
 from config.logging import configure_structlog, logging_config
 from config.production import MAX_URL_BYTES, request_line_limit, secret_key_problem
@@ -256,14 +257,14 @@ RECOVERY_MAX_SEARCHES = env_int("RECOVERY_MAX_SEARCHES", 4)
 RECOVERY_MAX_READS = env_int("RECOVERY_MAX_READS", 8)
 RECOVERY_MAX_SOURCES = env_int("RECOVERY_MAX_SOURCES", 4)
 RECOVERY_MAX_TOKENS = env_int("RECOVERY_MAX_TOKENS", 8000)
-RECOVERY_MAX_SECONDS = env_float("RECOVERY_MAX_SECONDS", 30.0)
+RECOVERY_MAX_SECONDS = env_seconds("RECOVERY_MAX_SECONDS", 30.0)
 RECOVERY_LEADS_PER_QUERY = env_int("RECOVERY_LEADS_PER_QUERY", 3)
 RECOVERY_PAGE_SIZE = env_int("RECOVERY_PAGE_SIZE", 10)
 RECOVERY_CURSOR_TTL_SECONDS = env_int("RECOVERY_CURSOR_TTL_SECONDS", 900)
 RECOVERY_ANALYST_MODEL = env_str("RECOVERY_ANALYST_MODEL", "")
 
 # Models (docs/design.md section 5.3): the offline writer when no base URL is set.
-OPENAI_BASE_URL = env_str("OPENAI_BASE_URL", "")
+OPENAI_BASE_URL = env_url("OPENAI_BASE_URL", "")
 OPENAI_API_KEY = env_str("OPENAI_API_KEY", "")
 WRITER_MODEL = env_str("WRITER_MODEL", "")
 VERIFIER_MODEL = env_str("VERIFIER_MODEL", "")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from ledger_app.evaluation import (
     EvalItem,
     ItemScore,
     load_items,
+    outcomes_text,
     score,
     table,
     totals,
@@ -78,11 +79,12 @@ class EvalReport:
         out.append("")
         for s in self.scores:
             f = s.figures
-            if f:
+            if f.get("entries") is not None:
                 out.append(
                     f"{s.name}: {f['entries']} entries, {f['facts']} facts; context "
                     f"{f['status']} at {f['budget']:,} tokens: {f['request_tokens'] or 0:,} of "
                     f"{f['journal_tokens'] or 0:,}, {f['rounds_folded_out']} rounds folded out"
+                    + _folds_text(f)
                 )
         out.append("")
         for s in self.scores:
@@ -104,7 +106,27 @@ class EvalReport:
             )
             + f"; {self.seconds:.1f} s"
         )
+        outcomes = self.outcomes
+        if outcomes:
+            out.append(
+                f"folds: {outcomes_text(outcomes)}"
+                + (
+                    " (a fallback fold holds mechanical facts only: what it scores is not the "
+                    "model's)"
+                    if outcomes.get("fallback")
+                    else ""
+                )
+            )
         return out
+
+    @property
+    def outcomes(self) -> dict[str, int]:
+        """Every item's fold outcomes added up (``{"accepted": n, "fallback": k, ...}``)."""
+        total: dict[str, int] = {}
+        for s in self.scores:
+            for name, n in (s.figures.get("outcomes") or {}).items():
+                total[name] = total.get(name, 0) + n
+        return total
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: writer, ok, totals per rule, hard failures, every item's scores."""
@@ -114,9 +136,44 @@ class EvalReport:
             "ok": self.ok,
             "seconds": self.seconds,
             "totals": totals(self.scores),
+            "outcomes": self.outcomes,
             "hard_failures": [list(x) for x in self.hard_failures],
             "items": [s.to_dict() for s in self.scores],
         }
+
+
+def _folds_text(f: dict[str, Any]) -> str:
+    """``"; folds 1 fallback; model 4 calls, 13,200 in / 410 out tokens"`` (or ``""``)."""
+    text = f"; folds {outcomes_text(f['outcomes'])}" if f.get("outcomes") else ""
+    if f.get("model_calls"):
+        text += (
+            f"; model {f['model_calls']} calls, {f['model_input_tokens']:,} in / "
+            f"{f['model_output_tokens']:,} out tokens"
+        )
+    return text
+
+
+def _folds(report: Any) -> dict[str, Any]:
+    """What the folds of one item were: their outcomes (``accepted``, ``repaired``,
+    ``fallback``, ...: a model item whose folds all fell back scores the mechanical facts,
+    not the model's) and the model calls and tokens the manifests report."""
+    outcomes: dict[str, int] = {}
+    calls = tokens_in = tokens_out = 0
+    for row in report.rows:
+        outcomes[row.outcome] = outcomes.get(row.outcome, 0) + 1
+        if row.fold is not None:
+            model = row.fold.manifest.get("tokens", {}).get("model", {}) or {}
+            calls += int(model.get("calls", 0) or 0)
+            tokens_in += int(model.get("input_tokens", 0) or 0)
+            tokens_out += int(model.get("output_tokens", 0) or 0)
+        elif row.attempt is not None:
+            calls += len(row.attempt.record.get("model_calls", []))
+    return {
+        "outcomes": outcomes,
+        "model_calls": calls,
+        "model_input_tokens": tokens_in,
+        "model_output_tokens": tokens_out,
+    }
 
 
 def _evaluate(item: EvalItem, writer: Any, workdir: Path) -> ItemScore:
@@ -128,7 +185,8 @@ def _evaluate(item: EvalItem, writer: Any, workdir: Path) -> ItemScore:
     journal = imported.journal
     report = ledger_compact(journal=journal, writer=writer)
     if report.failed:
-        return ItemScore(item.name, item.origin, [], error=f"fold failed: {report.stopped}")
+        cause = next((r.reason for r in report.rows if r.reason), report.stopped)
+        return failed_score(item, f"fold failed: {cause}", _folds(report))
     result = context_build(
         journal=journal,
         working_budget=item.budget_tokens,
@@ -156,8 +214,19 @@ def _evaluate(item: EvalItem, writer: Any, workdir: Path) -> ItemScore:
         "request_tokens": result.debug_trace.get("tokens", {}).get("request"),
         "rounds_folded_out": len(result.debug_trace.get("rounds", {}).get("folded_out") or []),
         "status": result.status,
+        **_folds(report),
     }
     return ItemScore(item.name, item.origin, rules, figures)
+
+
+def failed_score(item: EvalItem, error: str, figures: dict[str, Any] | None = None) -> ItemScore:
+    """An item that could not be scored (its import, fold or build failed): each rule its
+    expectations check counts as checked and failed with ``error``; the others stay "-"."""
+    rules = score(item.expected, state={}, model_view=None, status="failed", reason=error)
+    for r in rules:
+        if r.checked:
+            r.failed = [f"not scored: {error}"]
+    return ItemScore(item.name, item.origin, rules, figures or {}, error=error)
 
 
 def eval_ledger(
@@ -167,6 +236,7 @@ def eval_ledger(
     cases_dir: str | Path | None = CASES_DIR,
     scenarios_dir: str | Path | None = SCENARIOS_DIR,
     keep: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> EvalReport:
     """Fold every case and scenario with ``writer`` and score each (module docstring).
 
@@ -178,10 +248,13 @@ def eval_ledger(
             of ``shared/cases``); ``None``: no cases.
         scenarios_dir: the scenarios folder (default ``tests/scenarios``); ``None``: none.
         keep: keep the journals and folds (tenant ``eval-ledger``) instead of rolling back.
+        progress: called with one line when each item starts and ends (``[3/21] 05-...``);
+            a model item takes minutes on a CPU server.
 
     Returns:
-        :class:`EvalReport`. An item whose import, fold or build raises is scored as an
-        error (every hard rule failed) and the run goes on.
+        :class:`EvalReport`. An item whose import, fold or build fails is scored as an
+        error (:func:`failed_score`: the rules it checks failed, the cause named) and the run
+        goes on.
 
     Raises:
         LookupError: ``names`` matches no item.
@@ -192,13 +265,27 @@ def eval_ledger(
     report = EvalReport(writer=w.id, writer_label=w.label)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="eval-ledger-") as tmp, transaction.atomic():
-        for item in items:
+        for n, item in enumerate(items, 1):
+            if progress:
+                progress(f"[{n}/{len(items)}] {item.name}: folding with {w.label}")
+            began = time.perf_counter()
             try:
                 with transaction.atomic():
                     report.scores.append(_evaluate(item, w, Path(tmp)))
             except (DomainError, ValueError, OSError) as exc:
-                report.scores.append(
-                    ItemScore(item.name, item.origin, [], error=f"{type(exc).__name__}: {exc}")
+                report.scores.append(failed_score(item, f"{type(exc).__name__}: {exc}"))
+            if progress:
+                done = report.scores[-1]
+                outcomes = done.figures.get("outcomes") or {}
+                progress(
+                    f"[{n}/{len(items)}] {item.name}: "
+                    + (
+                        "ERROR"
+                        if done.error
+                        else "hard rules " + ("held" if not done.hard_failed else "FAILED")
+                    )
+                    + (f"; folds {outcomes_text(outcomes)}" if outcomes else "")
+                    + f"; {time.perf_counter() - began:.1f} s"
                 )
         if not keep:
             transaction.set_rollback(True)

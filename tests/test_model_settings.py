@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from config.env import SettingError, env_choice, env_count, env_seconds
+from config.env import SettingError, env_choice, env_count, env_seconds, env_url
 
 
 @pytest.mark.parametrize("raw", ["0", "-1", "0.0"])
@@ -52,3 +52,35 @@ def test_the_settings_offer_the_client_s_modes(settings):
     from ledger_app.model_client.formats import FORMATS
 
     assert settings.MODEL_RESPONSE_FORMATS == FORMATS
+
+
+@pytest.mark.parametrize(
+    "raw", ["not a url", "ftp://127.0.0.1:8089/v1", "http://", "127.0.0.1:8089"]
+)
+def test_the_base_url_is_an_http_url_with_a_host(monkeypatch, raw):
+    monkeypatch.setenv("OPENAI_BASE_URL", raw)
+    with pytest.raises(SettingError) as caught:
+        env_url("OPENAI_BASE_URL", "")
+    assert str(caught.value).startswith(f"OPENAI_BASE_URL={raw!r} is not accepted: use an http")
+
+
+def test_a_base_url_read_and_unset(monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:8089/v1")
+    assert env_url("OPENAI_BASE_URL", "") == "http://127.0.0.1:8089/v1"
+    monkeypatch.setenv("OPENAI_BASE_URL", "")
+    assert env_url("OPENAI_BASE_URL", "") == ""
+
+
+def test_a_negative_recovery_limit_stops_the_start(monkeypatch):
+    """RECOVERY_MAX_SECONDS is read as env_seconds by the settings: -1 is one line, status 2."""
+    import subprocess
+    import sys
+
+    env = {**__import__("os").environ, "RECOVERY_MAX_SECONDS": "-1"}
+    env.pop("DATABASE_URL", None)
+    done = subprocess.run(
+        [sys.executable, "manage.py", "check"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 2
+    assert "RECOVERY_MAX_SECONDS='-1' is not accepted: use seconds above 0" in done.stderr
+    assert "Traceback" not in done.stderr

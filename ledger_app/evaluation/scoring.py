@@ -334,10 +334,22 @@ class ItemScore:
 
     @property
     def hard_failed(self) -> list[str]:
-        """Names of the hard rules that failed (all of them when the item errored)."""
-        if self.error:
+        """Names of the hard rules that failed (an item that errored with no rules scored:
+        all of them)."""
+        if self.error and not self.rules:
             return list(HARD_RULES)
         return [r.rule for r in self.rules if r.hard and not r.held]
+
+    def checks(self, rule: str) -> bool:
+        """Whether this item checks ``rule`` (an item that errored with no rules scored
+        counts under every rule)."""
+        if self.error and not self.rules:
+            return True
+        return any(r.rule == rule and r.checked for r in self.rules)
+
+    def holds(self, rule: str) -> bool:
+        """Whether ``rule`` held on this item (never, when the item errored)."""
+        return not self.error and all(r.held for r in self.rules if r.rule == rule)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -359,14 +371,14 @@ def table(scores: Sequence[ItemScore]) -> list[str]:
     rows = [head]
     for s in scores:
         if s.error:
-            rows.append([s.name] + ["ERROR"] * len(names))
+            rows.append([s.name] + [("ERROR" if s.checks(n) else "-") for n in names])
         else:
             by = {r.rule: r for r in s.rules}
             rows.append([s.name] + [by[n].cell() for n in names])
     totals = ["held (items)"]
     for n in names:
-        checked = [s for s in scores if s.error or any(r.rule == n and r.checked for r in s.rules)]
-        held = [s for s in checked if not s.error and all(r.held for r in s.rules if r.rule == n)]
+        checked = [s for s in scores if s.checks(n)]
+        held = [s for s in checked if s.holds(n)]
         totals.append(f"{len(held)}/{len(checked)}" if checked else "-")
     rows.append(totals)
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
@@ -378,10 +390,15 @@ def table(scores: Sequence[ItemScore]) -> list[str]:
 
 def totals(scores: Sequence[ItemScore]) -> dict[str, dict[str, int]]:
     """``{rule: {"items": n, "held": k}}``: per rule, the items that check it and hold it
-    (an errored item counts as checked and failed)."""
+    (an errored item counts as checked and failed under the rules its expectations check)."""
     out: dict[str, dict[str, int]] = {}
     for n in RULES:
-        checked = [s for s in scores if s.error or any(r.rule == n and r.checked for r in s.rules)]
-        held = [s for s in checked if not s.error and all(r.held for r in s.rules if r.rule == n)]
+        checked = [s for s in scores if s.checks(n)]
+        held = [s for s in checked if s.holds(n)]
         out[n] = {"items": len(checked), "held": len(held)}
     return out
+
+
+def outcomes_text(outcomes: Mapping[str, int]) -> str:
+    """``{"accepted": 2, "fallback": 1}`` as ``"2 accepted, 1 fallback"`` (in that key order)."""
+    return ", ".join(f"{n} {name}" for name, n in outcomes.items())

@@ -372,3 +372,57 @@ def test_no_items_and_a_file_that_is_not_a_scenario_are_errors_naming_the_folder
     bad.write_text('[{"role": "user", "content": "hi"}]')
     with pytest.raises(ScenarioInvalid, match=r"chat\.json: not a scenario"):
         load_items(None, tmp_path)
+
+
+# ---------------------------------------------------------------------------- what a run says
+
+
+@pytest.mark.django_db
+def test_an_empty_case_name_or_a_missing_folder_is_an_error_not_every_item(tmp_path):
+    with pytest.raises(CommandError, match=r"--case needs a name or its prefix"):
+        call_command("eval_ledger", "--case", "")
+    with pytest.raises(CommandError, match=r"--cases /nonexistent: no such folder"):
+        call_command("eval_ledger", "--cases", "/nonexistent")
+    with pytest.raises(CommandError, match=r"--scenarios .*nowhere: no such folder"):
+        call_command("eval_ledger", "--scenarios", str(tmp_path / "nowhere"))
+
+
+@pytest.mark.django_db
+def test_each_item_reports_its_fold_outcomes_and_progress_goes_to_stderr():
+    from io import StringIO
+
+    out, err = StringIO(), StringIO()
+    call_command("eval_ledger", "--case", "08", "--writer", "mechanical", stdout=out, stderr=err)
+    lines = err.getvalue().splitlines()
+    assert lines[0].startswith("[1/1] 08-agent-constraints-lost: folding with ")
+    assert lines[-1].startswith("[1/1] 08-agent-constraints-lost: hard rules held; folds ")
+    assert "fallback" in lines[-1]  # the mechanical writer's folds are fallbacks
+    text = out.getvalue()
+    assert "folds: 1 fallback (a fallback fold holds mechanical facts only" in text
+    report = eval_ledger(writer="offline", names=["08"])
+    assert report.outcomes == {"accepted": 1} and report.to_dict()["outcomes"] == {"accepted": 1}
+    assert report.scores[0].figures["model_calls"] == 0
+    quiet = StringIO()
+    call_command("eval_ledger", "--case", "08", "-v", "0", stdout=StringIO(), stderr=quiet)
+    assert quiet.getvalue() == ""
+
+
+@pytest.mark.django_db
+def test_a_fold_that_fails_names_its_cause_and_counts_only_the_rules_the_item_checks(settings):
+    from tests.support import ScriptedServer
+
+    with ScriptedServer() as server:
+        settings.OPENAI_BASE_URL = server.base_url
+        settings.WRITER_MODEL = "scripted-writer"
+        settings.MODEL_MAX_ATTEMPTS = 1
+        settings.MODEL_BACKOFF_SECONDS = 0.01
+        server.push_error(500)
+        report = eval_ledger(writer="model", names=["08"])
+    [s] = report.scores
+    assert s.error.startswith("fold failed: ") and "HTTP 500" in s.error
+    assert s.hard_failed == ["governing_verbatim"]  # the one hard rule case 08 checks
+    assert report.to_dict()["totals"]["decision_exact"] == {"items": 0, "held": 0}
+    assert report.to_dict()["totals"]["governing_verbatim"] == {"items": 1, "held": 0}
+    row = next(x for x in table(report.scores) if x.startswith("08-"))
+    assert row.split()[1:3] == ["-", "ERROR"]  # done_not_current not checked; governing failed
+    assert any("HTTP 500" in line for line in report.lines())
