@@ -58,6 +58,10 @@ TRANSIENT = (
     openai.InternalServerError,
 )
 
+#: Server errors that say the server will never serve this request (501 Not Implemented: a
+#: plain web server at the base URL; 505): refused at once, not retried as transient.
+PERMANENT_STATUS = (501, 505)
+
 #: Seconds between two progress lines of a streamed answer in the log.
 PROGRESS_EVERY_S = 10.0
 
@@ -194,6 +198,8 @@ class ModelClient:
                     record.errors.append(_describe(exc))
 
         def transient(exc: BaseException) -> bool:
+            if getattr(exc, "status_code", None) in PERMANENT_STATUS:
+                return False
             if isinstance(exc, openai.APITimeoutError):
                 return self.config.retry_on_timeout
             return isinstance(exc, TRANSIENT)
@@ -214,8 +220,13 @@ class ModelClient:
                 self._request, model, messages, schema_name, schema, example, limit, record, timeout
             )
         except TRANSIENT as exc:
-            record.status = "unavailable"
             record.total_s = time.monotonic() - started
+            status = getattr(exc, "status_code", None)
+            if isinstance(exc, openai.APIStatusError) and status in PERMANENT_STATUS:
+                record.status = "refused"
+                record.errors.append(_describe(exc))
+                raise ModelRequestRefused(role, exc.status_code, str(exc)[:300], record) from exc
+            record.status = "unavailable"
             if isinstance(exc, openai.APITimeoutError) and not self.config.retry_on_timeout:
                 record.errors.append(
                     "timed out; not retried (MODEL_RETRY_ON_TIMEOUT is off: a local server "

@@ -117,6 +117,17 @@ def test_a_client_error_is_not_retried(scripted):
     assert caught.value.status == 404 and scripted.request_count == 1
 
 
+@pytest.mark.parametrize("status", [501, 505])
+def test_a_server_that_does_not_implement_the_request_is_refused_at_once(scripted, status):
+    """A plain web server at the base URL answers 501: the same every time, not retried."""
+    scripted.push_error(status, message="Unsupported method ('POST')")
+    scripted.push_json({"facts": []})
+    with pytest.raises(ModelRequestRefused) as caught:
+        _call(ModelClient(scripted.config(max_attempts=4)))
+    assert caught.value.status == status and scripted.request_count == 1
+    assert caught.value.record.status == "refused"
+
+
 def test_a_server_without_schema_mode_gets_json_mode_and_is_remembered():
     with ScriptedServer(reject_schema=True) as server:
         server.push_json({"facts": []})
