@@ -20,7 +20,8 @@ one that is not there yet is skipped with a message. ``run`` receives ``small=Tr
 ``--small`` when its signature has a ``small`` parameter, ``full=True`` with ``--full`` when
 it has ``full``, and ``profile=True`` with ``--profile`` when it has ``profile`` (with
 ``--profile``, a benchmark without that parameter runs whole under :mod:`cProfile`, and the
-product's functions with the most cumulative time are printed after it: :func:`print_profile`)
+product's functions with the most cumulative time are printed after it:
+:func:`bench.profiling.print_profile`)
 (``BENCH_SMALL=1`` / ``BENCH_FULL=1`` are set either way). A result may carry ``"summary"``: rows of ``{"metric", "value", "unit", "baseline",
 "ratio", "target", "met", "what"}`` for the table (``what``: one line saying what the row
 times and what its baseline does, printed under the row); otherwise the runner summarises
@@ -46,6 +47,7 @@ from urllib.parse import quote
 import django
 
 from bench.cpu import cpu_between, cpu_seconds
+from bench.profiling import profiled
 
 #: name -> (module, needs the database)
 BENCHMARKS: dict[str, tuple[str, bool]] = {
@@ -111,42 +113,10 @@ def _call(module: Any, small: bool, profile: bool, full: bool = False) -> dict[s
         return run(**kwargs)
     # a benchmark without a profile of its own: the whole run under cProfile, the product's
     # functions by cumulative time (its timings then carry the profiler's overhead)
-    import cProfile
-
-    profiler = cProfile.Profile()
-    result = profiler.runcall(run, **kwargs)
-    print_profile(profiler, f"{module.__name__} (whole run, cProfile on)")
+    result: dict[str, Any] = profiled(
+        lambda: run(**kwargs), f"{module.__name__} (whole run, cProfile on)"
+    )
     return result
-
-
-#: the packages whose functions a profile lists (the product's, and the bench's own)
-PROFILED = (
-    "journal_app",
-    "ledger_app",
-    "recovery_app",
-    "audit_app",
-    "proxy_app",
-    "bench",
-    "config",
-)
-
-
-def print_profile(profiler: Any, title: str, limit: int = 25) -> None:
-    """Print the ``limit`` functions of :data:`PROFILED` packages with the most cumulative
-    time under ``profiler`` (a stopped :class:`cProfile.Profile`), seconds, one per line."""
-    import pstats
-
-    stats = pstats.Stats(profiler)
-    root = str(Path(__file__).resolve().parent.parent)
-    rows = []
-    for (path, line, name), (_, calls, tottime, cumtime, _) in stats.stats.items():  # type: ignore[attr-defined]
-        rel = os.path.relpath(path, root) if path.startswith(root) else ""
-        if rel.split(os.sep)[0] in PROFILED:
-            rows.append((cumtime, tottime, calls, f"{rel}:{line}({name})"))
-    rows.sort(reverse=True)
-    print(f"profile of {title}: cumulative s, own s, calls, function")
-    for cumtime, tottime, calls, where in rows[:limit]:
-        print(f"  {cumtime:8.2f} {tottime:8.2f} {calls:9d}  {where}")
 
 
 def _fmt(value: Any) -> str:

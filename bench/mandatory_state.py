@@ -42,6 +42,7 @@ from django.conf import settings
 from django.test.utils import override_settings
 
 from bench.generator import iter_session
+from bench.profiling import profiled
 from bench.reducer_scaling import fit_exponent
 from journal_app.services import journal_append, journal_ensure, session_ensure, tenant_ensure
 from ledger_app.budget import mandatory_state
@@ -67,9 +68,10 @@ def _median_time(fn: Any, repeat: int = PAGE_REPEAT) -> float:
     return statistics.median(times)
 
 
-def page_times(journal: Any) -> dict[str, Any]:
+def page_times(journal: Any, profile: bool = False) -> dict[str, Any]:
     """The context page's server time, the service's alone, and the trimming baseline's
-    (seconds, medians; see the module docstring)."""
+    (seconds, medians; see the module docstring); ``profile``: then one more request under
+    cProfile, its product functions printed (:func:`bench.profiling.profiled`)."""
     from django.contrib.auth import get_user_model
     from django.test import Client
     from django.urls import reverse
@@ -114,6 +116,8 @@ def page_times(journal: Any) -> dict[str, Any]:
         "trim_seconds": _median_time(trimmed) if convert_to_messages else None,
         "working_budget": budget,
     }
+    if profile:
+        profiled(page, f"the context page at {journal.head_seq:,} entries (one request)")
     return out
 
 
@@ -133,9 +137,9 @@ def _journal(n: int, seed: int) -> Any:
     return journal
 
 
-def measure(n: int, seed: int = 23) -> dict[str, Any]:
+def measure(n: int, seed: int = 23, profile: bool = False) -> dict[str, Any]:
     """Fold a generated session of about ``n`` entries and measure its mandatory state and
-    whether a context builds at each of :data:`WINDOWS`."""
+    whether a context builds at each of :data:`WINDOWS` (``profile``: :func:`page_times`'s)."""
     t0 = time.perf_counter()
     journal = _journal(n, seed)
     load_s = time.perf_counter() - t0
@@ -177,7 +181,7 @@ def measure(n: int, seed: int = 23) -> dict[str, Any]:
             "seconds": round(time.perf_counter() - t0, 2),
             "reason": reason,
         }
-    row["page"] = page_times(journal)
+    row["page"] = page_times(journal, profile=profile)
     return row
 
 
@@ -272,8 +276,9 @@ def summary_rows(rows: list[dict[str, Any]], exp: float | None) -> list[dict[str
     return out
 
 
-def run(small: bool = False, full: bool = False) -> dict[str, Any]:
-    """Measure every length, print the figures, return ``{"rows", "exponent", "summary"}``."""
+def run(small: bool = False, full: bool = False, profile: bool = False) -> dict[str, Any]:
+    """Measure every length, print the figures, return ``{"rows", "exponent", "summary"}``;
+    ``profile``: also a cProfile of one context page request at each length."""
     full = full or os.environ.get("BENCH_FULL") == "1"
     rows = []
     with (
@@ -281,7 +286,7 @@ def run(small: bool = False, full: bool = False) -> dict[str, Any]:
         override_settings(MEDIA_ROOT=media),
     ):
         for n in _sizes(small, full):
-            r = measure(n)
+            r = measure(n, profile=profile)
             rows.append(r)
             ctx = ", ".join(
                 f"{w:,}: {c['status']}" + (f" ({c['reason'][:100]})" if c["reason"] else "")

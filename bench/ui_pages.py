@@ -41,6 +41,7 @@ from django.urls import reverse
 
 from bench.generator import iter_session
 from bench.ingest import analyze_tables, load_session
+from bench.profiling import profiled
 from journal_app.models import Entry, Journal, Membership
 from journal_app.services import journal_append, journal_ensure, session_ensure, tenant_ensure
 from ledger_app.fact_changes import state_diff
@@ -112,9 +113,15 @@ def _time(fn: Callable[[], Any], repeats: int) -> tuple[float, list[float]]:
 
 
 def run(
-    entries: int = 100_000, facts: int = 10_000, repeats: int = 15, small: bool = False
+    entries: int = 100_000,
+    facts: int = 10_000,
+    repeats: int = 15,
+    small: bool = False,
+    profile: bool = False,
 ) -> dict[str, Any]:
-    """Build the session and time the pages (seconds). See the module docstring."""
+    """Build the session and time the pages (seconds). See the module docstring.
+    ``profile``: after each page's timings, one more request under cProfile, its product
+    functions printed (:func:`bench.profiling.profiled`)."""
     if small:
         entries, facts, repeats = 5_000, 500, 5
     journal, user, timings = _build(entries, facts)
@@ -179,6 +186,8 @@ def run(
             assert response.status_code == 200, (url, response.status_code)
 
         first, samples = _time(get, repeats)
+        if profile:
+            profiled(get, f"{name} (one request)", limit=15)
         stats = _percentiles(samples)
         kind = next(k for k in baselines if name.startswith(k))
         baseline = base_p50[kind]
