@@ -111,8 +111,8 @@ class EvalReport:
             out.append(
                 f"folds: {outcomes_text(outcomes)}"
                 + (
-                    " (a fallback fold holds mechanical facts only: what it scores is not the "
-                    "model's)"
+                    " (a fallback fold holds mechanical facts only, and the lifecycle rules' "
+                    "ends: what it scores is not the model's)"
                     if outcomes.get("fallback")
                     else ""
                 )

@@ -2,6 +2,8 @@
 
 * :class:`FoldContext`: fold number, revision, access to earlier raw entries;
 * :func:`code_ops`: what code records in every model fold (failures, interrupted calls);
+* :func:`lifecycle_ops`: the lifecycle rules every model fold and its fallback run too
+  (requests closed on evidence, approvals recorded as decisions and consumed);
 * :func:`rules_judgement` / :func:`dry_run`: the mechanical rules' and the reducer's verdicts
   on one op, as :class:`~ledger_app.model_writer.records.Judgement`;
 * :func:`earlier_entries`: the earlier entries a fold's ops cite;
@@ -21,7 +23,7 @@ from ledger_app.fact_text import clip, redact
 from ledger_app.facts import support_hashes
 from ledger_app.mechanical import interrupted_fact, is_routine_read, is_submit, outcome_fact
 from ledger_app.model_writer.records import Judgement
-from ledger_app.offline import EvidenceIndex, RuleVerdict, is_check_command
+from ledger_app.offline import EvidenceIndex, OfflineWriter, RuleVerdict, is_check_command
 from ledger_app.offline.decisions import acceptance
 from ledger_app.offline.request_parts import PartProgress, pin_kinds
 from ledger_app.offline.turns import instruction_parts, numbered_items, part_kind
@@ -75,6 +77,56 @@ def code_ops(entries: Sequence[EntryView]) -> list[dict[str, Any]]:
         elif result.is_error:
             ops.append({"op": "add", "fact": outcome_fact(e, result)})
     return ops
+
+
+#: Id prefixes of the facts the lifecycle rules write and end (docs/design.md 5.5): a request
+#: pin's ``close``, the completion (``done:``), approvals (``await:`` awaited, ``approval:``
+#: given), a request's parts (``part:``) and the user's stated decisions (``decision:``).
+#: Not the turn's conclusion (``said:``, the assistant's words at ``reported``): what the
+#: assistant said is the model's to write, and its fallback writes no claim
+LIFECYCLE_PREFIXES = ("pin:", "done:", "await:", "approval:", "part:", "decision:")
+#: the ops of the lifecycle rules a model fold keeps (a pin's ``retire`` goes to review
+#: from the writer's own proposal: it is not a conclusion)
+LIFECYCLE_OPS = ("add", "close", "supersede", "cancel")
+
+
+def lifecycle_ops(
+    entries: Sequence[EntryView], state: dict[str, Any], proposed: Sequence[dict[str, Any]] = ()
+) -> list[dict[str, Any]]:
+    """The ops of the lifecycle rules for ``entries``: what ends or decides, whatever the
+    writer (docs/design.md 5.5, "Lifecycles"). A request pin closes on the evidence that
+    carried out every part of it, an approval ("yes, approved") becomes a decision quoting
+    what was accepted, an awaited approval and a used one end: the offline writer's rules
+    (:class:`ledger_app.offline.OfflineWriter`), of which only the ops on the
+    :data:`LIFECYCLE_PREFIXES` facts are kept (its tool outcomes and claims are the model's
+    to write). A model fold records them with its own ops, as it records
+    :func:`code_ops`; so does its mechanical fallback. Labelled ``author: offline``.
+
+    Args:
+        entries: the covered entries of the slice, in seq order.
+        state: the ledger state before the slice (its pins, open parts, awaited approvals).
+        proposed: the writer's own ops: an op on the same fact id (the model closed that
+            request itself) is not repeated.
+
+    Returns:
+        ops in journal order (``add``/``close``/``supersede``/``cancel``).
+    """
+    taken = {(op.get("op"), _op_id(op)) for op in proposed}
+    kept = []
+    for op in OfflineWriter().propose(entries, state):
+        target = _op_id(op)
+        if op.get("op") not in LIFECYCLE_OPS or not target.startswith(LIFECYCLE_PREFIXES):
+            continue
+        if (op.get("op"), target) not in taken:
+            kept.append(op)
+    return kept
+
+
+def _op_id(op: Mapping[str, Any]) -> str:
+    """The fact id an op is about: the added fact's, or the one it ends or replaces."""
+    if op.get("op") == "add":
+        return str((op.get("fact") or {}).get("id", ""))
+    return str(op.get("id", ""))
 
 
 def dry_run(

@@ -46,6 +46,7 @@ from ledger_app.model_writer.judges import (
     default_evidence,
     dry_run,
     earlier_entries,
+    lifecycle_ops,
     rules_judgement,
 )
 from ledger_app.model_writer.messages import (
@@ -63,7 +64,7 @@ from ledger_app.model_writer.records import (
     WriterFailed,
 )
 from ledger_app.model_writer.verifier import VerifierRound, verify_items
-from ledger_app.offline import EvidenceIndex, check_item
+from ledger_app.offline import EvidenceIndex, OfflineWriter, check_item
 from ledger_app.proposals import (
     ProposedEnd,
     ProposedFact,
@@ -120,6 +121,11 @@ class ModelWriter:
     """
 
     calls_models = True
+    #: the active facts the lifecycle rules read (:func:`~ledger_app.model_writer.judges.lifecycle_ops`:
+    #: open request parts, unused approvals, a request's parts), as the offline writer
+    #: declares them; the fold service loads them with the state a model is shown
+    state_prefixes = OfflineWriter.state_prefixes
+    state_pin_ids = staticmethod(OfflineWriter.state_pin_ids)
 
     def __init__(
         self,
@@ -276,7 +282,9 @@ class ModelWriter:
             del rounds[mark:]
             raise _Split(f"the answer was cut at max_tokens ({plan.output_tokens})", [])
         if first.clean:
-            return _SliceResult("accepted", code_ops(entries) + first.ops)
+            return _SliceResult(
+                "accepted", code_ops(entries) + lifecycle_ops(entries, state, first.ops) + first.ops
+            )
         repair_messages = [*messages, {"role": "user", "content": repair_request(first)}]
         second = self._round(
             next(counter),
@@ -292,7 +300,9 @@ class ModelWriter:
         )
         if second.clean:
             kept = [i.op for i in first.items if i.accepted] + second.ops
-            return _SliceResult("repaired", code_ops(entries) + kept)
+            return _SliceResult(
+                "repaired", code_ops(entries) + lifecycle_ops(entries, state, kept) + kept
+            )
         reasons = "; ".join(
             [second.error or second.verifier_error]
             if (second.error or second.verifier_error)
@@ -310,7 +320,8 @@ class ModelWriter:
         counter: Iterator[int],
         reason: str,
     ) -> _SliceResult:
-        fallback = MechanicalWriter().propose(entries, state)
+        # the mechanical facts, and the lifecycle rules: a fallback fold still concludes
+        fallback = MechanicalWriter().propose(entries, state) + lifecycle_ops(entries, state)
         rounds.append(RoundRecord(round=next(counter), kind="fallback", ops=fallback))
         return _SliceResult("fallback", fallback, reason[:2000])
 

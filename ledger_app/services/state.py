@@ -118,8 +118,9 @@ def writer_state(
 ) -> dict[str, Any]:
     """The part of the state a writer reads before a fold, from the rows.
 
-    ``id_prefixes``: also every active fact whose id starts with one of them (the offline
-    writer's open request parts and unused approvals: a few rows). ``pin_ids(pins)``: also
+    ``id_prefixes``: also every active fact whose id starts with one of them (the open
+    request parts and unused approvals the lifecycle rules read, offline writer or model
+    fold: a few rows). ``pin_ids(pins)``: also
     the facts (any lifecycle) with the ids it gives for the loaded pins (a request's parts).
 
     Always the active pins (a writer matches cancellations against them). With ``keys``,
@@ -139,7 +140,7 @@ def writer_state(
     pins = Q(pin=True, lifecycle="active", until__isnull=True)  # ledgerfact_now_pins
     if keys is None:
         where = Q(lifecycle="active", command_key__gt="") | Q(fact_id__startswith="todo:") | pins
-        facts = _current_of([rows.filter(where, until__isnull=True)])
+        branches = [rows.filter(where, until__isnull=True)]
     else:
         command_keys, ids = (sorted(set(k)) for k in keys)
         branches = [rows.filter(pins)]
@@ -153,13 +154,13 @@ def writer_state(
             )
         if ids:
             branches.append(rows.filter(fact_id__in=ids))
-        for prefix in id_prefixes:
-            branches.append(rows.filter(lifecycle="active", fact_id__startswith=prefix))
-        facts = _current_of(branches)  # one statement of indexed lookups
-        more = pin_ids({k: f for k, f in facts.items() if f.get("pin")}) if pin_ids else set()
-        more -= facts.keys()
-        if more:
-            facts.update(_current_of([rows.filter(fact_id__in=sorted(more))]))
+    for prefix in id_prefixes:
+        branches.append(rows.filter(lifecycle="active", fact_id__startswith=prefix))
+    facts = _current_of(branches)  # one statement of indexed lookups
+    more = pin_ids({k: f for k, f in facts.items() if f.get("pin")}) if pin_ids else set()
+    more -= facts.keys()
+    if more:
+        facts.update(_current_of([rows.filter(fact_id__in=sorted(more))]))
     if models:
         shown = (
             LedgerFact.objects.filter(journal=journal, until__isnull=True, lifecycle="active")

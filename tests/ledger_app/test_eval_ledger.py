@@ -426,3 +426,42 @@ def test_a_fold_that_fails_names_its_cause_and_counts_only_the_rules_the_item_ch
     row = next(x for x in table(report.scores) if x.startswith("08-"))
     assert row.split()[1:3] == ["-", "ERROR"]  # done_not_current not checked; governing failed
     assert any("HTTP 500" in line for line in report.lines())
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", ["approved-wording", "waves-approval", "ends-submitted"])
+def test_a_model_fold_that_falls_back_still_concludes(settings, name):
+    """The lifecycle rules run in every model fold and its fallback (docs/design.md 5.5):
+    a model whose every answer is unusable leaves the fold to the mechanical writer, and the
+    request still closes on its evidence and "yes, approved" is still a decision. The
+    mechanical writer alone holds neither (the rules' own contribution, measured)."""
+    from tests.support import ScriptedServer
+
+    with ScriptedServer() as server:
+        settings.OPENAI_BASE_URL = server.base_url
+        settings.WRITER_MODEL = "scripted-writer"
+        server.answer_all("I am not able to answer in JSON.")
+        report = eval_ledger(writer="model", names=[name])
+    [s] = report.scores
+    assert not s.error, s.error
+    assert s.figures["outcomes"] == {"fallback": s.figures["outcomes"].get("fallback", 0)}
+    assert s.figures["outcomes"]["fallback"] >= 1
+    assert s.hard_failed == [], s.hard_failed
+    [mechanical] = eval_ledger(writer="mechanical", names=[name]).scores
+    assert "done_not_current" in mechanical.hard_failed
+
+
+@pytest.mark.django_db
+def test_an_accepted_model_fold_that_wrote_no_close_still_concludes(settings):
+    """A model that answers with valid JSON but records no end (an empty proposal, accepted)
+    still gets the request closed and the approval decided by the lifecycle rules."""
+    from tests.support import ScriptedServer
+
+    with ScriptedServer() as server:
+        settings.OPENAI_BASE_URL = server.base_url
+        settings.WRITER_MODEL = "scripted-writer"
+        server.answer_all(json.dumps({"facts": [], "verdicts": []}))
+        report = eval_ledger(writer="model", names=["approved-wording"])
+    [s] = report.scores
+    assert s.figures["outcomes"].get("accepted", 0) >= 1, s.figures["outcomes"]
+    assert s.hard_failed == [], s.hard_failed
