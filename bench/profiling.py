@@ -41,10 +41,10 @@ def print_profile(profiler: Any, title: str, limit: int = 25, others: int = 8) -
     theirs.sort(reverse=True)
     print(f"profile of {title}: cumulative s, own s, calls, function")
     for cumtime, tottime, calls, where in ours[:limit]:
-        print(f"  {cumtime:8.2f} {tottime:8.2f} {calls:9d}  {where}")
+        print(f"  {cumtime:8.3f} {tottime:8.3f} {calls:9d}  {where}")
     print("  outside the product, by own time: own s, cumulative s, calls, function")
     for tottime, cumtime, calls, where in theirs[:others]:
-        print(f"  {tottime:8.2f} {cumtime:8.2f} {calls:9d}  {where}")
+        print(f"  {tottime:8.3f} {cumtime:8.3f} {calls:9d}  {where}")
 
 
 def profiled(fn: Callable[[], Any], title: str, limit: int = 25) -> Any:
