@@ -343,6 +343,9 @@ def timed_import(path: str, tenant: str = "bench") -> tuple[Any, float]:
         conf.task_always_eager = eager
 
 
+#: entries of the import (and fold) before the storage row's first measure (:func:`whole_import`)
+WARM_ENTRIES = 60
+
 #: the last :func:`whole_import` of this process by requested entries (``bench agreement``
 #: runs the outside count over the same file)
 LAST_IMPORT: dict[int, dict[str, Any]] = {}
@@ -363,6 +366,13 @@ def whole_import(n: int, *, profile: bool = False) -> dict[str, Any]:
         path, size = import_file(n, directory=folder)
         with open(path, "rb") as f:
             digest = hashlib.file_digest(f, "sha256").hexdigest()
+        if connection.vendor == "postgresql":
+            # a small import and its fold first: the storage row is what an import adds to
+            # tables in use, not the first pages every empty table and index takes (about
+            # 1 MB here), which the outside count, run after this, never sees
+            warm, _ = import_file(WARM_ENTRIES, seed=9, directory=folder)
+            warmed, _ = timed_import(warm)
+            ledger_compact(journal=warmed.journal, writer="offline", fold_tokens=fold_tokens)
         before = storage.sizes() if connection.vendor == "postgresql" else None
         prof = cProfile.Profile() if profile else None
         if prof:
@@ -553,7 +563,7 @@ def run(
         print(f"{label:<32} {count:>9,} {secs:>9.3f} {count / secs:>10,.0f} {share / secs:>8.2f}")
     ratio = copy_s / ours if copy_s else None
     if ratio is not None:
-        verdict = "met" if ratio >= TARGET else f"missed by {TARGET / ratio:.1f}x"
+        verdict = "met" if ratio >= TARGET else f"missed by {TARGET / ratio:.2f}x"
         print(f"ratio ours / COPY = {ratio:.3f} (target >= {TARGET:.3f}: {verdict})")
     else:
         print("COPY baseline needs PostgreSQL: no ratio on", connection.vendor)

@@ -252,6 +252,14 @@ def count(path: str, database_url: str, tenant: str = "outside", tries: int = 2)
     fixed_wall, fixed_cpu = min(w for w, _ in fixed), min(c for _, c in fixed)
     import_s = min(walls) - fixed_wall
     import_cpu = min(cpus) - fixed_cpu
+    if import_s <= 0 or import_cpu <= 0:
+        # the one-message import took as long as the whole one: a figure swamped by the
+        # machine's load, not a (negative) speed
+        raise RuntimeError(
+            f"unmeasurable: the one-message import took {fixed_wall:.2f} s ({fixed_cpu:.2f} s "
+            f"CPU), the whole import {min(walls):.2f} s ({min(cpus):.2f} s CPU): the machine's "
+            "load swamps the difference; run again on a quieter machine"
+        )
     entries = copied["entries"]
     return {
         "file": path,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from bench.__main__ import _call, table_lines
 
 
@@ -86,3 +88,57 @@ def test_the_build_is_judged_against_trim_messages_at_every_size():
         (1.0, 1.5, True),
     ]
     assert all(r["what"] for r in summary_rows(rows, 1.0))
+
+
+def test_the_scratch_database_is_never_the_configured_one(tmp_path):
+    from bench.__main__ import BenchError, scratch_name
+
+    assert scratch_name("ledgerkeep", "postgresql", None) == "ledgerkeep_bench"
+    assert scratch_name("ledgerkeep", "postgresql", "mine_bench") == "mine_bench"
+    with pytest.raises(BenchError, match="is the database of DATABASE_URL"):
+        scratch_name("ledgerkeep", "postgresql", "ledgerkeep")
+    db = tmp_path / "real.sqlite3"
+    with pytest.raises(BenchError, match="is the database of DATABASE_URL"):
+        scratch_name(str(db), "sqlite", str(tmp_path / "." / "real.sqlite3"))
+
+
+def test_an_existing_database_the_bench_did_not_make_is_refused_and_kept(tmp_path):
+    """A run would create the scratch database afresh and drop it: one that exists under a
+    name without "bench" is refused before anything is touched (exit 2, one line)."""
+    import os
+    import subprocess
+    import sys
+
+    victim = tmp_path / "precious.sqlite3"
+    victim.write_bytes(b"keep me")
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env["BENCH_DATABASE_NAME"] = str(victim)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "ui", "--small", "--out", str(tmp_path / "r.json")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "exists and is not one the bench made" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert victim.read_bytes() == b"keep me"
+
+
+def test_an_unwritable_out_file_is_refused_before_the_run(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "file").write_text("x")
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "reducer", "--out", str(tmp_path / "file" / "r.json")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2 and "cannot write there" in done.stderr
+    assert "== reducer" not in done.stdout
