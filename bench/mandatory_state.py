@@ -270,7 +270,8 @@ def summary_rows(rows: list[dict[str, Any]], exp: float | None) -> list[dict[str
             "bounded is 0, linear growth 1",
             "value": exp,
             "target": f"<= {GOAL_EXPONENT:g}",
-            "met": exp is not None and exp <= GOAL_EXPONENT,
+            # no exponent (one length measured): no verdict, not a miss
+            **({"met": exp <= GOAL_EXPONENT} if exp is not None else {}),
         }
     )
     return out

@@ -346,6 +346,8 @@ def test_mandatory_bench_rows_say_the_target_the_exemption_and_the_exponent(sett
     assert out[3]["metric"].endswith(": governing alone is over the target")
     assert out[-1]["metric"] == "mandatory state exponent over entries (2,000 -> 20,000)"
     assert exponent(rows[:1]) is None
+    # one length: no exponent, and no verdict on it (not a miss)
+    assert "met" not in summary_rows(rows[:1], None)[-1]
 
 
 @pytest.mark.django_db
