@@ -100,10 +100,27 @@ def _percentiles(samples: list[float]) -> dict[str, float]:
     return {"p50": statistics.median(ordered), "p95": p95, "max": ordered[-1]}
 
 
-def _time(fn: Callable[[], Any], repeats: int) -> tuple[float, list[float]]:
+#: seconds each page's first view left background work running (the stored ledger check it
+#: queued: :mod:`ledger_app.background`), by page name; the samples start after it
+BACKGROUND_WAIT: dict[str, float] = {}
+
+
+def _time(fn: Callable[[], Any], repeats: int, name: str = "") -> tuple[float, list[float]]:
+    """``(first, samples)`` seconds: the first call, then ``repeats`` more once the
+    background work the first queued has finished. On the embedded default a page's first
+    view queues the stored ledger check (:mod:`ledger_app.background`, one thread in the web
+    process, seconds at 100,000 entries); timed beside it, a page measured the check's
+    share of the interpreter, not itself (ledger facts at 100,000 entries: p50 206 ms and p95
+    543 ms beside an 8 s check, 57 and 65 ms after it). How long
+    it ran is kept in :data:`BACKGROUND_WAIT`."""
+    from ledger_app.background import wait_for_background
+
     t0 = time.perf_counter()
     fn()
     first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    wait_for_background()
+    BACKGROUND_WAIT[name] = time.perf_counter() - t0
     samples = []
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -192,23 +209,36 @@ def run(
             response = client.get(url, secure=True)  # secure: DEBUG off redirects to https
             assert response.status_code == 200, (url, response.status_code)
 
-        first, samples = _time(get, repeats)
+        first, samples = _time(get, repeats, name)
         if profile:
             profiled(get, f"{name} (one request)", limit=15)
         stats = _percentiles(samples)
         kind = next(k for k in baselines if name.startswith(k))
         baseline = base_p50[kind]
-        figures[name] = {**stats, "first": first, "baseline_p50": baseline, "url": url}
+        waited = BACKGROUND_WAIT.get(name, 0.0)
+        figures[name] = {
+            **stats,
+            "first": first,
+            "background_after_first": waited,
+            "baseline_p50": baseline,
+            "url": url,
+        }
         print(
             f"{name:<22} p50 {stats['p50'] * 1000:8.1f} ms  p95 {stats['p95'] * 1000:8.1f} ms  "
             f"first {first * 1000:8.1f} ms  baseline {baseline * 1000:7.1f} ms  "
             f"ratio {stats['p50'] / baseline:6.1f}"
+            + (
+                f"  (its first view left {waited:.1f} s of background check)"
+                if waited > 0.05
+                else ""
+            )
         )
         rows.append(
             {
                 "metric": f"{name} p95 at {journal.head_seq:,} entries",
                 "what": "server ms of the page through Django's test client (middleware, "
-                f"queries, template), p95 (p50 {stats['p50'] * 1000:.1f} ms) | baseline: "
+                f"queries, template), p95 (p50 {stats['p50'] * 1000:.1f} ms), after the "
+                f"background check its first view queued ({waited:.1f} s) | baseline: "
                 f"{baseline_says[kind]}, p50; ratio = the page's p50 / the baseline's p50",
                 "value": round(stats["p95"] * 1000, 1),
                 "unit": "ms",
