@@ -4,6 +4,7 @@
 * :func:`code_ops`: what code records in every model fold (failures, interrupted calls);
 * :func:`lifecycle_ops`: the lifecycle rules every model fold and its fallback run too
   (requests closed on evidence, approvals recorded as decisions and consumed);
+  :func:`with_rules` puts both before the writer's own ops;
 * :func:`rules_judgement` / :func:`dry_run`: the mechanical rules' and the reducer's verdicts
   on one op, as :class:`~ledger_app.model_writer.records.Judgement`;
 * :func:`earlier_entries`: the earlier entries a fold's ops cite;
@@ -24,8 +25,8 @@ from ledger_app.facts import support_hashes
 from ledger_app.mechanical import interrupted_fact, is_routine_read, is_submit, outcome_fact
 from ledger_app.model_writer.records import Judgement
 from ledger_app.offline import EvidenceIndex, OfflineWriter, RuleVerdict, is_check_command
-from ledger_app.offline.decisions import acceptance
-from ledger_app.offline.request_parts import PartProgress, pin_kinds
+from ledger_app.offline.decisions import APPROVAL, AWAIT, acceptance
+from ledger_app.offline.request_parts import PART, PartProgress, pin_kinds
 from ledger_app.offline.turns import instruction_parts, numbered_items, part_kind
 from ledger_app.pin_facts import is_pin_source
 
@@ -84,7 +85,7 @@ def code_ops(entries: Sequence[EntryView]) -> list[dict[str, Any]]:
 #: given), a request's parts (``part:``) and the user's stated decisions (``decision:``).
 #: Not the turn's conclusion (``said:``, the assistant's words at ``reported``): what the
 #: assistant said is the model's to write, and its fallback writes no claim
-LIFECYCLE_PREFIXES = ("pin:", "done:", "await:", "approval:", "part:", "decision:")
+LIFECYCLE_PREFIXES = ("pin:", "done:", AWAIT, APPROVAL, PART, "decision:")
 #: the ops of the lifecycle rules a model fold keeps (a pin's ``retire`` goes to review
 #: from the writer's own proposal: it is not a conclusion)
 LIFECYCLE_OPS = ("add", "close", "supersede", "cancel")
@@ -120,6 +121,14 @@ def lifecycle_ops(
         if (op.get("op"), target) not in taken:
             kept.append(op)
     return kept
+
+
+def with_rules(
+    entries: Sequence[EntryView], state: dict[str, Any], proposed: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """A model slice's ops: :func:`code_ops`, then :func:`lifecycle_ops` (less what
+    ``proposed`` already holds), then ``proposed`` (the writer's verified ops)."""
+    return [*code_ops(entries), *lifecycle_ops(entries, state, proposed), *proposed]
 
 
 def _op_id(op: Mapping[str, Any]) -> str:

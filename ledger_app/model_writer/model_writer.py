@@ -42,12 +42,12 @@ from ledger_app.model_writer.judges import (
     EvidenceFn,
     FoldContext,
     closure_judgement,
-    code_ops,
     default_evidence,
     dry_run,
     earlier_entries,
     lifecycle_ops,
     rules_judgement,
+    with_rules,
 )
 from ledger_app.model_writer.messages import (
     WRITER_EXAMPLE,
@@ -282,9 +282,7 @@ class ModelWriter:
             del rounds[mark:]
             raise _Split(f"the answer was cut at max_tokens ({plan.output_tokens})", [])
         if first.clean:
-            return _SliceResult(
-                "accepted", code_ops(entries) + lifecycle_ops(entries, state, first.ops) + first.ops
-            )
+            return _SliceResult("accepted", with_rules(entries, state, first.ops))
         repair_messages = [*messages, {"role": "user", "content": repair_request(first)}]
         second = self._round(
             next(counter),
@@ -300,9 +298,7 @@ class ModelWriter:
         )
         if second.clean:
             kept = [i.op for i in first.items if i.accepted] + second.ops
-            return _SliceResult(
-                "repaired", code_ops(entries) + lifecycle_ops(entries, state, kept) + kept
-            )
+            return _SliceResult("repaired", with_rules(entries, state, kept))
         reasons = "; ".join(
             [second.error or second.verifier_error]
             if (second.error or second.verifier_error)
