@@ -100,10 +100,11 @@ def _existing(connection: Any, name: str) -> bool:
     if connection.vendor == "sqlite":
         return Path(name).exists()
     try:
-        with warnings.catch_warnings(), connection._nodb_cursor() as cursor:
+        with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # Django's "will use the first database" note
-            cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name])
-            return cursor.fetchone() is not None
+            with connection._nodb_cursor() as cursor:
+                cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name])
+                return cursor.fetchone() is not None
     except OperationalError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BenchError(f"cannot reach the database of DATABASE_URL: {first}") from exc

@@ -100,19 +100,14 @@ def _percentiles(samples: list[float]) -> dict[str, float]:
     return {"p50": statistics.median(ordered), "p95": p95, "max": ordered[-1]}
 
 
-#: seconds each page's first view left background work running (the stored ledger check it
-#: queued: :mod:`ledger_app.background`), by page name; the samples start after it
-BACKGROUND_WAIT: dict[str, float] = {}
-
-
-def _time(fn: Callable[[], Any], repeats: int, name: str = "") -> tuple[float, list[float]]:
-    """``(first, samples)`` seconds: the first call, then ``repeats`` more once the
+def _time(fn: Callable[[], Any], repeats: int) -> tuple[float, list[float], float]:
+    """``(first, samples, waited)`` seconds: the first call, then ``repeats`` more once the
     background work the first queued has finished. On the embedded default a page's first
     view queues the stored ledger check (:mod:`ledger_app.background`, one thread in the web
     process, seconds at 100,000 entries); timed beside it, a page measured the check's
     share of the interpreter, not itself (ledger facts at 100,000 entries: p50 206 ms and p95
-    543 ms beside an 8 s check, 57 and 65 ms after it). How long
-    it ran is kept in :data:`BACKGROUND_WAIT`."""
+    543 ms beside an 8 s check, 57 and 65 ms after it). ``waited``: how long that work ran
+    on after the first call."""
     from ledger_app.background import wait_for_background
 
     t0 = time.perf_counter()
@@ -120,13 +115,13 @@ def _time(fn: Callable[[], Any], repeats: int, name: str = "") -> tuple[float, l
     first = time.perf_counter() - t0
     t0 = time.perf_counter()
     wait_for_background()
-    BACKGROUND_WAIT[name] = time.perf_counter() - t0
+    waited = time.perf_counter() - t0
     samples = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn()
         samples.append(time.perf_counter() - t0)
-    return first, samples
+    return first, samples, waited
 
 
 def run(
@@ -198,7 +193,7 @@ def run(
     }
     base_p50 = {}
     for name, fn in baselines.items():
-        _, samples = _time(fn, repeats)
+        _, samples, _ = _time(fn, repeats)
         base_p50[name] = statistics.median(samples)
 
     rows = []
@@ -209,13 +204,12 @@ def run(
             response = client.get(url, secure=True)  # secure: DEBUG off redirects to https
             assert response.status_code == 200, (url, response.status_code)
 
-        first, samples = _time(get, repeats, name)
+        first, samples, waited = _time(get, repeats)
         if profile:
             profiled(get, f"{name} (one request)", limit=15)
         stats = _percentiles(samples)
         kind = next(k for k in baselines if name.startswith(k))
         baseline = base_p50[kind]
-        waited = BACKGROUND_WAIT.get(name, 0.0)
         figures[name] = {
             **stats,
             "first": first,
