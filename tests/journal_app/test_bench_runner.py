@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from bench.__main__ import _call, table_lines
@@ -102,24 +106,31 @@ def test_the_scratch_database_is_never_the_configured_one(tmp_path):
         scratch_name(str(db), "sqlite", str(tmp_path / "." / "real.sqlite3"))
 
 
-def test_an_existing_database_the_bench_did_not_make_is_refused_and_kept(tmp_path):
-    """A run would create the scratch database afresh and drop it: one that exists under a
-    name without "bench" is refused before anything is touched (exit 2, one line)."""
-    import os
-    import subprocess
-    import sys
-
-    victim = tmp_path / "precious.sqlite3"
-    victim.write_bytes(b"keep me")
-    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    env["BENCH_DATABASE_NAME"] = str(victim)
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "ui", "--small", "--out", str(tmp_path / "r.json")],
-        env=env,
+def _bench(*args: str, **env: str | None) -> subprocess.CompletedProcess[str]:
+    """``python -m bench ARGS`` in a subprocess; ``env`` overrides the environment (``None``
+    removes a variable)."""
+    environ = {**os.environ, **{k: v for k, v in env.items() if v is not None}}
+    for k, v in env.items():
+        if v is None:
+            environ.pop(k, None)
+    return subprocess.run(
+        [sys.executable, "-m", "bench", *args],
+        env=environ,
         capture_output=True,
         text=True,
         timeout=300,
     )
+
+
+def test_an_existing_database_the_bench_did_not_make_is_refused_and_kept(tmp_path):
+    """A run would create the scratch database afresh and drop it: one that exists under a
+    name without "bench" is refused before anything is touched (exit 2, one line)."""
+    victim = tmp_path / "precious.sqlite3"
+    victim.write_bytes(b"keep me")
+    done = _bench(
+        "ui", "--small", "--out", str(tmp_path / "r.json"),
+        DATABASE_URL=None, BENCH_DATABASE_NAME=str(victim),
+    )  # fmt: skip
     assert done.returncode == 2, done.stderr[-2000:]
     assert "exists and is not one the bench made" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
@@ -127,19 +138,8 @@ def test_an_existing_database_the_bench_did_not_make_is_refused_and_kept(tmp_pat
 
 
 def test_an_unwritable_out_file_is_refused_before_the_run(tmp_path):
-    import os
-    import subprocess
-    import sys
-
     (tmp_path / "file").write_text("x")
-    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "reducer", "--out", str(tmp_path / "file" / "r.json")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = _bench("reducer", "--out", str(tmp_path / "file" / "r.json"), DATABASE_URL=None)
     assert done.returncode == 2 and "cannot write there" in done.stderr
     assert "== reducer" not in done.stdout
 
@@ -167,18 +167,10 @@ def test_a_page_is_sampled_after_the_background_work_its_first_view_queued():
 
 
 def test_an_unreachable_database_is_one_line_before_any_benchmark(tmp_path):
-    import os
-    import subprocess
-    import sys
-
-    env = {**os.environ, "DATABASE_URL": "postgres://postgres@127.0.0.1:1/nothing"}
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "ui", "--small", "--out", str(tmp_path / "r.json")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = _bench(
+        "ui", "--small", "--out", str(tmp_path / "r.json"),
+        DATABASE_URL="postgres://postgres@127.0.0.1:1/nothing",
+    )  # fmt: skip
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         line for line in done.stderr.strip().splitlines() if "cannot reach the database" in line
