@@ -121,6 +121,67 @@ class RowView(EntryView):
         self._meta = value
 
 
+class MetadataView(RowView):
+    """An :class:`EntryView` of a row read without its body: the columns a build reads of
+    an entry of the folded prefix (seq, hash, kind, role, call id, tool name, flags, meta,
+    stored token count), its ``content`` (and ``text``) loaded by ``load(seq)`` only if
+    some reader asks for it (one query each: a build that reads as it should asks for none).
+
+    :attr:`metadata_only` stays ``True`` for the view's life, loaded or not: the service
+    that made it read in full every entry of the prefix that a scan of the build needs
+    (docs/design.md 6, "The folded prefix"), so a scan skips such a view whatever was loaded
+    since, and the build does not depend on the order readers ran in. Made by :meth:`of_meta`.
+    """
+
+    metadata_only = True
+    _content: dict[str, Any] | None = None
+    _load: Any = None
+
+    @classmethod
+    def of_meta(
+        cls,
+        *,
+        seq: int,
+        entry_hash: str,
+        kind: str,
+        role: str,
+        tool_call_id: str,
+        tool_name: str,
+        derived: bool,
+        is_error: bool,
+        meta: str,
+        chunk_bytes: int,
+        load: Any,
+    ) -> MetadataView:
+        """A view of a row read without its body: ``load(seq) -> content`` reads it when
+        asked (``text`` is rendered from it when read); ``meta`` the stored JSON text; other
+        fields as :class:`EntryView`'s. Made without the dataclass ``__init__`` (its
+        property setters were most of the cost of 100,000 views)."""
+        view = cls.__new__(cls)
+        view.__dict__.update(
+            seq=seq, entry_hash=entry_hash, kind=kind, role=role, tool_call_id=tool_call_id,
+            tool_name=tool_name, derived=derived, is_error=is_error, chunk_bytes=chunk_bytes,
+            identifiers=None, _meta_raw=meta, _load=load,
+        )  # fmt: skip
+        return view
+
+    @property
+    def content(self) -> dict[str, Any]:
+        if self._content is None:
+            self._content = self._load(self.seq) if self._load is not None else {}
+        return self._content
+
+    @content.setter
+    def content(self, value: dict[str, Any] | None) -> None:
+        self._content = value
+
+
+def metadata_only(view: EntryView) -> bool:
+    """Whether ``view`` was read as metadata only (:class:`MetadataView`): a scan that reads
+    entries' content skips it (the service read in full every entry such a scan needs)."""
+    return getattr(view, "metadata_only", False)
+
+
 def meta_get(view: EntryView, key: str) -> Any:
     """``view.meta.get(key)`` (``None`` when absent or the meta is not an object), without
     parsing a :class:`RowView`'s stored meta when its text cannot hold ``key``: a JSON

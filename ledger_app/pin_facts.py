@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from journal_app.content import PIN_RULES, is_authoritative, pin_text
+from journal_app.content import AUTHORITATIVE_ROLES, PIN_RULES, is_authoritative, pin_text
 from journal_app.harness import DEFAULT_ATTACHMENT_TOKENS
 from ledger_app.entry_view import EntryView
 from ledger_app.facts import Fact
@@ -122,10 +122,12 @@ def pin_text_of(entry: EntryView, rules: int = PIN_RULES) -> str:
 def is_pin_source(entry: EntryView, rules: int = PIN_RULES) -> bool:
     """Authoritative message (:func:`journal_app.content.is_authoritative`, under pin rules
     ``rules``) with non-empty text."""
-    # kind first: only a message can be one (is_authoritative), and the text and meta of
-    # other entries need not be read for it (a build asks this of every entry)
+    # kind and role first: only a system, developer or user message can be one
+    # (is_authoritative), and the text and meta of other entries need not be read for it (a
+    # build asks this of every entry, most of the folded prefix read as metadata only)
     return (
         entry.kind == "message"
+        and entry.role in AUTHORITATIVE_ROLES
         and entry.text != ""
         and is_authoritative(
             entry.kind, entry.role, entry.derived, entry.meta, text=entry.text, rules=rules

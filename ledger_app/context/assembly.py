@@ -257,17 +257,32 @@ def starts_with_assistant(parts: Sequence[Part]) -> bool:
     return first is not None and first.role in ("assistant", "tool") and first.kind != "result"
 
 
-def round_parts(
-    r: Round, by_seq: Mapping[int, EntryView], interrupted: set[str]
-) -> tuple[list[Part], list[str]]:
-    """The verbatim parts of one round, and notes on what was left out (orphans, events)."""
-    parts: list[Part] = []
+def round_notes(r: Round, by_seq: Mapping[int, EntryView]) -> list[str]:
+    """Notes on what :func:`round_parts` leaves out of round ``r``: derived records (a summary
+    is never a source) and results with no call in their round. Reads the entries' kind,
+    call id and ``derived`` flag only (a round of the folded prefix read as metadata has its
+    notes without its text)."""
     notes: list[str] = []
     calls = {by_seq[s].tool_call_id for s in r.seqs if by_seq[s].kind == "tool_call"}
     for s in r.seqs:
         e = by_seq[s]
         if e.derived:
             notes.append(f"seq {s}: derived record left out (a summary is never a source)")
+        elif e.kind == "tool_result" and e.tool_call_id not in calls:
+            notes.append(f"seq {s}: tool result with no call in its round left out")
+    return notes
+
+
+def round_parts(
+    r: Round, by_seq: Mapping[int, EntryView], interrupted: set[str]
+) -> tuple[list[Part], list[str]]:
+    """The verbatim parts of one round, and notes on what was left out (:func:`round_notes`)."""
+    parts: list[Part] = []
+    notes = round_notes(r, by_seq)
+    calls = {by_seq[s].tool_call_id for s in r.seqs if by_seq[s].kind == "tool_call"}
+    for s in r.seqs:
+        e = by_seq[s]
+        if e.derived:
             continue
         if e.kind == "message":
             blocks = e.content.get("blocks")
@@ -302,7 +317,6 @@ def round_parts(
             )
         elif e.kind == "tool_result":
             if e.tool_call_id not in calls:
-                notes.append(f"seq {s}: tool result with no call in its round left out")
                 continue
             parts.append(
                 Part(

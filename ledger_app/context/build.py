@@ -13,15 +13,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from journal_app.rounds import Round
 from ledger_app import reducer
 from ledger_app.context.build_state import Builder
 from ledger_app.context.calibration import calibrate
-from ledger_app.context.compaction import cut, drop, project, recover, shrink
+from ledger_app.context.compaction import (
+    cut,
+    drop,
+    leave_out_prefix,
+    project,
+    recover,
+    shrink,
+)
 from ledger_app.context.entry_text import short
 from ledger_app.context.final_request import fill_share, rebuild
 from ledger_app.context.inputs import TARGETS, ArtifactResolver, ContextInputError, FoldCallback
-from ledger_app.entry_view import EntryView
-from ledger_app.pin_facts import is_pin_source
+from ledger_app.entry_view import EntryView, metadata_only
 from ledger_app.validation import (
     ARTIFACT_CHECKS,
     BUDGET_CHECKS,
@@ -79,6 +86,8 @@ def build_context(
     token_counts: Mapping[str, int] | None = None,
     tools: Any = None,
     end_status: str = "",
+    metadata_before: int = 0,
+    rounds: Sequence[Round] | None = None,
 ) -> ContextBuild:
     """Build the request for the next model call (module docstring: contents and order).
 
@@ -108,6 +117,13 @@ def build_context(
             ``tools`` or Anthropic ``tools``, any JSON); its tokens count against the budget.
         end_status: the source's own end status (``exit_status`` of a SWE-agent or
             mini-swe-agent run; ``""`` for none), stated in the continuation record.
+        metadata_before: 0, or the first seq read whole when the service read the folded
+            prefix as metadata only (:class:`ledger_app.entry_view.MetadataView`): the API
+            rounds before it that ``covered_upto`` covers are left out whole, at once, and
+            never shown again (:func:`~ledger_app.context.compaction.leave_out_prefix`,
+            docs/design.md 6, "The folded prefix").
+        rounds: ``entries`` grouped (:func:`journal_app.rounds.group_rounds`) when the caller
+            grouped them already; grouped here when ``None``.
 
     Budget honesty: the plan counts the request as it will be sent (secrets
     redacted, call ids, notes and the tools schema counted); a last pass counts the built
@@ -144,7 +160,7 @@ def build_context(
     if token_counts:
         for e in entries:
             n = token_counts.get(e.entry_hash)
-            if n is not None and e.kind in ("message", "tool_result"):
+            if n is not None and e.kind in ("message", "tool_result") and not metadata_only(e):
                 seed[e.text] = n
     memo = memo_counter(base.count, seed)
     lookups = [0]
@@ -178,6 +194,9 @@ def build_context(
         meter=meter,
         tools=tools,
         end_status=end_status,
+        metadata_before=metadata_before,
+        token_counts=token_counts,
+        rounds=rounds,
     )
     journal_tokens = b.total()
     calibration = calibrate(b)
@@ -186,7 +205,7 @@ def build_context(
     b.decide(
         1,
         "protect",
-        f"{sum(1 for e in b.entries if is_pin_source(e))} pins, the task state and the recent tail "
+        f"{len(b.pin_entries)} pins, the task state and the recent tail "
         f"({len(tail_plans)} rounds, {sum(p.cost for p in tail_plans)} tokens, limit {tail}) are "
         "never folded"
         + (
@@ -209,6 +228,7 @@ def build_context(
             journal_tokens,
             kept_seqs=b.harness["kept_seqs"],
         )
+    leave_out_prefix(b, 4)
     tail_start = min(
         (p.round.first_seq for p in tail_plans), default=(b.entries[-1].seq + 1 if b.entries else 1)
     )

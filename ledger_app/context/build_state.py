@@ -25,11 +25,13 @@ from ledger_app.context.assembly import (
     Part,
     anthropic_ids,
     assemble,
+    round_notes,
     round_parts,
 )
 from ledger_app.context.checkpoint import Checkpoint, fact_line, imported_summaries
 from ledger_app.context.continuation import done_request_line, is_closed_request
 from ledger_app.context.inputs import ArtifactResolver, FoldCallback
+from ledger_app.context.prefix import prefix_rounds
 from ledger_app.context.task_state import current_goal, pending_approvals, task_state_text
 from ledger_app.context.thinking import loop_thinking, thinking_part
 from ledger_app.entry_view import EntryView
@@ -57,6 +59,10 @@ class Plan:
     protected: bool = False
     cost: int = 0
     settled: bool = False  # cost counted on the redacted text (as it will be sent)
+    #: a round of the folded prefix read as metadata only: no parts, its cost the stored
+    #: token counts of its entries; left out at once and never brought back
+    #: (:func:`ledger_app.context.compaction.leave_out_prefix`, docs/design.md 6)
+    metadata: bool = False
 
 
 class Builder:
@@ -84,8 +90,16 @@ class Builder:
         meter: Meter,
         tools: Any = None,
         end_status: str = "",
+        metadata_before: int = 0,
+        token_counts: Mapping[str, int] | None = None,
+        rounds: Sequence[Round] | None = None,
     ) -> None:
         self.entries = list(entries)
+        #: entries before this seq in API rounds the fold covers were read as metadata only
+        #: (0: none): those rounds are the folded prefix (:attr:`Plan.metadata`)
+        self.metadata_before = metadata_before
+        self.token_counts = token_counts or {}
+        self._rounds = rounds
         #: the source's own end status (``exit_status`` of a run), for the continuation record
         self.end_status = end_status
         self.ledger = ledger
@@ -107,6 +121,10 @@ class Builder:
         self.fold_attempts: list[dict[str, Any]] = []
         self.by_seq = {e.seq: e for e in self.entries}
         self.by_hash = {e.entry_hash: e for e in self.entries}
+        #: the pin sources (:func:`ledger_app.pin_facts.is_pin_source`) in journal order,
+        #: judged once per build (a harness check of each authoritative message)
+        self.pin_entries = [e for e in self.entries if is_pin_source(e)]
+        self.pin_hashes = {e.entry_hash for e in self.pin_entries}
         self.ids = anthropic_ids(self.entries) if fmt == "anthropic" else {}
         self.redacteded: dict[str, str] = {}
         self.redactions = 0
@@ -139,7 +157,7 @@ class Builder:
     # ---------------------------------------------------------------- setup
 
     def _prepare(self) -> None:
-        rounds = group_rounds(self.entries)
+        rounds = list(self._rounds) if self._rounds is not None else group_rounds(self.entries)
         self.tail_round: Round | None = None
         if (
             rounds
@@ -168,7 +186,16 @@ class Builder:
         mid = {cid for cid, _, at_tail in self.interrupted if not at_tail}
         self.notes: list[str] = []
         self.plans: list[Plan] = []
+        prefix = (
+            {id(r) for r in prefix_rounds(rounds, self.metadata_before, self.covered_upto)[1]}
+            if self.metadata_before > 0
+            else set()
+        )
         for r in rounds:
+            if id(r) in prefix:
+                self.notes += round_notes(r, self.by_seq)
+                self.plans.append(Plan(round=r, parts=[], metadata=True))
+                continue
             parts, notes = round_parts(r, self.by_seq, mid)
             self.notes += notes
             self.plans.append(Plan(round=r, parts=parts))
@@ -177,13 +204,13 @@ class Builder:
             kept = loop_thinking([p.round for p in self.plans], self.by_seq)
             self.plans[-1].parts[:0] = [thinking_part(e, block) for e, block in kept]
         for p in self.plans:
-            p.cost = self.cost(p.parts)
+            p.cost = self.stored_cost(p.round) if p.metadata else self.cost(p.parts)
             self.body += p.cost
         self.original_costs = [p.cost for p in self.plans]
         # the protected tail: complete rounds from the end within tail_tokens, at least one
         total = 0
         for p in reversed(self.plans):
-            if total > 0 and total + p.cost > self.tail_tokens:
+            if total > 0 and total + p.cost > self.tail_tokens or p.metadata:
                 break
             p.protected = True
             total += p.cost
@@ -255,7 +282,7 @@ class Builder:
             changed = False
             for part in p.parts:
                 e = part.entry
-                if e is None or not is_pin_source(e):
+                if e is None or e.entry_hash not in self.pin_hashes:
                     continue
                 fact = self.facts.pins.get(e.entry_hash)
                 if fact is not None and is_closed_request(fact):
@@ -326,7 +353,9 @@ class Builder:
         closed = {h for h, f in self.facts.pins.items() if is_closed_request(f)}
         #: the hashes of done requests: never the current goal, never shown as current
         self.done_requests = closed
-        self.goal = current_goal([e for e in self.entries if e.entry_hash not in closed])
+        # among the pin sources: every user message current_goal accepts is one (an
+        # authoritative message, not derived, no harness record, with text)
+        self.goal = current_goal([e for e in self.pin_entries if e.entry_hash not in closed])
         if hasattr(self, "task_text"):
             self.set_task_text(self.task_state())
 
@@ -356,6 +385,18 @@ class Builder:
         return sum(self.meter.message(m) for m in a.messages) + sum(
             self.meter.per_message + self.meter.text(b["text"]) for b in a.system
         )
+
+    def stored_cost(self, r: Round) -> int:
+        """Tokens of a round of the folded prefix as its entries' stored counts say (one
+        message each for its messages, calls and results: the stored count of the entry's
+        text, 0 when none is stored): what it would cost shown, within the difference
+        between an entry's text and the request's form of it (call ids, arguments)."""
+        total = 0
+        for s in r.seqs:
+            e = self.by_seq[s]
+            if e.kind in ("message", "tool_call", "tool_result") and not e.derived:
+                total += self.meter.per_message + self.token_counts.get(e.entry_hash, 0)
+        return total
 
     def text_cost(self, text: str) -> int:
         """Tokens of one message holding ``text`` (0 for no text)."""

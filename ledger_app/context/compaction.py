@@ -6,6 +6,7 @@ action, reason, tokens before and after):
 
 * :func:`project`: oversized tool results become their artifact receipts (step 2);
 * :func:`shrink`: old, already-consumed results become deterministic excerpts (step 3);
+* :func:`leave_out_prefix`: the folded prefix read as metadata only leaves at once (step 4);
 * :func:`cut`: every round the last fold covers leaves the verbatim part except the fold's
   own recent window (:func:`fold_cut`), asking the ``fold`` callback once when that is not
   enough; run after :func:`project` and before :func:`shrink`, so that what precedes the
@@ -165,6 +166,35 @@ def _leave_out(b: Builder, p: Plan, step: int, why: str) -> None:
     )
 
 
+def leave_out_prefix(b: Builder, step: int) -> None:
+    """Step 4 for the folded prefix: the API rounds the service read as metadata only
+    (:attr:`~ledger_app.context.build_state.Plan.metadata`: every one covered by the last
+    fold, before its kept window, and together more tokens than the limit, so the request
+    could not show them whole) leave the verbatim part at once, as one decision, before any
+    other step; no step shows them again (docs/design.md 6, "The folded prefix"). Their
+    facts go in the checkpoint as any folded round's. Nothing when there is no such round."""
+    prefix = [p for p in b.droppable if p.metadata]
+    if not prefix:
+        return
+    before = b.total()
+    tokens = sum(p.cost for p in prefix)
+    for p in prefix:
+        b.set_dropped(p, True)
+    first, last = prefix[0].round.first_seq, prefix[-1].round.last_seq
+    b.decide(
+        step,
+        "fold",
+        f"{len(prefix)} API rounds seq {first}-{last} are covered by the last fold (up to seq "
+        f"{b.covered_upto}) and before its kept window: left out of the verbatim part whole "
+        f"({tokens} tokens by their entries' stored counts, over the limit {b.limit}); read "
+        "as metadata only, their facts go in the checkpoint",
+        before,
+        b.total(),
+        seqs=[first, last],
+        rounds=len(prefix),
+    )
+
+
 def fold_cut(b: Builder) -> int:
     """The first seq the last fold keeps verbatim: the rounds it covers, newest first, within
     ``b.tail_tokens`` (at least one), counted at their original cost. A function of the fold
@@ -174,6 +204,8 @@ def fold_cut(b: Builder) -> int:
     first = b.covered_upto + 1
     total = 0
     for p, cost in zip(reversed(b.plans), reversed(b.original_costs), strict=True):
+        if p.metadata:
+            break  # the folded prefix: never in the kept window (read with room to spare)
         if p.round.last_seq > b.covered_upto:
             continue
         if total > 0 and total + cost > b.tail_tokens:
@@ -267,6 +299,8 @@ def restore(b: Builder, step: int, target: int) -> None:
     """After recovery shrank what it could, bring back the newest folded rounds that fit."""
     while b.n_dropped > 0:
         p = b.droppable[b.n_dropped - 1]  # the dropped rounds are the oldest: a prefix
+        if p.metadata:
+            return  # the folded prefix is never brought back (leave_out_prefix)
         if b.consumed_shrunk:  # as step 3 shrinks a round shown (it skipped this one)
             _shrink_plan(b, p, 3, None, consumed_only=True)
         before = b.total()

@@ -20,7 +20,6 @@ from ledger_app.context.assembly import CONTINUED, Assembled, Part, assemble, st
 from ledger_app.context.build_state import Builder
 from ledger_app.context.inputs import TARGETS, ArtifactResolver
 from ledger_app.context.projection import receipt_again
-from ledger_app.pin_facts import is_pin_source
 from ledger_app.pins import expected_text, pin_shown_text
 from ledger_app.validation import (
     BUDGET_CHECKS,
@@ -89,8 +88,8 @@ def expectations(b: Builder, a: Assembled) -> Expectations:
     """What the journal and ledger say the request must hold (pins, goal, interrupted
     calls, approvals), for :func:`validate_request`."""
     pins: list[tuple[str, str, str]] = []
-    for e in b.entries:
-        if not is_pin_source(e) or e.entry_hash in b.inactive_pins:
+    for e in b.pin_entries:
+        if e.entry_hash in b.inactive_pins:
             continue
         fid = b.pin_of(e)["id"]
         ledger_pin = b.facts.pins.get(e.entry_hash)
@@ -181,7 +180,7 @@ def done_request_problems(b: Builder, a: Assembled) -> list[Problem]:
         pin_shown_text(f)
         for h, f in b.facts.pins.items()
         if h not in b.done_requests and f.get("lifecycle", "active") == "active"
-    } | {e.text for e in b.entries if is_pin_source(e) and e.entry_hash not in b.facts.pins}
+    } | {e.text for e in b.pin_entries if e.entry_hash not in b.facts.pins}
     problems = []
     for h in sorted(b.done_requests):
         e = b.by_hash.get(h)

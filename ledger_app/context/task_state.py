@@ -21,7 +21,7 @@ from typing import Any
 
 from journal_app.harness import harness_kind
 from ledger_app.context.entry_text import args_text, short
-from ledger_app.entry_view import EntryView
+from ledger_app.entry_view import EntryView, metadata_only
 from ledger_app.fact_text import clip
 from ledger_app.mechanical import is_submit
 from ledger_app.offline import plan_items
@@ -32,6 +32,10 @@ from ledger_app.validation import TASK_STATE_MARK
 ARGS_CHARS = 300
 #: Interruption results listed in the task state (the latest ones).
 MAX_INTERRUPTIONS = 10
+#: Words one of which a tool name holds for its call to be a plan/todo list (:func:`task_list`;
+#: a superset: the service reads in full every call of the folded prefix so named,
+#: docs/design.md 6, "The folded prefix")
+TASK_LIST_WORDS = ("todo", "plan", "task", "track")
 #: How the task state names a call the runtime declared pending.
 PENDING = (
     "is pending since seq {seq} (declared pending by the runtime): its result has not arrived "
@@ -88,8 +92,8 @@ def pending_approvals(entries: Sequence[EntryView]) -> list[tuple[str, EntryView
         if e.kind == "tool_result":
             results.add(e.tool_call_id)
             pending.pop(e.tool_call_id, None)
-        if e.kind != "event":
-            continue
+        if e.kind != "event" or metadata_only(e):
+            continue  # (the service reads every event of the folded prefix in full)
         kind = str(e.content.get("type", "")).lower()
         key = _approval_key(e.content) or f"seq-{e.seq}"
         if _APPROVAL_REQUEST.search(kind):
@@ -160,7 +164,7 @@ def task_list(call: EntryView) -> list[tuple[str, str]] | None:
     name = call.tool_name.lower()
     if not isinstance(args, dict) or not isinstance(args.get("tasks"), list):
         return None
-    if not any(w in name for w in ("task", "todo", "plan", "track")):
+    if not any(w in name for w in TASK_LIST_WORDS):
         return None
     out = []
     for item in args["tasks"]:
@@ -172,15 +176,21 @@ def task_list(call: EntryView) -> list[tuple[str, str]] | None:
 
 
 def _interruptions(entries: Sequence[EntryView], redact: Callable[[str], str]) -> list[str]:
-    """A line per tool result reporting an interruption, unless retried with the same args."""
+    """A line per tool result reporting an interruption, unless retried with the same args.
+
+    Results of the folded prefix read as metadata only (:func:`metadata_only`) are not read
+    (reading every result of a long session was most of a build; docs/design.md 6, "The
+    folded prefix"): the fold's fact of each is what the request carries of it (a killed or
+    timed-out run's exit code, or its error flag, makes it a failed call's fact). A retry is
+    looked for among the calls read whole (every call after the prefix)."""
     out = []
     later_calls: dict[tuple[str, str], int] = {}
     calls_by_id = {e.tool_call_id: e for e in entries if e.kind == "tool_call"}
     for e in entries:
-        if e.kind == "tool_call":
+        if e.kind == "tool_call" and not metadata_only(e):
             later_calls[(e.tool_name, args_text(e))] = e.seq
     for e in entries:
-        if e.kind != "tool_result":
+        if e.kind != "tool_result" or metadata_only(e):
             continue
         how = interruption_of(e)
         if not how:
@@ -349,6 +359,8 @@ def task_state_text(
     plan = None
     for e in reversed(entries):
         if e.kind == "tool_call" and e.tool_call_id not in stopped:
+            if metadata_only(e):
+                continue  # not a plan tool: the prefix's plan tools are read whole
             items = task_list(e)
             if items:
                 plan = (e, items)

@@ -32,22 +32,26 @@ from typing import Any
 from journal_app.models import Journal
 from ledger_app import selectors
 from ledger_app.context import (
+    TAIL_SHARE,
     ContextBuild,
     ContextInputError,
     build_context,
     frontend_view,
 )
+from ledger_app.entry_view import metadata_only
 from ledger_app.errors import LedgerError
 from ledger_app.models import Fold, FoldInvariants
 from ledger_app.reducer.apply import gc_paused
 from ledger_app.services.compact import ledger_compact
 from ledger_app.services.context_reads import (
     ArtifactLookup,
+    BuildReads,
     SharedCounts,
     covered_end,
     end_status,
     fold_at,
     read_entries,
+    read_for_build,
     session_pins,
     token_meter,
 )
@@ -207,8 +211,19 @@ def _build(
     rev = head if revision is None else revision
     if rev < 0 or rev > head:
         raise ContextError(f"revision {rev} is not between 0 and the head {head}", "revision")
-    entry_views, stored, receipts = read_entries(journal, rev)
     base = fold if fold is not None else fold_at(journal, rev)
+    covered = covered_end(journal, base)
+    if "frontend" in views:  # the frontend view shows every entry: all read whole
+        reads = BuildReads(*read_entries(journal, rev))
+    else:
+        reads = read_for_build(
+            journal,
+            rev,
+            covered_upto=covered,
+            tail_tokens=tail_tokens if tail_tokens is not None else working_budget // TAIL_SHARE,
+            limit=min(working_budget, hard_limit - output_reserve),
+        )
+    entry_views, stored, receipts = reads.views, reads.stored, reads.receipts
     latest = latest_fold(journal)
     may_fold = (
         write and fold is None and (latest is None or base is not None and base.pk == latest.pk)
@@ -230,7 +245,7 @@ def _build(
         build: ContextBuild = build_context(
             entries=entry_views,
             ledger=selectors.context_ledger(journal, base) if base is not None else None,
-            covered_upto=covered_end(journal, base),
+            covered_upto=covered,
             working_budget=working_budget,
             hard_limit=hard_limit,
             tail_tokens=tail_tokens,
@@ -244,6 +259,8 @@ def _build(
             token_counts=stored,
             tools=tools,
             end_status=end_status(journal),
+            metadata_before=reads.metadata_before,
+            rounds=reads.rounds,
         )
     except ContextInputError as exc:
         raise ContextError(str(exc), exc.field or "") from exc
@@ -268,6 +285,13 @@ def _build(
             }
         )
     trace["ledger"]["fold"] = base.number if base is not None else None
+    #: how the build read the journal (docs/design.md 6, "The folded prefix")
+    trace["reads"] = {
+        "entries": len(entry_views),
+        "metadata_only": sum(1 for v in entry_views if metadata_only(v)),
+        "read_whole_from": reads.metadata_before or None,
+        "loaded_after": len(reads.loaded),
+    }
     validation = {"model": build.report.to_dict()}
     if front_report is not None:
         validation["frontend"] = front_report.to_dict()

@@ -12,17 +12,23 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
+from django.db import connections
+from django.db.models import Q
 
-from journal_app.content import content_text
+from journal_app.content import AUTHORITATIVE_ROLES, content_text
 from journal_app.models import Artifact, Entry, Journal
+from journal_app.rounds import Round, group_rounds
 from journal_app.services import artifact_read
 from journal_app.tokens import count_tokens, source_label
 from ledger_app import selectors
-from ledger_app.entry_view import EntryView, RowView
+from ledger_app.context.prefix import PREFIX_WINDOW_TAILS, prefix_rounds
+from ledger_app.context.task_state import TASK_LIST_WORDS
+from ledger_app.entry_view import EntryView, MetadataView, RowView
 from ledger_app.models import Fold
 from ledger_app.pin_facts import is_pin_source, pin_fact
 from ledger_app.pins import pin_shown_text
@@ -33,6 +39,11 @@ from ledger_app.validation import (
     Meter,
 )
 
+#: the columns of an entry row read as metadata (:func:`read_for_build`): all but the body
+_META_COLUMNS = (
+    "seq", "entry_hash", "kind", "role", "tool_call_id", "tool_name", "derived", "is_error",
+    "meta", "token_count", "token_source", "artifact_id",
+)  # fmt: skip
 #: the columns of an entry row the builder reads (:func:`read_entries`)
 _ENTRY_COLUMNS = (
     "seq", "entry_hash", "kind", "role", "body", "tool_call_id", "tool_name", "derived",
@@ -90,13 +101,146 @@ def read_entries(
             stored[entry_hash] = tokens
         if artifact_id is not None:
             artifact_of.setdefault(artifact_id, []).append(entry_hash)
+    return views, stored, _receipts(artifact_of)
+
+
+def _receipts(artifact_of: Mapping[int, list[str]]) -> dict[str, Mapping[str, Any]]:
+    """``{entry hash: Artifact.receipt()}`` of ``{artifact pk: [entry hash]}``: one query."""
     receipts: dict[str, Mapping[str, Any]] = {}
     if artifact_of:
         for artifact in Artifact.objects.filter(pk__in=artifact_of).select_related("tenant"):
             receipt = artifact.receipt()
             for entry_hash in artifact_of[artifact.pk]:
                 receipts[entry_hash] = receipt
-    return views, stored, receipts
+    return receipts
+
+
+@dataclass
+class BuildReads:
+    """What :func:`read_for_build` read: the views (seq order), the stored token counts
+    (``{entry hash: tokens}``), the artifact receipts (``{entry hash: receipt}``), and
+    ``metadata_before``: 0, or the first seq read whole when the folded prefix was read as
+    metadata only (:func:`ledger_app.context.build_context`'s argument). ``loaded`` lists the
+    seqs of metadata views whose content a reader asked for after all (one query each)."""
+
+    views: list[EntryView]
+    stored: dict[str, int]
+    receipts: dict[str, Mapping[str, Any]]
+    metadata_before: int = 0
+    loaded: list[int] = field(default_factory=list)
+    #: ``views`` grouped into rounds (:func:`journal_app.rounds.group_rounds`) when the read
+    #: grouped them (a folded prefix), else ``None``
+    rounds: list[Round] | None = None
+
+
+def read_for_build(
+    journal: Journal, revision: int, *, covered_upto: int, tail_tokens: int, limit: int
+) -> BuildReads:
+    """The entries a build at ``revision`` reads, the folded prefix as metadata only
+    (docs/design.md 6, "The folded prefix").
+
+    The folded prefix: the oldest API rounds, every one covered by the last fold (up to
+    ``covered_upto``) and ending before the entries that, back from ``covered_upto``, hold
+    :data:`~ledger_app.context.prefix.PREFIX_WINDOW_TAILS` x ``tail_tokens`` (tokens) by their stored counts; it exists
+    only when those rounds together hold more than ``limit`` tokens (the request could not
+    show them whole). Its entries are :class:`~ledger_app.entry_view.MetadataView` s (no body
+    read), except those a scan of the build reads, read whole: the system, developer and user
+    messages, derived records, events, calls with no result in their round, and calls of a
+    plan/todo tool (:data:`ledger_app.context.task_state.TASK_LIST_WORDS`). Every entry from
+    the first seq after the prefix on is read whole. Without a prefix: :func:`read_entries`.
+
+    Three queries (metadata, bodies, receipts) with a prefix, however long the journal; a
+    view read whole equals :func:`read_entries`'s.
+    """
+    if covered_upto <= 0 or tail_tokens <= 0:
+        return BuildReads(*read_entries(journal, revision))
+    label = source_label(settings.TOKEN_ENCODING)
+    query = (
+        Entry.objects.filter(journal=journal, seq__lte=revision)
+        .order_by("seq")
+        .values_list(*_META_COLUMNS)
+    )
+    # the cursor's own rows: Django's per-value converters (booleans on SQLite) were a tenth
+    # of the build at 100,000 entries; the two flags are made booleans below
+    sql, params = query.query.sql_with_params()
+    with connections[query.db].cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    edge = _window_edge(rows, covered_upto, PREFIX_WINDOW_TAILS * tail_tokens, label)
+    if not edge:
+        return BuildReads(*read_entries(journal, revision))
+    loaded: list[int] = []
+
+    def load(seq: int) -> dict[str, Any]:
+        loaded.append(seq)
+        body = Entry.objects.filter(journal=journal, seq=seq).values_list("body", flat=True)
+        return json.loads(body.get())
+
+    chunk_bytes = journal.chunk_bytes
+    metas = [
+        MetadataView.of_meta(
+            seq=seq, entry_hash=entry_hash, kind=kind, role=role, tool_call_id=call_id,
+            tool_name=tool, derived=bool(derived), is_error=bool(is_error), meta=meta,
+            chunk_bytes=chunk_bytes, load=load,
+        )
+        for seq, entry_hash, kind, role, call_id, tool, derived, is_error, meta, *_ in rows
+    ]  # fmt: skip
+    stored = {row[1]: row[9] for row in rows if row[10] == label}
+    rounds = group_rounds(metas)
+    first_whole, prefix = prefix_rounds(rounds, edge, covered_upto)
+    by_seq = {v.seq: v for v in metas}
+    prefix_tokens = sum(stored.get(by_seq[s].entry_hash, 0) for r in prefix for s in r.seqs)
+    if not prefix or prefix_tokens <= limit:
+        return BuildReads(*read_entries(journal, revision))
+    unanswered = [c for r in prefix for c in r.interrupted_call_ids]
+    named = Q()
+    for word in TASK_LIST_WORDS:
+        named |= Q(tool_name__icontains=word)
+    whole = Q(seq__gte=first_whole) | (
+        Q(kind="message", role__in=AUTHORITATIVE_ROLES)
+        | Q(derived=True)
+        | Q(kind="event")
+        | Q(kind="tool_call", tool_call_id__in=unanswered)
+        | (Q(kind="tool_call") & named)
+    )
+    bodies = dict(
+        Entry.objects.filter(whole, journal=journal, seq__lte=revision).values_list("seq", "body")
+    )
+    views: list[EntryView] = []
+    loads = json.loads
+    for view in metas:
+        body = bodies.get(view.seq)
+        if body is None:
+            views.append(view)
+            continue
+        content = loads(body)
+        views.append(
+            RowView.of_row(
+                seq=view.seq, entry_hash=view.entry_hash, kind=view.kind, role=view.role,
+                text=None if view.kind == "tool_call" else content_text(view.kind, content),
+                content=content, tool_call_id=view.tool_call_id, tool_name=view.tool_name,
+                derived=view.derived, is_error=view.is_error, meta=view._meta_raw,
+                chunk_bytes=chunk_bytes,
+            )
+        )  # fmt: skip
+    artifact_of: dict[int, list[str]] = {}
+    for row in rows:  # receipts are read for the rounds that may be shown only
+        if row[11] is not None and row[0] >= first_whole:
+            artifact_of.setdefault(row[11], []).append(row[1])
+    return BuildReads(views, stored, _receipts(artifact_of), first_whole, loaded, rounds)
+
+
+def _window_edge(rows: list[tuple[Any, ...]], covered_upto: int, window: int, label: str) -> int:
+    """The seq at which the entries from it to ``covered_upto`` first hold ``window`` tokens
+    by their stored counts, walking back; 0 when all of them together hold less."""
+    held = 0
+    for row in reversed(rows):
+        if row[0] > covered_upto:
+            continue
+        held += row[9] if row[10] == label else 0
+        if held >= window:
+            return int(row[0])
+    return 0
 
 
 def fold_at(journal: Journal, revision: int) -> Fold | None:

@@ -122,7 +122,14 @@ def test_a_long_sessions_context_response_is_bounded_in_size_and_queries(long_jo
     assert len(trace["decisions"]) <= TRACE_CAP
     counted = sum(row["count"] for row in trace["decisions_summary"])
     assert counted == len(trace["decisions"]) + trace["left_out"].get("decisions", 0)
-    assert counted > TRACE_CAP  # the session is long enough for the cap to matter
+    # the session is long enough for the cap to matter: the rounds left out are listed up to
+    # it; the folded prefix, read as metadata only, is one decision, not one per round
+    assert trace["rounds"]["folded_out_count"] > TRACE_CAP
+    assert trace["left_out"]["rounds.folded_out"] > 0
+    prefix = [d for d in trace["decisions"] if d.get("rounds")]
+    assert len(prefix) == 1 and prefix[0]["rounds"] > TRACE_CAP
+    # one body read after: the deliverable the continuation record quotes (its "end state")
+    assert trace["reads"]["metadata_only"] > 0 and trace["reads"]["loaded_after"] <= 1
     if data["model_view"] is not None:
         assert trace["request"] == {
             "messages": len(data["model_view"]["messages"]),

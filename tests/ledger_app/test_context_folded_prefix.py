@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from journal_app.formats.base import message, tool_call, tool_result
 from journal_app.models import Entry
 from journal_app.services import tenant_ensure
 from ledger_app.context import build_context
@@ -14,11 +13,11 @@ from ledger_app.context.build_state import Builder
 from ledger_app.context.compaction import cut, restore, shrink
 from ledger_app.entry_view import EntryView, RowView
 from ledger_app.services import context as context_service
-from ledger_app.services import context_reads, entry_view, ledger_fold
+from ledger_app.services import context_reads, entry_view
 from ledger_app.services.context import context_preview
 from ledger_app.validation import Meter
-from tests.factories import journal_build
 from tests.ledger_app.test_context import views
+from tests.ledger_app.test_context_metadata_prefix import folded_journal
 from tests.ledger_app.test_context_prefix import _items
 from tests.support.offline_fold import offline_fold
 
@@ -86,19 +85,8 @@ def test_a_left_out_round_that_comes_back_shows_its_old_results_shrunk():
 
 
 def _journal(tenant, key: str, rounds: int):
-    items = [message("system", "Be terse."), message("user", "Check the totals.")]
-    for i in range(rounds):
-        items += [
-            tool_call(f"c{i}", "read", {"path": f"src/m{i}.py"}),
-            tool_result(f"c{i}", f"m{i}: " + f"total {i} EUR; " * 60),
-            message("assistant", f"Read m{i}: ok."),
-        ]
-    journal = journal_build(tenant=tenant, key=key, items=items)
-    # the fold covers all but the last five rounds
-    result = ledger_fold(journal=journal, upto=journal.head_seq - 15)
-    assert result.fold is not None, result.reason
-    journal.refresh_from_db()
-    return journal
+    """A system prompt, a goal and ``rounds`` rounds of reads, all but the last five folded."""
+    return folded_journal(tenant, key, rounds, early=False)
 
 
 def _eager(journal, revision):
@@ -111,6 +99,15 @@ def _eager(journal, revision):
     return eager, stored, receipts
 
 
+def _whole(read):
+    """A :func:`read_for_build` stand-in that reads every entry whole (no folded prefix)."""
+
+    def whole(journal, revision, **_):
+        return context_reads.BuildReads(*read(journal, revision))
+
+    return whole
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize("fmt", ["openai", "anthropic"])
 def test_a_partly_folded_journal_builds_as_with_every_entry_parsed(
@@ -119,14 +116,54 @@ def test_a_partly_folded_journal_builds_as_with_every_entry_parsed(
     settings.MEDIA_ROOT = tmp_path / "media"
     journal = _journal(tenant_ensure(slug="prefix"), "s1", 40)
     budgets = {"working_budget": 3_000, "hard_limit": 3_000, "target_format": fmt}
+    monkeypatch.setattr(context_service, "read_for_build", _whole(context_reads.read_entries))
     lazy = context_preview(journal=journal, views=("model", "debug"), **budgets)
     assert lazy.status == "ok", lazy.failure
     assert lazy.debug_trace["rounds"]["folded_out"]  # the fold's rounds are left out
-    monkeypatch.setattr(context_service, "read_entries", _eager)
+    assert lazy.debug_trace["reads"]["metadata_only"] == 0
+    monkeypatch.setattr(context_service, "read_for_build", _whole(_eager))
     eager = context_preview(journal=journal, views=("model", "debug"), **budgets)
     assert lazy.model_view == eager.model_view
     assert lazy.debug_trace == eager.debug_trace
     assert lazy.validation == eager.validation
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("fmt", ["openai", "anthropic"])
+def test_the_folded_prefix_read_as_metadata_sends_the_request_of_a_whole_read(
+    monkeypatch, settings, tmp_path, fmt
+):
+    """docs/design.md 6, "The folded prefix": the rounds the fold covers before its window,
+    read as metadata only, leave as one decision; the request sent is the one a whole read
+    makes (step 4 left those rounds out there too, one decision each)."""
+    settings.MEDIA_ROOT = tmp_path / "media"
+    journal = _journal(tenant_ensure(slug="prefix"), "s1", 40)
+    budgets = {"working_budget": 3_000, "hard_limit": 3_000, "target_format": fmt}
+    prefix = context_preview(journal=journal, views=("model", "debug"), **budgets)
+    assert prefix.status == "ok", prefix.failure
+    reads = prefix.debug_trace["reads"]
+    assert reads["metadata_only"] > 0 and reads["loaded_after"] == 0
+    monkeypatch.setattr(context_service, "read_for_build", _whole(context_reads.read_entries))
+    whole = context_preview(journal=journal, views=("model", "debug"), **budgets)
+    assert whole.debug_trace["reads"]["metadata_only"] == 0
+    assert prefix.model_view == whole.model_view
+    assert prefix.debug_trace["rounds"] == whole.debug_trace["rounds"]
+    one = [d for d in prefix.debug_trace["decisions"] if d.get("rounds")]
+    assert len(one) == 1
+    first, last = one[0]["seqs"]
+    per_round = [
+        d
+        for d in whole.debug_trace["decisions"]
+        if d["action"] == "fold" and d.get("seqs") and first <= d["seqs"][0] <= last
+    ]
+    assert len(per_round) == one[0]["rounds"] > 1
+    # the prefix is costed by its entries' stored counts, within 1% of the rounds' own costs
+    exact = sum(d["effect"] for d in per_round)
+    assert abs(one[0]["effect"] - exact) <= abs(exact) // 100
+    # every other decision is the same, in the same order, from the same planned total on
+    rest = [d for d in prefix.debug_trace["decisions"] if d is not one[0]]
+    assert rest[1:] == [d for d in whole.debug_trace["decisions"] if d not in per_round][1:]
+    assert rest[0]["action"] == "protect"
 
 
 @pytest.mark.django_db
@@ -135,15 +172,15 @@ def test_the_rows_parsed_do_not_grow_with_the_folded_results(monkeypatch, settin
     call, at 20 rounds as at 80 (the results' bodies are read: their text is costed)."""
     settings.MEDIA_ROOT = tmp_path / "media"
     tenant = tenant_ensure(slug="prefix")
-    real = context_reads.read_entries
+    real = context_reads.read_for_build
     seen: list[list[RowView]] = []
 
-    def spy(journal, revision):
-        out = real(journal, revision)
-        seen.append(out[0])  # type: ignore[arg-type]
+    def spy(journal, revision, **kwargs):
+        out = real(journal, revision, **kwargs)
+        seen.append(out.views)  # type: ignore[arg-type]
         return out
 
-    monkeypatch.setattr(context_service, "read_entries", spy)
+    monkeypatch.setattr(context_service, "read_for_build", spy)
     parsed = {}
     for rounds in (20, 80):
         journal = _journal(tenant, f"s{rounds}", rounds)
