@@ -8,6 +8,7 @@ command and :func:`cite` makes the support item that cites the entry.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -133,9 +134,12 @@ class MetadataView(RowView):
     since, and the build does not depend on the order readers ran in. Made by :meth:`of_meta`.
     """
 
+    # every attribute in a slot: no per-view dict to make and free (100,000 views a build)
+    __slots__ = (
+        "seq", "entry_hash", "kind", "role", "tool_call_id", "tool_name", "derived", "is_error",
+        "chunk_bytes", "identifiers", "_text", "_meta", "_meta_raw", "_content", "_load",
+    )  # fmt: skip
     metadata_only = True
-    _content: dict[str, Any] | None = None
-    _load: Any = None
 
     @classmethod
     def of_meta(
@@ -155,14 +159,27 @@ class MetadataView(RowView):
     ) -> MetadataView:
         """A view of a row read without its body: ``load(seq) -> content`` reads it when
         asked (``text`` is rendered from it when read); ``meta`` the stored JSON text; other
-        fields as :class:`EntryView`'s. Made without the dataclass ``__init__`` (its
-        property setters were most of the cost of 100,000 views)."""
-        view = cls.__new__(cls)
-        view.__dict__.update(
-            seq=seq, entry_hash=entry_hash, kind=kind, role=role, tool_call_id=tool_call_id,
-            tool_name=tool_name, derived=derived, is_error=is_error, chunk_bytes=chunk_bytes,
-            identifiers=None, _meta_raw=meta, _load=load,
-        )  # fmt: skip
+        fields as :class:`EntryView`'s."""
+        return cls.of_row_meta(
+            (seq, entry_hash, kind, role, tool_call_id, tool_name, derived, is_error, meta),
+            chunk_bytes,
+            load,
+        )
+
+    @classmethod
+    def of_row_meta(cls, row: Sequence[Any], chunk_bytes: int, load: Any) -> MetadataView:
+        """:meth:`of_meta` from a row ``(seq, entry_hash, kind, role, tool_call_id,
+        tool_name, derived, is_error, meta, ...)`` (further columns ignored), made without
+        the dataclass ``__init__`` (its property setters were most of the cost of 100,000
+        views)."""
+        view = object.__new__(cls)
+        (
+            view.seq, view.entry_hash, view.kind, view.role, view.tool_call_id, view.tool_name,
+            derived, is_error, view._meta_raw,
+        ) = row[:9]  # fmt: skip
+        view.derived, view.is_error = bool(derived), bool(is_error)
+        view.chunk_bytes, view._load = chunk_bytes, load
+        view.identifiers = view._text = view._meta = view._content = None
         return view
 
     @property

@@ -177,14 +177,8 @@ def read_for_build(
         return json.loads(body.get())
 
     chunk_bytes = journal.chunk_bytes
-    metas = [
-        MetadataView.of_meta(
-            seq=seq, entry_hash=entry_hash, kind=kind, role=role, tool_call_id=call_id,
-            tool_name=tool, derived=bool(derived), is_error=bool(is_error), meta=meta,
-            chunk_bytes=chunk_bytes, load=load,
-        )
-        for seq, entry_hash, kind, role, call_id, tool, derived, is_error, meta, *_ in rows
-    ]  # fmt: skip
+    make = MetadataView.of_row_meta
+    metas = [make(row, chunk_bytes, load) for row in rows]
     stored = {row[1]: row[9] for row in rows if row[10] == label}
     rounds = group_rounds(metas)
     first_whole, prefix = prefix_rounds(rounds, edge, covered_upto)
