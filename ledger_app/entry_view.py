@@ -139,6 +139,8 @@ class MetadataView(RowView):
         "seq", "entry_hash", "kind", "role", "tool_call_id", "tool_name", "derived", "is_error",
         "chunk_bytes", "identifiers", "_text", "_meta", "_meta_raw", "_content", "_load",
     )  # fmt: skip
+    _content: dict[str, Any] | None
+    _load: Any
     metadata_only = True
 
     @classmethod
