@@ -111,6 +111,23 @@ def neighbour_hashes(entry: Entry) -> tuple[str | None, str | None]:
     return rows.get(entry.seq - 1), rows.get(entry.seq + 1)
 
 
+def paired_entries(entry: Entry) -> list[tuple[int, str, str]]:
+    """The other side of a tool call's pairing, ``[(seq, entry hash, kind)]`` in seq order:
+    the call of a ``tool_result`` (same ``tool_call_id``), the results of a ``tool_call``;
+    ``[]`` for other entries or when there is none (an interrupted call). One query."""
+    other = {"tool_call": "tool_result", "tool_result": "tool_call"}.get(entry.kind)
+    if other is None or not entry.tool_call_id:
+        return []
+    rows = (
+        Entry.objects.filter(
+            journal_id=entry.journal_id, kind=other, tool_call_id=entry.tool_call_id
+        )
+        .order_by("seq")
+        .values_list("seq", "entry_hash", "kind")
+    )
+    return [(seq, entry_hash, kind) for seq, entry_hash, kind in rows[:20]]
+
+
 @dataclass(frozen=True)
 class _Row:
     seq: int

@@ -226,6 +226,12 @@ def entry_context(request: HttpRequest, entry: Entry) -> dict[str, Any]:
         "quote_in_text": quote_in_text,
         "quote_in_body": quote_in_body,
         "previous_hash": display(previous_hash) if previous_hash else None,
+        # the call of a result, the results of a call: a failed result links to its command
+        "paired": [
+            {"seq": seq, "hash": display(h), "kind": kind}
+            for seq, h, kind in selectors.paired_entries(entry)
+        ],
+        "exit_code": entry.content.get("exit_code") if entry.kind == "tool_result" else None,
         "next_hash": display(next_hash) if next_hash else None,
         "comment_url": reverse("journal:entry_comment", args=[display(entry.entry_hash)]),
         "permalink": request.build_absolute_uri(

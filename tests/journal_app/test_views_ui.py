@@ -344,3 +344,36 @@ def test_a_quote_holding_double_quotes_or_a_tab_is_found_in_the_body(client, mem
         '<mark id="quote" class="cited">git commit -m \\&quot;feat: faster\\tsheet\\&quot;</mark>'
         in body
     )
+
+
+# Call and result link each other -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("debug", [True, False])
+def test_a_failed_result_links_to_its_call_and_says_its_exit_code(
+    client, member, acme, settings, debug
+):
+    """A failed result with no output shows its exit code, not "no readable text", and
+    links to the call that ran it (and the call back to it); a call with no result says so."""
+    from journal_app.formats.base import tool_call, tool_result
+
+    settings.DEBUG = debug
+    j = journal_build(
+        tenant=acme,
+        key="fails",
+        items=[
+            message("user", "run the tests"),
+            tool_call("c1", "bash", {"command": "pytest -x"}),
+            tool_result("c1", "", is_error=True, exit_code=1),
+            tool_call("c2", "bash", {"command": "make slow"}),
+        ],
+    )
+    call, result, lost = (Entry.objects.get(journal=j, seq=s) for s in (2, 3, 4))
+    client.force_login(member)
+    page = client.get(_entry_url(result)).content.decode()
+    assert "No output; exit code 1 (an error)." in page
+    assert "No readable text" not in page
+    assert f'href="{_entry_url(call)}" class="paired">seq 2</a>' in page
+    page = client.get(_entry_url(call)).content.decode()
+    assert f'its result: <a href="{_entry_url(result)}" class="paired">seq 3</a>' in page
+    assert "no result in the journal" in client.get(_entry_url(lost)).content.decode()
