@@ -238,7 +238,7 @@ def build_context(
         if b.total() > limit:
             project(b, outside, 2, limit)
             project(b, tail_plans, 2, limit)
-        if b.total() > limit:
+        if b.total() > limit or b.cut_due:
             cut(b, 4, limit - fill_share(b), tail_start - 1)
         if b.total() > limit:
             shrink(b, outside, 3, limit, consumed_only=True)

@@ -151,6 +151,9 @@ class Builder:
         #: step 3 ran (:func:`ledger_app.context.compaction.shrink`, consumed results): a
         #: left-out round that comes back is shrunk as it would have been shown
         self.consumed_shrunk = False
+        #: set when the folded prefix was left out (compaction.leave_out_prefix): the next
+        #: step-4 cut runs whatever the total, as it would with the prefix shown
+        self.cut_due = False
         self._pin_facts: dict[str, dict[str, Any]] = {}
         self._prepare()
 

@@ -180,6 +180,7 @@ def leave_out_prefix(b: Builder, step: int) -> None:
     tokens = sum(p.cost for p in prefix)
     for p in prefix:
         b.set_dropped(p, True)
+    b.cut_due = True  # the request with the prefix was over: the cut runs (cut)
     first, last = prefix[0].round.first_seq, prefix[-1].round.last_seq
     b.decide(
         step,
@@ -222,8 +223,13 @@ def cut(b: Builder, step: int, target: int, fold_upto: int) -> None:
     not enough, ask the ``fold`` callback once (up to ``fold_upto``) and cut again. The
     build passes the limit less :func:`~ledger_app.context.final_request.fill_share` as
     ``target``, so a fold leaves room for the P2/P3 facts and for the calls after it. What
-    is still over goes to the steps after (:func:`shrink`, :func:`drop`)."""
-    while b.total() > target:
+    is still over goes to the steps after (:func:`shrink`, :func:`drop`).
+
+    After :func:`leave_out_prefix` the cut runs once whatever the total (``b.cut_due``): the
+    request with the prefix shown was over, so the rounds before the fold's kept window leave
+    as they do when the whole journal is read."""
+    while b.total() > target or b.cut_due:
+        b.cut_due = False
         first = fold_cut(b)
         for p in b.droppable[b.n_dropped :]:
             if p.round.last_seq >= first or p.round.last_seq > b.covered_upto:

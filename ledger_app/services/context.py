@@ -45,7 +45,6 @@ from ledger_app.reducer.apply import gc_paused
 from ledger_app.services.compact import ledger_compact
 from ledger_app.services.context_reads import (
     ArtifactLookup,
-    BuildReads,
     SharedCounts,
     covered_end,
     end_status,
@@ -213,16 +212,15 @@ def _build(
         raise ContextError(f"revision {rev} is not between 0 and the head {head}", "revision")
     base = fold if fold is not None else fold_at(journal, rev)
     covered = covered_end(journal, base)
-    if "frontend" in views:  # the frontend view shows every entry: all read whole
-        reads = BuildReads(*read_entries(journal, rev))
-    else:
-        reads = read_for_build(
-            journal,
-            rev,
-            covered_upto=covered,
-            tail_tokens=tail_tokens if tail_tokens is not None else working_budget // TAIL_SHARE,
-            limit=min(working_budget, hard_limit - output_reserve),
-        )
+    # the request is built from the same read whatever views are asked for (the frontend
+    # view reads every entry whole, on its own below)
+    reads = read_for_build(
+        journal,
+        rev,
+        covered_upto=covered,
+        tail_tokens=tail_tokens if tail_tokens is not None else working_budget // TAIL_SHARE,
+        limit=min(working_budget, hard_limit - output_reserve),
+    )
     entry_views, stored, receipts = reads.views, reads.stored, reads.receipts
     latest = latest_fold(journal)
     may_fold = (
@@ -264,9 +262,12 @@ def _build(
         )
     except ContextInputError as exc:
         raise ContextError(str(exc), exc.field or "") from exc
-    frontend, front_report = (
-        _frontend(entry_views, receipts, meter) if "frontend" in views else (None, None)
-    )
+    frontend, front_report = None, None
+    if "frontend" in views:
+        whole, _, all_receipts = (
+            read_entries(journal, rev) if reads.metadata_before else (entry_views, None, receipts)
+        )
+        frontend, front_report = _frontend(whole, all_receipts, meter)
     counts.save()
     trace = build.debug_trace
     failure = build.failure

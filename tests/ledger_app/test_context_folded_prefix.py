@@ -129,16 +129,24 @@ def test_a_partly_folded_journal_builds_as_with_every_entry_parsed(
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("fmt", ["openai", "anthropic"])
+@pytest.mark.parametrize(
+    "fmt, working, hard",
+    [
+        ("openai", 3_000, 3_000),
+        ("anthropic", 3_000, 3_000),
+        # with the prefix out the request is under the limit: the cut still runs (cut_due)
+        ("openai", 6_000, 8_000),
+    ],
+)
 def test_the_folded_prefix_read_as_metadata_sends_the_request_of_a_whole_read(
-    monkeypatch, settings, tmp_path, fmt
+    monkeypatch, settings, tmp_path, fmt, working, hard
 ):
     """docs/design.md 6, "The folded prefix": the rounds the fold covers before its window,
     read as metadata only, leave as one decision; the request sent is the one a whole read
     makes (step 4 left those rounds out there too, one decision each)."""
     settings.MEDIA_ROOT = tmp_path / "media"
     journal = _journal(tenant_ensure(slug="prefix"), "s1", 40)
-    budgets = {"working_budget": 3_000, "hard_limit": 3_000, "target_format": fmt}
+    budgets = {"working_budget": working, "hard_limit": hard, "target_format": fmt}
     prefix = context_preview(journal=journal, views=("model", "debug"), **budgets)
     assert prefix.status == "ok", prefix.failure
     reads = prefix.debug_trace["reads"]

@@ -189,3 +189,23 @@ def test_a_metadata_view_reads_its_body_once_when_asked_and_stays_metadata_only(
     )  # fmt: skip
     assert view == eager
     assert not metadata_only(eager)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("rounds", [40, 80])
+def test_the_request_is_the_same_whatever_views_are_asked_for(settings, tmp_path, rounds):
+    """Asking for the frontend view too (which reads every entry whole) does not change the
+    request: the model view is built from the same read either way."""
+    settings.MEDIA_ROOT = tmp_path / "media"
+    journal = folded_journal(tenant_ensure(slug="meta"), f"s{rounds}", rounds)
+    budgets = {"working_budget": 6_000, "hard_limit": 8_000}
+    alone = context_preview(journal=journal, views=("model", "debug"), **budgets)
+    both = context_preview(journal=journal, views=("model", "frontend", "debug"), **budgets)
+    assert alone.debug_trace["reads"]["metadata_only"] > 0
+    assert alone.model_view == both.model_view
+    assert alone.debug_trace["decisions"] == both.debug_trace["decisions"]
+    assert len(both.frontend_view["items"]) > 0
+    # the frontend view shows the prefix's entries, read whole
+    start = alone.debug_trace["reads"]["read_whole_from"]
+    shown = {item["seq"] for item in both.frontend_view["items"]}
+    assert len({s for s in shown if s < start}) > alone.debug_trace["reads"]["metadata_only"] // 2
