@@ -26,6 +26,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from audit_app.models import AuditEvent
+from audit_app.reads import raw_read_allowed
 from audit_app.roles import AUDIT_LOG_PERMISSION, tenant_role
 from audit_app.selectors import (
     AuditFilterError,
@@ -63,8 +64,14 @@ def back_url(request: HttpRequest, fallback: str) -> str:
 
 
 def _entry_context(request: HttpRequest, entry: Any) -> dict[str, Any]:
-    """The journal's entry page context with the entry's comments."""
-    return {**entry_context(request, entry), "comments": entry_comments(entry)}
+    """The journal's entry page context with the entry's comments, and whether the viewer
+    may read the unfiltered bytes (the link is offered only to those the read would not
+    refuse: :func:`audit_app.reads.raw_read_allowed`)."""
+    return {
+        **entry_context(request, entry),
+        "comments": entry_comments(entry),
+        "may_read_raw": raw_read_allowed(actor=request.user, tenant=entry.journal.session.tenant),
+    }
 
 
 @login_required

@@ -84,3 +84,24 @@ def test_the_raw_endpoint_answers_404_for_another_tenants_entry(entry):
     )
     assert r.status_code == 404 and b"Sup3r" not in r.content
     assert not AuditEvent.objects.filter(action__startswith="entry.read_raw").exists()
+
+
+@pytest.mark.parametrize(
+    "role, offered",
+    [
+        (Membership.Role.ADMIN, True),
+        (Membership.Role.REVIEWER, False),
+        (Membership.Role.OPERATOR, False),
+    ],
+)
+@pytest.mark.parametrize("debug", [True, False])
+def test_the_entry_page_offers_the_unfiltered_bytes_only_to_who_may_read_them(
+    entry, settings, role, offered, debug
+):
+    settings.DEBUG = debug
+    client = Client()
+    client.force_login(member(entry, "una", role))
+    page = client.get(f"/e/sha256:{entry.entry_hash}/", secure=True).content.decode()
+    assert "filtered:" in page  # the secret is filtered: the note is shown to everyone
+    assert (f"/e/sha256:{entry.entry_hash}/raw/" in page) is offered
+    assert ("The unfiltered bytes are for the tenant's admins" in page) is not offered
