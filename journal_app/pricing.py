@@ -214,12 +214,29 @@ def cost_text(total: CostTotal | None, places: int = 2) -> str:
     return f"{usd} + {unpriced}" if total.unpriced else usd
 
 
+#: Where sources name the model of a call in an entry's metadata, first match wins: the top
+#: level and Claude Code's ``message``, Codex's ``turn_context``, mini-swe-agent's
+#: ``extra.response`` (the provider's answer), OpenHands' ``tool_call_metadata.model_response``
+#: and then its ``llm_metrics.accumulated_token_usage``
+MODEL_PATHS: tuple[tuple[str, ...], ...] = (
+    (),
+    ("message",),
+    ("turn_context",),
+    ("extra", "response"),
+    ("tool_call_metadata", "model_response"),
+    ("llm_metrics", "accumulated_token_usage"),
+)
+
+
 def source_model(meta: Mapping[str, Any]) -> str:
-    """The model the source names for an entry (``model``, ``message.model`` or
-    ``turn_context.model`` in its metadata), or ``""``."""
-    for holder in (meta, meta.get("message"), meta.get("turn_context")):
+    """The model the source names for an entry: ``model`` at one of :data:`MODEL_PATHS` in
+    its metadata (a non-empty string), or ``""``."""
+    for path in MODEL_PATHS:
+        holder: Any = meta
+        for key in path:
+            holder = holder.get(key) if isinstance(holder, dict) else None
         model = holder.get("model") if isinstance(holder, dict) else None
-        if isinstance(model, str):
+        if isinstance(model, str) and model:
             return model
     return ""
 

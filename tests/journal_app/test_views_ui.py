@@ -6,16 +6,18 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.urls import reverse
 
 from journal_app.charts import FoldPoint, token_chart
+from journal_app.formats import parse_path
 from journal_app.formats.base import message
 from journal_app.hashing import display
 from journal_app.models import Entry, Membership
-from journal_app.pricing import Price, call_cost, source_model
+from journal_app.pricing import Price, call_cost, entry_cost, source_model
 from journal_app.times import entry_time
 from journal_app.views.timeline_page import provider_usage, span_text
 from ledger_app.services import ledger_fold
@@ -377,3 +379,29 @@ def test_a_failed_result_links_to_its_call_and_says_its_exit_code(
     page = client.get(_entry_url(call)).content.decode()
     assert f'its result: <a href="{_entry_url(result)}" class="paired">seq 3</a>' in page
     assert "no result in the journal" in client.get(_entry_url(lost)).content.decode()
+
+
+@pytest.mark.parametrize(
+    "path, model",
+    [
+        (
+            "mini-swe-agent-traj/minisweagent-gemini3-requests-1142-oversized-output.traj.json",
+            "google/gemini-3-pro-preview",
+        ),
+        (
+            "openhands-events/openhands-ponyc-4588-max-iterations.json",
+            "meta-llama/llama-4-maverick",
+        ),
+    ],
+)
+def test_every_call_with_usage_names_its_model_in_the_corpus_formats(path, model):
+    """mini-swe-agent names the model in ``extra.response``, OpenHands in
+    ``tool_call_metadata.model_response``: a call with provider usage is priced, not
+    "unpriced: the source names no model"."""
+    parsed = parse_path(Path(__file__).parents[1] / "fixtures" / "corpus" / path)
+    # the stored meta: the source's fields plus the usage (journal_app.chain)
+    calls = [{**e.metadata, "usage": e.usage} for e in parsed.entries if e.usage is not None]
+    assert calls
+    assert {source_model(meta) for meta in calls} == {model}
+    price = {model: Price(Decimal("1"), Decimal("2"))}
+    assert all(entry_cost(price, meta) is not None for meta in calls)
