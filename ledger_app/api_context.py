@@ -30,12 +30,10 @@ from pydantic import Field, ValidationError
 from journal_app.errors import MalformedBody
 from journal_app.schemas import ERRORS, MAX_SEQ, SCOPE_PART, ScopePart, StrictIn
 from ledger_app.services.context import context_build, request_validate
-from ledger_app.services.context_records import ValidateRequestInvalid
+from ledger_app.services.context_records import MAX_TOKENS, ValidateRequestInvalid
 
 router = Router(tags=["context"])
 
-#: Largest budget accepted, tokens (no model has a window near it).
-MAX_TOKENS = 100_000_000
 View = Literal["model", "frontend", "debug"]
 
 
@@ -74,7 +72,8 @@ class ContextIn(StrictIn):
 
 class ContextOut(Schema):
     """``status`` ``ok`` (``model_view`` is the request to send) or ``failed`` (no request:
-    ``failure`` says why and which checkpoint was written). Views not asked for are null and
+    ``failure`` says why, which checkpoint was written and, in ``next_step``, the cause and a
+    working budget that would fit). Views not asked for are null and
     not built (the frontend view and its ``validation.frontend`` report only when asked).
 
     Bounded: ``debug_trace`` keeps at most 100 items of each list (``decisions``:

@@ -30,6 +30,7 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from audit_app.models import AuditEvent
 from journal_app.models import Entry, Journal, Session, Tenant
 from journal_app.selectors import User, tenants_for_user
 from ledger_app.models import Fold, FoldAttempt, LedgerFact, RetirementRequest
@@ -263,8 +264,11 @@ def fold_points(journal: Journal) -> list[dict[str, Any]]:
 def failure_summary(session: Session, journals: Sequence[Journal]) -> dict[str, Any]:
     """Failed and rejected model work of a session: ``attempts`` (the newest
     20 failed fold attempts: the model was unreachable, no fold stored; with ``journal``),
-    ``by_journal`` ({journal pk: {"failed_attempts", "fallbacks", "with_rejections"}}) and
-    ``total`` (the sum of the counts). Two queries."""
+    ``contexts`` (the newest :data:`CONTEXT_FAILURES_SHOWN` context requests that failed, the
+    ``context.failed`` audit events: ``event``, ``journal`` and the event's details: surface,
+    revision, budgets, cause, suggested working budget), ``by_journal`` ({journal pk:
+    {"failed_attempts", "fallbacks", "with_rejections", "context_failures" (among those
+    shown, when any)}}) and ``total`` (the sum of the counts). Three queries."""
     ids = [j.pk for j in journals]
     by_journal = {i: {"failed_attempts": 0, "fallbacks": 0, "with_rejections": 0} for i in ids}
     attempts = list(
@@ -281,8 +285,26 @@ def failure_summary(session: Session, journals: Sequence[Journal]) -> dict[str, 
     ):
         by_journal[jid]["fallbacks"] += outcome == "fallback"
         by_journal[jid]["with_rejections"] += bool(rejected)
+    contexts = list(
+        AuditEvent.objects.filter(
+            action="context.failed", object_type="journal", object_id__in=[str(i) for i in ids]
+        ).order_by("-created_at", "-pk")[:CONTEXT_FAILURES_SHOWN]
+    )
+    by_id = {str(j.pk): j for j in journals}
+    for event in contexts:
+        jid = by_id[event.object_id].pk
+        by_journal[jid]["context_failures"] = by_journal[jid].get("context_failures", 0) + 1
     total = sum(sum(v.values()) for v in by_journal.values())
-    return {"attempts": attempts[:20], "by_journal": by_journal, "total": total}
+    return {
+        "attempts": attempts[:20],
+        "by_journal": by_journal,
+        "total": total,
+        "contexts": [{"event": e, "journal": by_id[e.object_id], **e.details} for e in contexts],
+    }
+
+
+#: the newest failed context requests a session's overview lists
+CONTEXT_FAILURES_SHOWN = 20
 
 
 def journal_summaries(tenant: str = "") -> list[dict[str, Any]]:

@@ -29,6 +29,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from audit_app.origin import origin_current
+from audit_app.services import audit_record
 from journal_app.models import Journal
 from ledger_app import selectors
 from ledger_app.context import (
@@ -43,6 +45,7 @@ from ledger_app.errors import LedgerError
 from ledger_app.models import Fold, FoldInvariants
 from ledger_app.reducer.apply import gc_paused
 from ledger_app.services.compact import ledger_compact
+from ledger_app.services.context_explain import context_failure_explain
 from ledger_app.services.context_reads import (
     ArtifactLookup,
     SharedCounts,
@@ -162,7 +165,11 @@ def context_build(
 
     Returns:
         :class:`ContextResult`. Idempotent in effect: a second call at the same revision finds
-        the rounds already folded and the same checkpoint.
+        the rounds already folded and the same checkpoint. A failed build that may write
+        (``write=True``: the API, the proxy) is recorded as an audit event
+        ``context.failed`` on the journal (shown on the session's overview) and its
+        ``failure["next_step"]`` says ``{"cause", "working_budget" (one that would fit, or
+        ``None``), "fold"}``.
 
     Raises:
         ContextError: a revision beyond the head or below 0; budgets or format the builder
@@ -274,6 +281,10 @@ def _build(
     if build.status == "failed":
         failure = dict(failure or {})
         failure["checkpoint"] = _checkpoint(journal, rev, may_fold, fold_deadline)
+        if write:
+            failure["next_step"] = _failure_recorded(
+                journal, rev, failure, build.debug_trace, target_format
+            )
         trace["decisions"].append(
             {
                 "step": 7,
@@ -305,6 +316,61 @@ def _build(
         failure=failure,
         validation=validation,
     )
+
+
+def _failure_recorded(
+    journal: Journal,
+    revision: int,
+    failure: dict[str, Any],
+    trace: dict[str, Any],
+    target_format: str,
+) -> dict[str, Any]:
+    """Record a context request that failed (not a preview: the API, the proxy, a task) as
+    an audit event ``context.failed`` on its journal, naming the surface, the budgets, the
+    cause and a working budget that would fit
+    (:func:`~ledger_app.services.context_explain.context_failure_explain`), so an operator
+    finds it afterwards on the session's overview (README "Context views"). Returns the
+    failure's ``next_step``: ``{"cause", "working_budget" (``None``: none known),
+    "fold"}``."""
+    scale = ((trace.get("tokens") or {}).get("calibration") or {}).get("scale")
+    explained = (
+        context_failure_explain(
+            journal=journal, revision=revision, failure=failure, scale=float(scale or 1.0)
+        )
+        or {}
+    )
+    figures = failure.get("figures") or {}
+    budgets = trace.get("budgets") or {}
+    step = {
+        "cause": explained.get("cause", ""),
+        "working_budget": explained.get("budget"),
+        "fold": explained.get("fold"),
+    }
+    audit_record(
+        actor=origin_current().actor,
+        tenant=journal.session.tenant,
+        action="context.failed",
+        object_type="journal",
+        object_id=str(journal.pk),
+        object_label=f"{journal.scope_label} at seq {revision}",
+        details={
+            "surface": origin_current().surface,
+            "session": journal.session.key,
+            "lane": journal.lane,
+            "branch": journal.branch,
+            "revision": revision,
+            "target_format": target_format,
+            "working_budget": budgets.get("working_budget"),
+            "hard_limit": budgets.get("hard_limit"),
+            "output_reserve": budgets.get("output_reserve"),
+            "tail_tokens": budgets.get("tail_tokens"),
+            "request_tokens": figures.get("request_tokens"),
+            "cause": step["cause"][:500],
+            "suggested_working_budget": step["working_budget"],
+            "fold": step["fold"],
+        },
+    )
+    return step
 
 
 def _frontend(

@@ -47,7 +47,9 @@ def context_failure_explain(
         over all active P0/P1 facts), "budget": int or None (a working budget that would fit
         the failed request, or at least its mandatory part (pins and task state, the last
         round), at the provider's scale, plus the output reserve and a tenth, rounded up to
-        1,000 tokens), "checkpoint": the checkpoint note}``. Fact texts and the cause are
+        1,000 tokens), "hard_limit": int or None (a hard limit that would hold that budget
+        and the output reserve, when the one given is smaller), "checkpoint": the checkpoint
+        note}``. Fact texts and the cause are
         filtered by the one detector (:mod:`journal_app.privacy`): this is a display.
     """
     if not failure:
@@ -82,6 +84,9 @@ def context_failure_explain(
     fit = int(base * max(scale, 1.0) * 1.1) + int(figures.get("output_reserve") or 0)
     budget = _round_up(fit) if base else None
     working = int(figures.get("working_budget") or 0)
+    hard = int(figures.get("hard_limit") or 0)
+    # the hard limit less the output reserve must hold the request too
+    needed_hard = _round_up(fit + int(figures.get("output_reserve") or 0)) if base else 0
     if reporting:
         figs = reporting[1]
         cause = (
@@ -103,5 +108,6 @@ def context_failure_explain(
         "facts": facts,
         "held_tokens": held,
         "budget": budget if budget and budget > working else None,
+        "hard_limit": needed_hard if hard and needed_hard > hard else None,
         "checkpoint": filter_text((failure.get("checkpoint") or {}).get("reason", "")).text,
     }

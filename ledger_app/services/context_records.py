@@ -21,6 +21,9 @@ from ledger_app.context import (
 )
 from ledger_app.errors import LedgerError
 
+#: Largest budget a context request accepts, tokens (no model has a window near it): the API's
+#: bound and the context page's.
+MAX_TOKENS = 100_000_000
 #: The views a context request can ask for (``POST /sessions/{s}/context`` ``views``).
 VIEWS = ("model", "frontend", "debug")
 

@@ -20,23 +20,29 @@ from ledger_app.context import capped
 from ledger_app.selectors import presenters
 from ledger_app.services.context import context_preview
 from ledger_app.services.context_explain import context_failure_explain
-from ledger_app.services.context_records import VIEWS, ContextError
+from ledger_app.services.context_records import MAX_TOKENS, VIEWS, ContextError
 from ledger_app.views.scope import scope_context
 
 CONTEXT_FORMATS = ("openai", "anthropic")
-BUDGETS = ("working_budget", "hard_limit", "tail_tokens")
+BUDGETS = ("working_budget", "hard_limit", "tail_tokens", "output_reserve")
 
 
-def _int_param(request: HttpRequest, name: str) -> int | None:
+def _int_param(request: HttpRequest, name: str, what: str = "tokens") -> int | None:
+    """The whole number in GET parameter ``name`` (commas and underscores allowed), ``None``
+    when empty. Raises ``ValueError`` naming the parameter: not a whole number of ``what``,
+    negative, or (tokens) over :data:`~ledger_app.services.context_records.MAX_TOKENS`, the
+    API's bound."""
     value = request.GET.get(name, "").strip().replace(",", "").replace("_", "")
     if value == "":
         return None
     try:
         number = int(value)
     except ValueError:
-        raise ValueError(f"{name}: {value!r} is not a whole number of tokens") from None
+        raise ValueError(f"{name}: {value!r} is not a whole number of {what}") from None
     if number < 0:
         raise ValueError(f"{name}: {number} is negative")
+    if what == "tokens" and number > MAX_TOKENS:
+        raise ValueError(f"{name}: {number:,} is over {MAX_TOKENS:,} tokens (the API's bound)")
     return number
 
 
@@ -173,7 +179,7 @@ def context_views(
                 f"format: {form['format']!r} is not one of {', '.join(CONTEXT_FORMATS)}"
             )
         budgets = {name: _int_param(request, name) for name in BUDGETS}
-        revision = _int_param(request, "revision")
+        revision = _int_param(request, "revision", "entries (a seq)")
         result = context_preview(
             journal=journal,
             revision=revision,

@@ -239,3 +239,63 @@ def test_the_continuation_record_comes_before_the_validation_and_all_ok_is_folde
     body, _ = _view(client, "model")
     assert body.index('id="continuation-record"') < body.index('id="validation-h"')
     assert "Every check passed" in body
+
+
+def test_odd_budgets_and_revisions_are_refused_with_the_apis_bounds(client, member, journal):
+    """The page and the API accept the same budgets (at most 100,000,000 tokens); a revision
+    is a seq, not tokens."""
+    client.force_login(member)
+    url = reverse("ledger:context", args=SCOPE)
+    huge = client.get(url, {"working_budget": "99999999999999999999"})
+    assert huge.status_code == 400
+    assert "is over 100,000,000 tokens" in huge.content.decode()
+    revision = client.get(url, {"revision": "abc"}).content.decode()
+    assert "is not a whole number of entries (a seq)" in revision
+    reserve = client.get(url, {"output_reserve": "50", "view": "debug"})
+    assert reserve.status_code == 200
+    assert 'name="output_reserve" inputmode="numeric" value="50"' in reserve.content.decode()
+
+
+def test_a_hard_limit_too_small_gets_a_hard_limit_that_would_hold_it(client, member, journal):
+    fold_build(journal)
+    client.force_login(member)
+    url = reverse("ledger:context", args=SCOPE)
+    body = client.get(url, {"working_budget": "32000", "hard_limit": "150"}).content.decode()
+    failure = body[body.index('id="context-failure"') :]
+    hard = int(failure.split("hard_limit=")[1].split("&")[0].split('"')[0])
+    assert hard > 150 and hard % 1000 == 0
+    assert "the one given is 150" in failure
+    retry = client.get(url, {"working_budget": "32000", "hard_limit": str(hard)})
+    assert "Status <strong>ok</strong>" in retry.content.decode()
+
+
+@pytest.mark.parametrize("debug", [True, False])
+def test_a_failed_context_request_is_found_on_the_sessions_overview(
+    client, member, journal, settings, debug
+):
+    """A context request that fails (the API or the proxy: one that may write) is recorded;
+    the overview lists it with its surface, budgets, cause and a link that opens the context
+    page at that revision and those budgets, where it is explained. A preview records none."""
+    from audit_app.models import AuditEvent
+    from ledger_app.services.context import context_build
+
+    settings.DEBUG = debug
+    fold_build(journal)
+    context_preview(journal=journal, working_budget=100, hard_limit=150)
+    assert not AuditEvent.objects.filter(action="context.failed").exists()
+    result = context_build(journal=journal, working_budget=100, hard_limit=150)
+    assert result.status == "failed"
+    step = result.failure["next_step"]
+    assert step["working_budget"] > 100 and "over the working budget of 100" in step["cause"]
+    event = AuditEvent.objects.get(action="context.failed")
+    assert event.details["working_budget"] == 100 and event.details["surface"] == "command"
+    client.force_login(member)
+    page = client.get(reverse("journal:session", args=SCOPE[:2])).content.decode()
+    assert "1 context failure</a>" in page
+    section = page[page.index('id="context-failures"') :]
+    assert "via command, at seq" in section
+    assert f"a working budget of {step['working_budget']:,} tokens would fit" in section
+    link = html.unescape(section.split('href="')[1].split('"')[0])
+    assert "working_budget=100" in link and "hard_limit=150" in link
+    explained = client.get(link).content.decode()
+    assert 'id="context-failure"' in explained and "over the working budget of 100" in explained
