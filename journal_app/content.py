@@ -7,6 +7,7 @@ entry "says". Content shapes are those of :mod:`journal_app.formats.base`.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from journal_app.harness import harness_kind, without_harness
@@ -29,6 +30,19 @@ def content_text(kind: str, content: dict[str, Any]) -> str:
     if kind in ("message", "reasoning"):
         return str(content.get("text", "") or "")
     return json.dumps(content, ensure_ascii=False)
+
+
+#: a terminal's escape sequences: ANSI colours and styles, cursor moves (CSI) and titles (OSC)
+_TERMINAL_ESCAPES = re.compile(
+    r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])"
+)
+
+
+def without_terminal_escapes(text: str) -> str:
+    """``text`` without a terminal's escape sequences (a test runner's colours:
+    ``\x1b[31m``): what a reader of a page should see. For display only: the stored text,
+    its hashes and the context sent to a model keep every byte."""
+    return _TERMINAL_ESCAPES.sub("", text) if "\x1b" in text else text
 
 
 AUTHORITATIVE_ROLES = ("system", "developer", "user")

@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from journal_app import privacy, selectors
+from journal_app.content import without_terminal_escapes
 from journal_app.hashing import display
 from journal_app.models import Entry
 from journal_app.services import entry_check
@@ -178,7 +179,7 @@ def entry_context(request: HttpRequest, entry: Entry) -> dict[str, Any]:
     labels += [x for x in dict.fromkeys(label for _, _, label in spans) if x not in labels]
     body_shown = _masked(entry.body, 0, spans) if spans else entry.body
     quote = request.GET.get("quote", "")
-    text = shown.text
+    text = without_terminal_escapes(shown.text)  # a test runner's colours: display only
     quote_in_text = _split_quote(text, quote)
     quote_in_body = None if quote_in_text else _split_quote(body_shown, quote)
     if quote and not quote_in_text and not quote_in_body:

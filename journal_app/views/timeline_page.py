@@ -17,6 +17,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from journal_app import privacy, selectors
+from journal_app.content import without_terminal_escapes
 from journal_app.filters import ENTRY_FIELDS, FilterError, describe, error_parts, parse_entries
 from journal_app.models import Entry, Journal
 from journal_app.pricing import CostTotal, cost_add, cost_sum, cost_text, source_model
@@ -159,7 +160,7 @@ def _row(e: Entry, interrupted: set[str], comments: dict[int, int]) -> EntryRow:
     return EntryRow(
         entry=e,
         call_parts=parts,
-        preview=shown.text[:PREVIEW_CHARS],
+        preview=without_terminal_escapes(shown.text[:PREVIEW_CHARS]),
         truncated=len(text) > PREVIEW_CHARS or len(shown.text) > PREVIEW_CHARS,
         interrupted=e.kind == "tool_call" and e.tool_call_id in interrupted,
         comments=comments.get(e.pk, 0),

@@ -403,3 +403,25 @@ def test_every_call_with_usage_names_its_model_in_the_corpus_formats(path, model
     assert {source_model(meta) for meta in calls} == {model}
     price = {model: Price(Decimal("1"), Decimal("2"))}
     assert all(entry_cost(price, meta) is not None for meta in calls)
+
+
+def test_a_test_runners_colours_are_not_shown_as_codes(client, member, acme):
+    """Terminal escape sequences are left out of what a page shows (the timeline's preview
+    and the entry's text); the stored body and its hash keep them."""
+    from journal_app.formats.base import tool_call, tool_result
+
+    output = "\x1b[31m⎯⎯\x1b[39m\x1b[1m\x1b[41m Failed Tests 1 \x1b[49m\x1b[22m"
+    j = journal_build(
+        tenant=acme,
+        key="colours",
+        items=[tool_call("c1", "bash", {"command": "npx vitest"}), tool_result("c1", output)],
+    )
+    result = Entry.objects.get(journal=j, seq=2)
+    assert "\\u001b[31m" in result.body  # stored as it came
+    client.force_login(member)
+    page = client.get(_entry_url(result)).content.decode()
+    text = page[page.index('id="text-h"') : page.index('id="body-h"')]
+    assert "Failed Tests 1" in text and "[31m" not in text and "\x1b" not in text
+    timeline = client.get(reverse("journal:timeline", args=["acme", "colours", "main", "main"]))
+    shown = timeline.content.decode()
+    assert "Failed Tests 1" in shown and "[31m" not in shown

@@ -74,7 +74,9 @@ class Command(BaseCommand):
         def on_parsed(parsed: ParsedSession) -> None:
             nonlocal bar
             if not quiet:
-                self.stderr.write(f"reading {opts['path']} as {parsed.format}")
+                self.stderr.write(
+                    f"reading {opts['path']} as {parsed.format}", style_func=lambda s: s
+                )
                 bar = Progress(
                     total=_source_bytes(opts["path"]),
                     unit="B",
