@@ -85,6 +85,8 @@ _USAGE_KEYS = {
     "input_tokens": ("input_tokens", "prompt_tokens"),
     "output_tokens": ("output_tokens", "completion_tokens"),
     "cached_input_tokens": ("cached_input_tokens", "cache_read_input_tokens"),
+    # Anthropic's cache writes: beside input_tokens, charged at the input price
+    "cache_write_input_tokens": ("cache_creation_input_tokens",),
     "reasoning_output_tokens": ("reasoning_output_tokens",),
 }
 

@@ -148,6 +148,8 @@ def session_overview(request: HttpRequest, tenant: str, session: str) -> HttpRes
         "may_read_audit": journal_selectors.may_read_audit_log(request.user, s.tenant),
         "may_export": journal_selectors.may_export(request.user, s.tenant),
         "annotations": annotations,
+        # computed from the provider-reported usage and LEDGER_MODEL_PRICES ("": no call)
+        "cost_text": cost_text(journal_selectors.session_costs([s]).get(s.pk), places=4),
         "verdicts": [("good", "good compaction example"), ("bad", "bad compaction example")],
         "meta": json.dumps(s.meta_dict, indent=2, ensure_ascii=False, sort_keys=True),
         "export_url": reverse("ledger:export", args=[s.tenant.slug, s.key]),

@@ -219,6 +219,28 @@ def test_the_timeline_shows_source_times_gaps_durations_and_provider_figures(
     assert "provider: in 1,000 · out 500" in body
     assert "$0.0060 computed" in body  # (1000 * 2 + 500 * 8) / 1e6
     assert "ours, tiktoken" in body
+    overview = client.get(reverse("journal:session", args=["acme", "timed"])).content.decode()
+    assert "<dt>Cost (computed)</dt>" in overview and ">$0.0060</span>" in overview
+
+
+def test_anthropic_cache_writes_are_shown_beside_the_input(client, member, acme, settings):
+    settings.LEDGER_MODEL_PRICES = {"m-1": [2, 8]}
+    items = [message("user", "Start."), message("assistant", "Working.")]
+    items[1].metadata["model"] = "m-1"
+    items[1].usage = {
+        "input_tokens": 10,
+        "cache_creation_input_tokens": 1000,
+        "cache_read_input_tokens": 2000,
+        "output_tokens": 5,
+    }
+    journal_build(tenant=acme, key="cached", items=items)
+    client.force_login(member)
+    body = client.get(
+        reverse("journal:timeline", args=["acme", "cached", "main", "main"])
+    ).content.decode()
+    assert "in 10 · out 5 · cached 2,000 · cache write 1,000" in body
+    # (10 + 1000) input at 2, 2000 cached at the input price (no cached price), 5 out at 8
+    assert "$0.0061 computed" in body
 
 
 def test_time_helpers():
