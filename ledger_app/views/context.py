@@ -14,6 +14,7 @@ from django.urls import reverse
 
 from journal_app import selectors as journal_selectors
 from journal_app.privacy import filter_text
+from journal_app.toolcall import call_parts
 from journal_app.views.htmx import HtmxHttpRequest, partial
 from journal_app.views.scope_urls import scope_kwargs
 from ledger_app.context import capped
@@ -140,6 +141,19 @@ def _page_rows(view: str, result: Any, rows: list[dict[str, Any]]) -> list[Any]:
     return list(result.debug_trace.get("decisions") or [])
 
 
+def _frontend_call(item: dict[str, Any]) -> list[Any]:
+    """The readable parts of a frontend item that is a tool call whose (filtered) arguments
+    are whole JSON (:func:`journal_app.toolcall.call_parts`: commands as shell, patches as
+    diffs, other values pretty-printed); ``[]`` otherwise (the text is shown as it is)."""
+    if item.get("kind") != "tool_call":
+        return []
+    try:
+        arguments = json.loads(str(item.get("text") or ""))
+    except ValueError:
+        return []
+    return call_parts({"name": item.get("tool") or "", "arguments": arguments})
+
+
 @login_required
 def context_views(
     request: HtmxHttpRequest, tenant: str, session: str, lane: str, branch: str
@@ -205,7 +219,7 @@ def context_views(
         if view == "model":
             shown.append({**row, "parts": [{**p, **_clipped(p["text"])} for p in row["parts"]]})
         elif view == "frontend":
-            shown.append({**row, **_clipped(row.get("text"))})
+            shown.append({**row, **_clipped(row.get("text")), "call_parts": _frontend_call(row)})
         else:
             shown.append({**row, **_clipped_reason(row)})
     validation = result.to_dict(cap=PER_PAGE)["validation"] if result else {}

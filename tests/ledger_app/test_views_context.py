@@ -299,3 +299,25 @@ def test_a_failed_context_request_is_found_on_the_sessions_overview(
     assert "working_budget=100" in link and "hard_limit=150" in link
     explained = client.get(link).content.decode()
     assert 'id="context-failure"' in explained and "over the working budget of 100" in explained
+
+
+def test_the_frontend_view_shows_a_calls_arguments_readably(client, member, journal):
+    """A tool call in the frontend view reads as the timeline's: a command as shell, not one
+    escaped JSON line."""
+    from journal_app.formats.base import message, tool_call, tool_result
+
+    journal_build(
+        tenant=journal.session.tenant,
+        key="calls",
+        items=[
+            message("user", "run them"),
+            tool_call("c1", "bash", {"command": "pytest -x\necho done"}),
+            tool_result("c1", "1 passed"),
+        ],
+    )
+    client.force_login(member)
+    url = reverse("ledger:context", args=["acme", "calls", "main", "main"])
+    body = client.get(url, {"view": "frontend"}).content.decode()
+    section = body[body.index('id="frontend-h"') :]
+    assert '<pre class="shell" tabindex="0"><code>$ pytest -x\necho done</code></pre>' in section
+    assert "\\n" not in section.split("</section>")[0]
