@@ -136,6 +136,7 @@ def context_build(
     tools: Any = None,
     views: tuple[str, ...] = VIEWS,
     fold_deadline: float | None = None,
+    record_failure: bool = True,
 ) -> ContextResult:
     """Build the request for the agent's next model call, and its two other views.
 
@@ -162,14 +163,16 @@ def context_build(
             slices (:func:`ledger_app.services.ledger_compact`) and starts none after it, then
             builds with what was folded (the proxy's ``PROXY_FOLD_SECONDS``). ``None``: one
             fold up to what the build needs, however long it takes.
+        record_failure: record a failed build that may write (:func:`context_failure_record`);
+            ``False`` for a caller that records the one failure it answers with itself.
 
     Returns:
         :class:`ContextResult`. Idempotent in effect: a second call at the same revision finds
         the rounds already folded and the same checkpoint. A failed build that may write
-        (``write=True``: the API, the proxy) is recorded as an audit event
-        ``context.failed`` on the journal (shown on the session's overview) and its
-        ``failure["next_step"]`` says ``{"cause", "working_budget" (one that would fit, or
-        ``None``), "fold"}``.
+        (``write=True``: the API, the proxy) says in ``failure["next_step"]`` ``{"cause",
+        "working_budget", "hard_limit" (budgets that would fit, ``None`` when none is known
+        or the one given would do), "fold"}`` and, with ``record_failure``, is recorded
+        (:func:`context_failure_record`: listed on the session's overview).
 
     Raises:
         ContextError: a revision beyond the head or below 0; budgets or format the builder
@@ -193,6 +196,7 @@ def context_build(
             tools=tools,
             views=views,
             fold_deadline=fold_deadline,
+            record_failure=record_failure,
         )
 
 
@@ -210,6 +214,7 @@ def _build(
     tools: Any,
     views: tuple[str, ...],
     fold_deadline: float | None,
+    record_failure: bool,
 ) -> ContextResult:
     """:func:`context_build`'s work (its arguments, result and errors)."""
     journal = Journal.objects.select_related("session__tenant").get(pk=journal.pk)
@@ -282,9 +287,7 @@ def _build(
         failure = dict(failure or {})
         failure["checkpoint"] = _checkpoint(journal, rev, may_fold, fold_deadline)
         if write:
-            failure["next_step"] = _failure_recorded(
-                journal, rev, failure, build.debug_trace, target_format
-            )
+            failure["next_step"] = _next_step(journal, rev, failure, build.debug_trace)
         trace["decisions"].append(
             {
                 "step": 7,
@@ -307,7 +310,7 @@ def _build(
     validation = {"model": build.report.to_dict()}
     if front_report is not None:
         validation["frontend"] = front_report.to_dict()
-    return ContextResult(
+    result = ContextResult(
         status=build.status,
         revision=rev,
         model_view=build.model_view,
@@ -316,22 +319,19 @@ def _build(
         failure=failure,
         validation=validation,
     )
+    if result.status == "failed" and write and record_failure:
+        context_failure_record(journal=journal, result=result, target_format=target_format)
+    return result
 
 
-def _failure_recorded(
-    journal: Journal,
-    revision: int,
-    failure: dict[str, Any],
-    trace: dict[str, Any],
-    target_format: str,
+def _next_step(
+    journal: Journal, revision: int, failure: dict[str, Any], trace: dict[str, Any]
 ) -> dict[str, Any]:
-    """Record a context request that failed (not a preview: the API, the proxy, a task) as
-    an audit event ``context.failed`` on its journal, naming the surface, the budgets, the
-    cause and a working budget that would fit
-    (:func:`~ledger_app.services.context_explain.context_failure_explain`), so an operator
-    finds it afterwards on the session's overview (README "Context views"). Returns the
-    failure's ``next_step``: ``{"cause", "working_budget" (``None``: none known),
-    "fold"}``."""
+    """The ``next_step`` of a failed context
+    (:func:`~ledger_app.services.context_explain.context_failure_explain`): ``{"cause",
+    "working_budget", "hard_limit", "fold"}``, a budget ``None`` when none is known or the
+    one given would do (the hard limit suggested when the one given cannot hold the working
+    budget that would fit, the request's own or the suggested one)."""
     scale = ((trace.get("tokens") or {}).get("calibration") or {}).get("scale")
     explained = (
         context_failure_explain(
@@ -339,38 +339,51 @@ def _failure_recorded(
         )
         or {}
     )
-    figures = failure.get("figures") or {}
-    budgets = trace.get("budgets") or {}
-    step = {
+    return {
         "cause": explained.get("cause", ""),
         "working_budget": explained.get("budget"),
+        "hard_limit": explained.get("hard_limit"),
         "fold": explained.get("fold"),
     }
+
+
+def context_failure_record(*, journal: Journal, result: ContextResult, target_format: str) -> None:
+    """Record a failed context request as the audit event ``context.failed`` on its journal:
+    the surface that asked (:func:`audit_app.origin.origin_current`), the revision, the
+    budgets, the cause and the budgets that would fit (``result.failure["next_step"]``), so
+    an operator finds it afterwards on the session's overview (README "Context views").
+    :func:`context_build` records its own failures unless told not to
+    (``record_failure=False``: the proxy, which tries a budget with headroom first, records
+    only the failure it answers with)."""
+    failure = result.failure or {}
+    step = failure.get("next_step") or {}
+    budgets = result.debug_trace.get("budgets") or {}
+    origin = origin_current()
     audit_record(
-        actor=origin_current().actor,
+        actor=origin.actor,
         tenant=journal.session.tenant,
         action="context.failed",
         object_type="journal",
         object_id=str(journal.pk),
-        object_label=f"{journal.scope_label} at seq {revision}",
+        object_label=f"{journal.scope_label} at seq {result.revision}",
         details={
-            "surface": origin_current().surface,
+            "surface": origin.surface,
             "session": journal.session.key,
             "lane": journal.lane,
             "branch": journal.branch,
-            "revision": revision,
+            "revision": result.revision,
             "target_format": target_format,
             "working_budget": budgets.get("working_budget"),
             "hard_limit": budgets.get("hard_limit"),
             "output_reserve": budgets.get("output_reserve"),
             "tail_tokens": budgets.get("tail_tokens"),
-            "request_tokens": figures.get("request_tokens"),
-            "cause": step["cause"][:500],
-            "suggested_working_budget": step["working_budget"],
-            "fold": step["fold"],
+            "request_tokens": (failure.get("figures") or {}).get("request_tokens"),
+            "cause": str(step.get("cause") or "")[:500],
+            "suggested_working_budget": step.get("working_budget"),
+            "suggested_hard_limit": step.get("hard_limit"),
+            "fold": step.get("fold"),
         },
     )
-    return step
 
 
 def _frontend(

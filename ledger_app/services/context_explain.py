@@ -85,8 +85,8 @@ def context_failure_explain(
     budget = _round_up(fit) if base else None
     working = int(figures.get("working_budget") or 0)
     hard = int(figures.get("hard_limit") or 0)
-    # the hard limit less the output reserve must hold the request too
-    needed_hard = _round_up(fit + int(figures.get("output_reserve") or 0)) if base else 0
+    # the hard limit less the output reserve must hold the request too (``fit`` holds both)
+    needed_hard = _round_up(fit) if base else 0
     if reporting:
         figs = reporting[1]
         cause = (

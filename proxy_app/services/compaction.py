@@ -23,8 +23,11 @@ from journal_app.models import Entry, Journal
 from ledger_app.context.entry_text import short
 from ledger_app.receivers import fold_soon
 from ledger_app.services import latest_fold
-from ledger_app.services.context import ContextResult, context_build
-from ledger_app.services.context_explain import context_failure_explain
+from ledger_app.services.context import (
+    ContextResult,
+    context_build,
+    context_failure_record,
+)
 from proxy_app.caching import client_marks, marks_place, stable_end
 from proxy_app.errors import ContextFailed, FoldPending
 from proxy_app.matching import chat_as_responses, responses_input
@@ -183,7 +186,12 @@ def request_compact(
             retry_after=FOLD_RETRY_AFTER,
         )
     if result is None:
-        raise ContextFailed(_failure_message(recorded, failed, window - output_tokens))
+        context_failure_record(
+            journal=recorded.journal,
+            result=failed,
+            target_format="openai" if surface == "responses" else surface,
+        )
+        raise ContextFailed(_failure_message(failed, window - output_tokens))
     view = result.model_view
     assert view is not None  # _fitting returns only results with a model view
     fold = latest_fold(recorded.journal)
@@ -223,6 +231,7 @@ def _context(
             output_reserve=output_tokens,
             views=("model", "debug"),  # the frontend view is not forwarded: not built
             fold_deadline=deadline,
+            record_failure=False,  # one call, one record: the failure answered (_prepare)
         )
 
 
@@ -265,22 +274,16 @@ def _mandatory_over(failed: ContextResult, working: int) -> bool:
     return sum(int(figures.get(k) or 0) for k in _UNFOLDABLE) > working
 
 
-def _failure_message(recorded: Recorded, failed: ContextResult, limit: int) -> str:
+def _failure_message(failed: ContextResult, limit: int) -> str:
     """The 422 sentence of a context that cannot be built: the builder's reason and, when
-    one is known, a working budget that would fit
-    (:func:`ledger_app.services.context_explain.context_failure_explain`), or, when that
-    budget is over ``limit`` (the model's window less the output, tokens), that no budget
-    can fit."""
+    one is known, a working budget that would fit (the failure's ``next_step``, the one the
+    API answers and the session's overview lists:
+    :func:`ledger_app.services.context.context_build`), or, when that budget is over
+    ``limit`` (the model's window less the output, tokens), that no budget can fit."""
     reason = (failed.failure or {}).get("reason") or "no valid context fits the budgets"
-    scale = ((failed.debug_trace.get("tokens") or {}).get("calibration") or {}).get("scale")
-    explained = context_failure_explain(
-        journal=recorded.journal,
-        revision=recorded.revision,
-        failure=failed.failure,
-        scale=float(scale or 1.0),
-    )
+    step = (failed.failure or {}).get("next_step") or {}
     hint = ""
-    budget = int((explained or {}).get("budget") or 0)
+    budget = int(step.get("working_budget") or 0)
     if budget > limit:
         hint = (
             f"; it needs a working budget of about {budget:,} tokens, over what the model's "

@@ -269,6 +269,40 @@ def test_a_hard_limit_too_small_gets_a_hard_limit_that_would_hold_it(client, mem
     assert "Status <strong>ok</strong>" in retry.content.decode()
 
 
+def test_each_suggested_budget_link_sets_both_budgets_and_builds(client, member, journal):
+    """Working budget and hard limit both too small: the working-budget link sets the
+    suggested hard limit too (and the other way round), so following either builds."""
+    fold_build(journal)
+    client.force_login(member)
+    url = reverse("ledger:context", args=SCOPE)
+    body = client.get(url, {"working_budget": "100", "hard_limit": "150"}).content.decode()
+    start = body.index('id="context-failure"')
+    failure = body[start : body.index("</section>", start)]
+    links = [
+        html.unescape(part.split('"')[0])
+        for part in failure.split('href="?')[1:]
+        if "budget" in part.split('"')[0] or "hard_limit" in part.split('"')[0]
+    ]
+    assert len(links) == 2, links
+    for link in links:
+        assert "working_budget=100&" not in link + "&" and "hard_limit=150&" not in link + "&"
+        built = client.get(url + "?" + link).content.decode()
+        assert "Status <strong>ok</strong>" in built, link
+
+
+def test_the_api_failure_names_a_hard_limit_when_the_one_sent_is_too_small(journal):
+    from ledger_app.services.context import context_build
+
+    fold_build(journal)
+    result = context_build(journal=journal, working_budget=100, hard_limit=150)
+    step = result.failure["next_step"]
+    assert step["working_budget"] > 100 and step["hard_limit"] >= step["working_budget"] - 1000
+    again = context_build(
+        journal=journal, working_budget=step["working_budget"], hard_limit=step["hard_limit"]
+    )
+    assert again.status == "ok", again.failure
+
+
 @pytest.mark.parametrize("debug", [True, False])
 def test_a_failed_context_request_is_found_on_the_sessions_overview(
     client, member, journal, settings, debug

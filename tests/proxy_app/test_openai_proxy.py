@@ -226,6 +226,12 @@ def test_no_valid_context_is_the_explicit_failure_and_nothing_is_forwarded(
     assert upstream.requests == []
     session = info.value.response.headers["X-Ledgerkeep-Session"]
     assert len(entries(session)) == 2  # the client's messages are kept
+    # recorded once, with the budget the agent sent (not the headroom attempt's), for the
+    # session's overview
+    from audit_app.models import AuditEvent
+
+    failed = AuditEvent.objects.filter(action="context.failed")
+    assert [(e.details["surface"], e.details["working_budget"]) for e in failed] == [("proxy", 20)]
 
 
 def test_streaming_passes_events_through_and_journals_the_answer(live_server, key, upstream):
