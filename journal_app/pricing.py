@@ -92,8 +92,8 @@ def parse_price_table(table: Any) -> dict[str, Price]:
         model name -> :class:`Price`.
 
     Raises:
-        PriceTableError: not an object, or an entry that is not a list of two or three
-            non-negative numbers. The message is one line naming the model and the field
+        PriceTableError: not an object, an empty model name, or an entry that is not a list
+            of two or three non-negative numbers. The message is one line naming the model and the field
             (``input``, ``output``, ``cached input``) at fault, e.g. ``model 'gpt-5-codex':
             the output price 'ten' is not a non-negative number (USD per million tokens)``.
     """
@@ -102,6 +102,12 @@ def parse_price_table(table: Any) -> dict[str, Price]:
             "must be a JSON object of model names to [input, output(, cached input)] USD per "
             'million tokens, e.g. {"gpt-5-codex": [1.25, 10.0]}'
         )
+    for name in table:
+        if not str(name).strip():
+            raise PriceTableError(
+                "a model name is empty: name each model as its source does (an empty name "
+                "would price every call whose source names no model)"
+            )
     return {str(name): _entry(name, value) for name, value in table.items()}
 
 

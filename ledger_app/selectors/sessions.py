@@ -266,9 +266,9 @@ def failure_summary(session: Session, journals: Sequence[Journal]) -> dict[str, 
     20 failed fold attempts: the model was unreachable, no fold stored; with ``journal``),
     ``contexts`` (the newest :data:`CONTEXT_FAILURES_SHOWN` context requests that failed, the
     ``context.failed`` audit events: ``event``, ``journal`` and the event's details: surface,
-    revision, budgets, cause, suggested working budget), ``by_journal`` ({journal pk:
-    {"failed_attempts", "fallbacks", "with_rejections", "context_failures" (among those
-    shown, when any)}}) and ``total`` (the sum of the counts). Three queries."""
+    revision, budgets, cause, suggested budgets) and ``contexts_total`` (all of them),
+    ``by_journal`` ({journal pk: {"failed_attempts", "fallbacks", "with_rejections",
+    "context_failures" (when any)}}) and ``total`` (the sum of the counts). Four queries."""
     ids = [j.pk for j in journals]
     by_journal = {i: {"failed_attempts": 0, "fallbacks": 0, "with_rejections": 0} for i in ids}
     attempts = list(
@@ -285,21 +285,20 @@ def failure_summary(session: Session, journals: Sequence[Journal]) -> dict[str, 
     ):
         by_journal[jid]["fallbacks"] += outcome == "fallback"
         by_journal[jid]["with_rejections"] += bool(rejected)
-    contexts = list(
-        AuditEvent.objects.filter(
-            action="context.failed", object_type="journal", object_id__in=[str(i) for i in ids]
-        ).order_by("-created_at", "-pk")[:CONTEXT_FAILURES_SHOWN]
+    failed = AuditEvent.objects.filter(
+        action="context.failed", object_type="journal", object_id__in=[str(i) for i in ids]
     )
+    contexts = list(failed.order_by("-created_at", "-pk")[:CONTEXT_FAILURES_SHOWN])
     by_id = {str(j.pk): j for j in journals}
-    for event in contexts:
-        jid = by_id[event.object_id].pk
-        by_journal[jid]["context_failures"] = by_journal[jid].get("context_failures", 0) + 1
+    for object_id, n in failed.values_list("object_id").annotate(n=Count("pk")).order_by():
+        by_journal[by_id[object_id].pk]["context_failures"] = n
     total = sum(sum(v.values()) for v in by_journal.values())
     return {
         "attempts": attempts[:20],
         "by_journal": by_journal,
         "total": total,
         "contexts": [{"event": e, "journal": by_id[e.object_id], **e.details} for e in contexts],
+        "contexts_total": sum(v.get("context_failures", 0) for v in by_journal.values()),
     }
 
 

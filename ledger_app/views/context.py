@@ -13,6 +13,7 @@ from django.shortcuts import render
 from django.urls import reverse
 
 from journal_app import selectors as journal_selectors
+from journal_app.content import without_terminal_escapes
 from journal_app.privacy import filter_text
 from journal_app.toolcall import call_parts
 from journal_app.views.htmx import HtmxHttpRequest, partial
@@ -219,7 +220,9 @@ def context_views(
         if view == "model":
             shown.append({**row, "parts": [{**p, **_clipped(p["text"])} for p in row["parts"]]})
         elif view == "frontend":
-            shown.append({**row, **_clipped(row.get("text")), "call_parts": _frontend_call(row)})
+            # a test runner's colours left out of what is shown (journal_app.content)
+            text = without_terminal_escapes(str(row.get("text") or ""))
+            shown.append({**row, **_clipped(text), "call_parts": _frontend_call(row)})
         else:
             shown.append({**row, **_clipped_reason(row)})
     validation = result.to_dict(cap=PER_PAGE)["validation"] if result else {}

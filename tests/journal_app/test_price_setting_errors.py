@@ -69,3 +69,11 @@ def test_each_bad_entry_names_the_model_and_field(table, field):
         parse_price_table(table)
     assert "model 'm'" in str(info.value) and field in str(info.value)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["", "  "])
+def test_an_empty_model_name_is_refused(name):
+    """An empty name would price every call whose source names no model."""
+    with pytest.raises(PriceTableError) as info:
+        parse_price_table({"gpt-5-codex": [1.25, 10.0], name: [1, 2]})
+    assert "a model name is empty" in str(info.value)

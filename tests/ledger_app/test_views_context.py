@@ -355,3 +355,20 @@ def test_the_frontend_view_shows_a_calls_arguments_readably(client, member, jour
     section = body[body.index('id="frontend-h"') :]
     assert '<pre class="shell" tabindex="0"><code>$ pytest -x\necho done</code></pre>' in section
     assert "\\n" not in section.split("</section>")[0]
+
+
+def test_the_overview_counts_every_failed_context_request_and_lists_the_newest(
+    client, member, journal
+):
+    from ledger_app.services.context import context_build, context_failure_record
+
+    fold_build(journal)
+    failed = context_build(journal=journal, working_budget=100, hard_limit=150)
+    for _ in range(20):
+        context_failure_record(journal=journal, result=failed, target_format="openai")
+    client.force_login(member)
+    page = client.get(reverse("journal:session", args=SCOPE[:2])).content.decode()
+    assert "21 context failures</a>" in page
+    assert "the 20 newest of 21" in page
+    section = page[page.index('id="context-failures"') :]
+    assert section.split("</ul>")[0].count("<li>") == 20
