@@ -84,6 +84,37 @@ def audit_record(
     )
 
 
+def journal_scope(journal: Any) -> dict[str, str]:
+    """``{"session", "lane", "branch"}`` of a journal, for an event's details (the audit
+    log's session filter reads ``session``)."""
+    return {"session": journal.session.key, "lane": journal.lane, "branch": journal.branch}
+
+
+def journal_event(
+    *, journal: Any, action: str, revision: int, details: dict[str, Any]
+) -> AuditEvent:
+    """Record ``action`` on a journal at ``revision`` (seq): the object is the journal, the
+    actor and ``surface`` the origin of the work (:func:`audit_app.origin.origin_current`),
+    the details ``surface``, the journal's scope (:func:`journal_scope`), ``revision`` and
+    ``details``. The failed calls a session's overview lists are such events
+    (``context.failed``, ``model_call.failed``)."""
+    origin = origin_current()
+    return audit_record(
+        actor=origin.actor,
+        tenant=journal.session.tenant,
+        action=action,
+        object_type="journal",
+        object_id=str(journal.pk),
+        object_label=f"{journal.scope_label} at seq {revision}",
+        details={
+            "surface": origin.surface,
+            **journal_scope(journal),
+            "revision": revision,
+            **details,
+        },
+    )
+
+
 def _clean_text(text: str) -> str:
     text = (text or "").strip()
     if not text:

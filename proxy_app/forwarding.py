@@ -25,6 +25,7 @@ from django.http.response import HttpResponseBase
 
 from journal_app.auth import check_body_size
 from proxy_app import services
+from proxy_app.errors import UpstreamTimeout, UpstreamUnreachable
 from proxy_app.journaled_call import answer_journal, call_prepare, scope_headers
 from proxy_app.refusals import error_answer, refusal
 from proxy_app.request_body import request_body
@@ -118,6 +119,7 @@ async def journaled_forward(request: HttpRequest, surface: str) -> HttpResponseB
         refused["Allow"] = "POST"
         return refused
     headers: dict[str, str] = {}
+    call = None
     try:
         call = await sync_to_async(call_prepare)(request, surface, headers)
         stream = bool(call.body.get("stream"))
@@ -128,6 +130,10 @@ async def journaled_forward(request: HttpRequest, surface: str) -> HttpResponseB
             stream=stream,
         )
     except Exception as exc:
+        if call is not None and isinstance(exc, UpstreamUnreachable | UpstreamTimeout):
+            await sync_to_async(services.upstream_failure_record)(
+                surface=surface, recorded=call.recorded, status=exc.status, detail=str(exc)
+            )
         return refusal(exc, headers)
     body, items, recorded = call.body, call.items, call.recorded
 
@@ -158,6 +164,10 @@ async def journaled_forward(request: HttpRequest, surface: str) -> HttpResponseB
         response = HttpResponse(data, status=upstream.status_code, content_type=content_type)
         for name, value in passed.items():
             response[name] = value
+        if upstream.status_code >= 400:  # passed back as it came, and recorded
+            await sync_to_async(services.upstream_failure_record)(
+                surface=surface, recorded=recorded, status=upstream.status_code, detail=data
+            )
         if upstream.status_code < 300:
             try:
                 parsed = answer_of(surface, json.loads(data))

@@ -267,8 +267,11 @@ def failure_summary(session: Session, journals: Sequence[Journal]) -> dict[str, 
     ``contexts`` (the newest :data:`CONTEXT_FAILURES_SHOWN` context requests that failed, the
     ``context.failed`` audit events: ``event``, ``journal`` and the event's details: surface,
     revision, budgets, cause, suggested budgets) and ``contexts_total`` (all of them),
-    ``by_journal`` ({journal pk: {"failed_attempts", "fallbacks", "with_rejections",
-    "context_failures" (when any)}}) and ``total`` (the sum of the counts). Four queries."""
+    ``calls`` / ``calls_total`` (model calls the upstream did not answer, proxied:
+    ``model_call.failed``, with status and error), ``by_journal`` ({journal pk:
+    {"failed_attempts", "fallbacks", "with_rejections", "context_failures",
+    "model_call_failures" (the last two when any)}}) and ``total`` (the sum of the counts).
+    Five queries."""
     ids = [j.pk for j in journals]
     by_journal = {i: {"failed_attempts": 0, "fallbacks": 0, "with_rejections": 0} for i in ids}
     attempts = list(
@@ -286,12 +289,18 @@ def failure_summary(session: Session, journals: Sequence[Journal]) -> dict[str, 
         by_journal[jid]["fallbacks"] += outcome == "fallback"
         by_journal[jid]["with_rejections"] += bool(rejected)
     failed = AuditEvent.objects.filter(
-        action="context.failed", object_type="journal", object_id__in=[str(i) for i in ids]
+        action__in=list(_FAILED_CALLS),
+        object_type="journal",
+        object_id__in=[str(i) for i in ids],
     )
-    contexts = list(failed.order_by("-created_at", "-pk")[:CONTEXT_FAILURES_SHOWN])
+    newest = failed.order_by("-created_at", "-pk")
+    contexts = list(newest.filter(action="context.failed")[:CONTEXT_FAILURES_SHOWN])
+    calls = list(newest.filter(action="model_call.failed")[:CONTEXT_FAILURES_SHOWN])
     by_id = {str(j.pk): j for j in journals}
-    for object_id, n in failed.values_list("object_id").annotate(n=Count("pk")).order_by():
-        by_journal[by_id[object_id].pk]["context_failures"] = n
+    for object_id, action, n in (
+        failed.values_list("object_id", "action").annotate(n=Count("pk")).order_by()
+    ):
+        by_journal[by_id[object_id].pk][_FAILED_CALLS[action]] = n
     total = sum(sum(v.values()) for v in by_journal.values())
     return {
         "attempts": attempts[:20],
@@ -299,11 +308,15 @@ def failure_summary(session: Session, journals: Sequence[Journal]) -> dict[str, 
         "total": total,
         "contexts": [{"event": e, "journal": by_id[e.object_id], **e.details} for e in contexts],
         "contexts_total": sum(v.get("context_failures", 0) for v in by_journal.values()),
+        "calls": [{"event": e, "journal": by_id[e.object_id], **e.details} for e in calls],
+        "calls_total": sum(v.get("model_call_failures", 0) for v in by_journal.values()),
     }
 
 
-#: the newest failed context requests a session's overview lists
+#: the newest failed context requests (and failed model calls) a session's overview lists
 CONTEXT_FAILURES_SHOWN = 20
+#: audit actions of failed calls -> their count's key in ``by_journal``
+_FAILED_CALLS = {"context.failed": "context_failures", "model_call.failed": "model_call_failures"}
 
 
 def journal_summaries(tenant: str = "") -> list[dict[str, Any]]:

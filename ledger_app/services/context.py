@@ -29,8 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from audit_app.origin import origin_current
-from audit_app.services import audit_record
+from audit_app.services import journal_event
 from journal_app.models import Journal
 from ledger_app import selectors
 from ledger_app.context import (
@@ -358,20 +357,11 @@ def context_failure_record(*, journal: Journal, result: ContextResult, target_fo
     failure = result.failure or {}
     step = failure.get("next_step") or {}
     budgets = result.debug_trace.get("budgets") or {}
-    origin = origin_current()
-    audit_record(
-        actor=origin.actor,
-        tenant=journal.session.tenant,
+    journal_event(
+        journal=journal,
         action="context.failed",
-        object_type="journal",
-        object_id=str(journal.pk),
-        object_label=f"{journal.scope_label} at seq {result.revision}",
+        revision=result.revision,
         details={
-            "surface": origin.surface,
-            "session": journal.session.key,
-            "lane": journal.lane,
-            "branch": journal.branch,
-            "revision": result.revision,
             "target_format": target_format,
             "working_budget": budgets.get("working_budget"),
             "hard_limit": budgets.get("hard_limit"),

@@ -28,7 +28,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from audit_app.origin import current_task_id, origin_current
-from audit_app.services import audit_record
+from audit_app.services import audit_record, journal_scope
 from journal_app.content import PIN_RULES
 from journal_app.identifiers import Identifier
 from journal_app.models import Entry, Journal
@@ -461,9 +461,7 @@ def _fold_audited(journal: Journal, fold: Fold) -> None:
     origin = origin_current()
     details: dict[str, Any] = {
         "surface": origin.surface,
-        "session": journal.session.key,
-        "lane": journal.lane,
-        "branch": journal.branch,
+        **journal_scope(journal),
         "number": fold.number,
         "seq_start": fold.seq_start,
         "seq_end": fold.seq_end,

@@ -21,7 +21,12 @@ A proxied call runs, in order (``proxy_app/forwarding.py`` calls each):
 for the proxy's callers (``proxy_app.forwarding``, ``proxy_app.follow``).
 """
 
-from proxy_app.services.answers import answer_record, previous_history, provider_figures
+from proxy_app.services.answers import (
+    answer_record,
+    previous_history,
+    provider_figures,
+    upstream_failure_record,
+)
 from proxy_app.services.compaction import Prepared, request_compact
 from proxy_app.services.conversation import conversation_record
 from proxy_app.services.locks import session_lock, sqlite_serial
@@ -54,6 +59,7 @@ __all__ = [
     "conversation_record",
     "previous_history",
     "provider_figures",
+    "upstream_failure_record",
     "proxy_authenticate",
     "proxy_scope",
     "request_compact",

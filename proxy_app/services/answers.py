@@ -15,10 +15,12 @@ from typing import Any
 
 from django.conf import settings
 
+from audit_app.services import journal_event
 from journal_app.content import content_text
 from journal_app.formats.base import ParsedEntry
 from journal_app.hashing import canonical_body
 from journal_app.models import Entry, Tenant
+from journal_app.privacy import filter_text
 from journal_app.services import (
     ConflictError,
     journal_append,
@@ -162,3 +164,30 @@ def previous_history(tenant: Tenant, response_id: str) -> list[ParsedEntry]:
             break
         end = row.seq
     return [entry_as_item(e) for e in rows[:end]]
+
+
+#: characters of an upstream's error body kept with its record (filtered for secrets)
+UPSTREAM_ERROR_CHARS = 500
+
+
+def upstream_failure_record(
+    *, surface: str, recorded: Recorded, status: int, detail: str | bytes
+) -> None:
+    """Record a model call the upstream did not answer (an HTTP error status passed back, or
+    no answer at all: unreachable, timed out) as the audit event ``model_call.failed`` on
+    the call's journal: the proxy's API (``format``), the revision the call was journaled at, the status
+    (502 unreachable, 504 timed out, else the upstream's) and the first
+    :data:`UPSTREAM_ERROR_CHARS` characters of its error, secrets filtered
+    (:mod:`journal_app.privacy`). The session's overview lists them (README "Context
+    views"): the call's messages are journaled, its failed answer is not an entry."""
+    text = detail.decode("utf-8", "replace") if isinstance(detail, bytes) else str(detail)
+    journal_event(
+        journal=recorded.journal,
+        action="model_call.failed",
+        revision=recorded.revision,
+        details={
+            "format": surface,  # the proxy's API: openai, anthropic or responses
+            "status": status,
+            "error": filter_text(text[: UPSTREAM_ERROR_CHARS * 2]).text[:UPSTREAM_ERROR_CHARS],
+        },
+    )

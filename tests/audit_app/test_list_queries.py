@@ -25,7 +25,8 @@ pytestmark = pytest.mark.django_db
 #: page -> the most queries it may run (session, user, then the page's own reads)
 BOUNDS = {
     "sessions": 10,  # issue 17: + source times, totals over every match (2)
-    "overview": 16,  # + failures (4: fold attempts, folds, failed context requests, their count), audit link
+    "overview": 17,  # + failures (5: fold attempts, folds, failed context requests and model
+    # calls, their counts), audit link
     # only for admins (up to 3); the cost reads nothing without LEDGER_MODEL_PRICES
     "timeline": 9,
     "timeline_filtered": 9,  # issue 17: + the journal's first source time

@@ -372,3 +372,27 @@ def test_the_overview_counts_every_failed_context_request_and_lists_the_newest(
     assert "the 20 newest of 21" in page
     section = page[page.index('id="context-failures"') :]
     assert section.split("</ul>")[0].count("<li>") == 20
+
+
+@pytest.mark.parametrize("debug", [True, False])
+def test_a_failed_model_call_is_listed_on_the_overview(client, member, journal, settings, debug):
+    """A proxied call the upstream did not answer is listed with its status, error (secrets
+    filtered) and a link to its messages on the timeline."""
+    from proxy_app.services import upstream_failure_record
+    from proxy_app.services.placement import Recorded
+
+    settings.DEBUG = debug
+    recorded = Recorded(journal=journal, revision=journal.head_seq, appended=0)
+    upstream_failure_record(
+        surface="openai",
+        recorded=recorded,
+        status=500,
+        detail=b'{"error": "boom, key sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD"}',
+    )
+    client.force_login(member)
+    page = client.get(reverse("journal:session", args=SCOPE[:2])).content.decode()
+    assert "1 failed model call</a>" in page
+    section = page[page.index('id="model-call-failures"') :].split("</section>")[0]
+    assert "<strong>HTTP 500</strong>" in section and "boom" in section
+    assert "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD" not in section
+    assert f"?seq={journal.head_seq}" in section

@@ -337,6 +337,17 @@ def test_upstream_errors_come_back_and_the_messages_are_journaled(
     assert info.value.status_code == 502
     assert info.value.response.json()["code"] == "upstream_unreachable"
     assert [e.text for e in entries("errors")][-1] == "third"
+    # each failed call is recorded for the session's overview: status, error, after which seq
+    from audit_app.models import AuditEvent
+
+    failed = AuditEvent.objects.filter(action="model_call.failed").order_by("pk")
+    assert [(e.details["status"], e.details["revision"]) for e in failed] == [
+        (500, 1),
+        (504, 3),
+        (502, 4),
+    ]
+    assert "scripted failure" in failed[0].details["error"]
+    assert failed[0].details["surface"] == "proxy" and failed[0].details["format"] == "openai"
 
 
 def test_the_server_key_replaces_the_client_credentials(live_server, key, upstream, settings):
