@@ -15,11 +15,12 @@ from typing import Any
 
 from django.db.models import Count
 
+from audit_app.models import AuditEvent
 from journal_app import selectors as journal_selectors
-from journal_app.models import Session
+from journal_app.models import Journal, Session
 from journal_app.pricing import cost_sum, cost_text
 from ledger_app.models import Fold, FoldAttempt, LedgerFact
-from ledger_app.selectors.sessions import sessions_for_user
+from ledger_app.selectors.sessions import FAILED_CALL_ACTIONS, sessions_for_user
 
 #: the dashboard's sort keys -> the row attribute (largest first)
 DASHBOARD_SORTS = {
@@ -28,6 +29,7 @@ DASHBOARD_SORTS = {
     "folds": "folds",
     "fallbacks": "fallbacks",
     "failed": "failed",
+    "failed_calls": "failed_calls",
     "blockers": "blockers",
 }
 
@@ -46,6 +48,7 @@ class SessionRow:
     folds: int = 0
     fallbacks: int = 0
     failed: int = 0
+    failed_calls: int = 0  # failed context requests and model calls (the overview lists them)
     blockers: int = 0
 
 
@@ -75,7 +78,9 @@ def tenant_dashboard(
     :data:`DASHBOARD_SORTS`, largest first; unknown: tokens).
 
     Fallbacks are folds whose writer fell back to mechanical facts (outcome ``fallback``);
-    failed are fold attempts that stored nothing (model unreachable); blockers are the active
+    failed are fold attempts that stored nothing (model unreachable); failed calls are the
+    context requests that could not be built and the proxied model calls the upstream did not
+    answer (:data:`~ledger_app.selectors.sessions.FAILED_CALL_ACTIONS`, listed on each session's overview); blockers are the active
     ``blocker`` facts of the current ledgers. Costs are computed from the provider-reported
     usage and ``LEDGER_MODEL_PRICES``.
     """
@@ -93,6 +98,20 @@ def tenant_dashboard(
             journal__session__in=ids, until__isnull=True, lifecycle="active", category="blocker"
         )
     )
+    session_of = dict(Journal.objects.filter(session__in=ids).values_list("pk", "session_id"))
+    failed_calls: dict[int, int] = {}
+    for object_id, n in (
+        AuditEvent.objects.filter(
+            action__in=FAILED_CALL_ACTIONS,
+            object_type="journal",
+            object_id__in=[str(pk) for pk in session_of],
+        )
+        .values_list("object_id")
+        .annotate(n=Count("pk"))
+        .order_by()
+    ):
+        sid = session_of[int(object_id)]
+        failed_calls[sid] = failed_calls.get(sid, 0) + n
     priced = bool(journal_selectors.model_prices())
     costs = journal_selectors.session_costs(listed) if priced else {}
     rows = [
@@ -107,6 +126,7 @@ def tenant_dashboard(
             folds=s.fold_count,
             fallbacks=fallbacks.get(s.pk, 0),
             failed=failed.get(s.pk, 0),
+            failed_calls=failed_calls.get(s.pk, 0),
             blockers=blockers.get(s.pk, 0),
         )
         for s in listed
@@ -115,7 +135,15 @@ def tenant_dashboard(
     rows.sort(key=lambda r: (-(getattr(r, key) or 0), r.session.key))
     totals: dict[str, Any] = {
         name: sum(getattr(r, name) for r in rows)
-        for name in ("tokens", "entries", "folds", "fallbacks", "failed", "blockers")
+        for name in (
+            "tokens",
+            "entries",
+            "folds",
+            "fallbacks",
+            "failed",
+            "failed_calls",
+            "blockers",
+        )
     }
     totals["sessions"] = len(rows)
     total = cost_sum(costs.values())

@@ -317,6 +317,8 @@ def failure_summary(session: Session, journals: Sequence[Journal]) -> dict[str, 
 CONTEXT_FAILURES_SHOWN = 20
 #: audit actions of failed calls -> their count's key in ``by_journal``
 _FAILED_CALLS = {"context.failed": "context_failures", "model_call.failed": "model_call_failures"}
+#: the audit actions of a failed call: a context request not built, a model call unanswered
+FAILED_CALL_ACTIONS = tuple(_FAILED_CALLS)
 
 
 def journal_summaries(tenant: str = "") -> list[dict[str, Any]]:

@@ -112,3 +112,20 @@ def test_the_page_costs_a_fixed_number_of_queries(setup, client):
         client.get(url)
 
     assert len(many.captured_queries) == len(few.captured_queries)
+
+
+def test_failed_calls_are_counted_per_session_and_sortable(setup, client):
+    """Failed context requests and unanswered proxied model calls (the overview lists them)
+    are counted per session, so the session to open is found from the dashboard."""
+    from audit_app.services import journal_event
+
+    user, cheap, dear = setup
+    for action in ("context.failed", "context.failed", "model_call.failed"):
+        journal_event(journal=dear, action=action, revision=1, details={})
+    journal_event(journal=cheap, action="comment.add", revision=1, details={})  # not a failure
+    board = tenant_dashboard(user=user, sort="failed_calls")
+    assert [(r.session.key, r.failed_calls) for r in board.rows] == [("dear", 3), ("cheap", 0)]
+    assert board.totals["failed_calls"] == 3
+    client.force_login(user)
+    body = client.get(reverse("ledger:dashboard") + "?sort=failed_calls").content.decode()
+    assert "3 failed calls" in body and 'data-label="Failed calls"' in body
