@@ -9,6 +9,7 @@ link is never shown to someone the view would refuse.
 
 from __future__ import annotations
 
+import difflib
 import re
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -33,15 +34,23 @@ def tenants_for_user(user: User) -> QuerySet[Tenant]:
 
 
 def get_session_for_user(user: User, tenant_slug: str, key: str) -> Session:
-    """The session ``tenant_slug/key`` if ``user`` may read it; ``Http404`` otherwise."""
-    session = (
-        Session.objects.filter(tenant__in=tenants_for_user(user), tenant__slug=tenant_slug, key=key)
-        .select_related("tenant")
-        .first()
-    )
+    """The session ``tenant_slug/key`` if ``user`` may read it; ``Http404`` otherwise, whose
+    message names up to three sessions of that tenant the user may read with a close key
+    ("did you mean ...?": a mistyped address; nothing of a tenant the user cannot read)."""
+    readable = Session.objects.filter(tenant__in=tenants_for_user(user), tenant__slug=tenant_slug)
+    session = readable.filter(key=key).select_related("tenant").first()
     if session is None:
-        raise Http404("no such session")
+        keys = list(readable.order_by("key").values_list("key", flat=True)[:SUGGEST_AMONG])
+        close = difflib.get_close_matches(key, keys, n=3, cutoff=0.6)
+        raise Http404(
+            f"no session {key!r} you can read in tenant {tenant_slug!r}"
+            + (f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else "")
+        )
     return session
+
+
+#: most session keys of a tenant a mistyped address is compared with
+SUGGEST_AMONG = 10_000
 
 
 def _scope_journals(

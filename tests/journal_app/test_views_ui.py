@@ -447,3 +447,18 @@ def test_a_test_runners_colours_are_not_shown_as_codes(client, member, acme):
     timeline = client.get(reverse("journal:timeline", args=["acme", "colours", "main", "main"]))
     shown = timeline.content.decode()
     assert "Failed Tests 1" in shown and "[31m" not in shown
+
+
+@pytest.mark.parametrize("debug", [True, False])
+def test_a_mistyped_session_address_suggests_the_close_ones_you_can_read(
+    client, member, acme, settings, debug
+):
+    settings.DEBUG = debug
+    journal_build(tenant=acme, key="refund-rounding", items=[message("user", "hi")])
+    journal_build(tenant=TenantFactory(slug="globex"), key="refund-roundings")  # not readable
+    client.force_login(member)
+    response = client.get(reverse("journal:session", args=["acme", "refund-roundin"]))
+    assert response.status_code == 404
+    body = response.content.decode()
+    assert "did you mean &#x27;refund-rounding&#x27;?" in body
+    assert "refund-roundings" not in body  # another tenant's session is never named
