@@ -80,7 +80,8 @@ Modules, one reason to change each:
 from __future__ import annotations
 
 from ledger_app.context.assembly import CONTINUED, EMPTY_OUTPUT, Assembled, Part, assemble
-from ledger_app.context.build import TAIL_SHARE, ContextBuild, build_context
+from ledger_app.context.build import TAIL_SHARE, ContextBuild, build_context, tail_budget
+from ledger_app.context.build_state import budget_limit
 from ledger_app.context.calibration import provider_usage
 from ledger_app.context.checkpoint import CHECKPOINT_MARK, OMITTED
 from ledger_app.context.final_request import FILL_MARGIN
@@ -105,6 +106,8 @@ __all__ = [
     "MAX_INTERRUPTIONS",
     "OMITTED",
     "TAIL_SHARE",
+    "budget_limit",
+    "tail_budget",
     "TARGETS",
     "TRACE_CAP",
     "ArtifactResolver",

@@ -39,6 +39,14 @@ from ledger_app.validation import (
 
 #: Default protected tail: a quarter of the working budget.
 TAIL_SHARE = 4
+
+
+def tail_budget(working_budget: int, tail_tokens: int | None) -> int:
+    """The protected tail, tokens: ``tail_tokens`` when given, else :data:`TAIL_SHARE`'s
+    share of the working budget (at least 1)."""
+    return tail_tokens if tail_tokens is not None else max(1, working_budget // TAIL_SHARE)
+
+
 #: Passes of the compaction steps (a pass repeats only when the built request counted more
 #: than its plan).
 PASSES = 3
@@ -176,7 +184,7 @@ def build_context(
         per_image=base.per_image,
         label=base.label,
     )
-    tail = tail_tokens if tail_tokens is not None else max(1, working_budget // TAIL_SHARE)
+    tail = tail_budget(working_budget, tail_tokens)
     if tail < 0:
         raise ContextInputError("tail_tokens must be at least 0", field="tail_tokens")
     b = Builder(

@@ -48,6 +48,12 @@ from ledger_app.validation import (
 DELIVERABLE_SHARE = 8
 
 
+def budget_limit(working: int, hard: int, reserve: int) -> int:
+    """What a request may hold, tokens: the working budget, or the hard limit less the output
+    reserve when that is smaller (docs/design.md 6)."""
+    return min(working, hard - reserve)
+
+
 @dataclass
 class Plan:
     """One round of the body and how it is shown."""
@@ -111,7 +117,7 @@ class Builder:
         self.reserve = reserve
         #: the budget's own limit; ``limit`` is what the plan aims at (lowered by
         #: :func:`~ledger_app.context.calibration.calibrate` when the provider counts more than we do)
-        self.budget_limit = min(working, hard - reserve)
+        self.budget_limit = budget_limit(working, hard, reserve)
         self.limit = self.budget_limit
         self.tail_tokens = tail_tokens
         self.fmt = fmt

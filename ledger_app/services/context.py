@@ -33,11 +33,12 @@ from audit_app.services import journal_event
 from journal_app.models import Journal
 from ledger_app import selectors
 from ledger_app.context import (
-    TAIL_SHARE,
     ContextBuild,
     ContextInputError,
+    budget_limit,
     build_context,
     frontend_view,
+    tail_budget,
 )
 from ledger_app.entry_view import metadata_only
 from ledger_app.errors import LedgerError
@@ -229,8 +230,8 @@ def _build(
         journal,
         rev,
         covered_upto=covered,
-        tail_tokens=tail_tokens if tail_tokens is not None else working_budget // TAIL_SHARE,
-        limit=min(working_budget, hard_limit - output_reserve),
+        tail_tokens=tail_budget(working_budget, tail_tokens),
+        limit=budget_limit(working_budget, hard_limit, output_reserve),
     )
     entry_views, stored, receipts = reads.views, reads.stored, reads.receipts
     latest = latest_fold(journal)

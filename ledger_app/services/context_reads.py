@@ -79,22 +79,11 @@ def read_entries(
         seq, entry_hash, kind, role, body, call_id, tool, derived, is_error, meta, tokens,
         source, artifact_id,
     ) in rows:  # fmt: skip
-        content = loads(body)
         views.append(
-            # meta and a call's text are parsed when read (RowView): most builds read few
-            RowView.of_row(
-                seq=seq,
-                entry_hash=entry_hash,
-                kind=kind,
-                role=role,
-                text=None if kind == "tool_call" else content_text(kind, content),
-                content=content,
-                tool_call_id=call_id,
-                tool_name=tool,
-                derived=derived,
-                is_error=is_error,
-                meta=meta,
-                chunk_bytes=chunk_bytes,
+            _row_view(
+                (seq, entry_hash, kind, role, call_id, tool, derived, is_error, meta),
+                loads(body),
+                chunk_bytes,
             )
         )
         if source == label:
@@ -102,6 +91,28 @@ def read_entries(
         if artifact_id is not None:
             artifact_of.setdefault(artifact_id, []).append(entry_hash)
     return views, stored, _receipts(artifact_of)
+
+
+def _row_view(row: tuple[Any, ...], content: dict[str, Any], chunk_bytes: int) -> RowView:
+    """The builder's view of a row read whole: ``row`` is ``(seq, entry hash, kind, role,
+    call id, tool name, derived, is_error, meta)``, ``content`` its parsed body. Meta and a
+    call's text are parsed when read (:class:`~ledger_app.entry_view.RowView`): most builds
+    read few."""
+    seq, entry_hash, kind, role, call_id, tool, derived, is_error, meta = row
+    return RowView.of_row(
+        seq=seq,
+        entry_hash=entry_hash,
+        kind=kind,
+        role=role,
+        text=None if kind == "tool_call" else content_text(kind, content),
+        content=content,
+        tool_call_id=call_id,
+        tool_name=tool,
+        derived=bool(derived),
+        is_error=bool(is_error),
+        meta=meta,
+        chunk_bytes=chunk_bytes,
+    )
 
 
 def _receipts(artifact_of: Mapping[int, list[str]]) -> dict[str, Mapping[str, Any]]:
@@ -167,7 +178,10 @@ def read_for_build(
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     edge = _window_edge(rows, covered_upto, PREFIX_WINDOW_TAILS * tail_tokens, label)
-    if not edge:
+    # the prefix lies before the edge: when all of that holds no more than the limit, there
+    # is none, and no view is made of these rows
+    before = sum(row[9] for row in rows if row[0] < edge and row[10] == label)
+    if not edge or before <= limit:
         return BuildReads(*read_entries(journal, revision))
     loaded: list[int] = []
 
@@ -200,23 +214,11 @@ def read_for_build(
     bodies = dict(
         Entry.objects.filter(whole, journal=journal, seq__lte=revision).values_list("seq", "body")
     )
-    views: list[EntryView] = []
     loads = json.loads
-    for view in metas:
+    views: list[EntryView] = []
+    for view, row in zip(metas, rows, strict=True):
         body = bodies.get(view.seq)
-        if body is None:
-            views.append(view)
-            continue
-        content = loads(body)
-        views.append(
-            RowView.of_row(
-                seq=view.seq, entry_hash=view.entry_hash, kind=view.kind, role=view.role,
-                text=None if view.kind == "tool_call" else content_text(view.kind, content),
-                content=content, tool_call_id=view.tool_call_id, tool_name=view.tool_name,
-                derived=view.derived, is_error=view.is_error, meta=view._meta_raw,
-                chunk_bytes=chunk_bytes,
-            )
-        )  # fmt: skip
+        views.append(view if body is None else _row_view(row[:9], loads(body), chunk_bytes))
     artifact_of: dict[int, list[str]] = {}
     for row in rows:  # receipts are read for the rounds that may be shown only
         if row[11] is not None and row[0] >= first_whole:
