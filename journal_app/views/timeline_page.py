@@ -162,8 +162,9 @@ def _row(e: Entry, interrupted: set[str], comments: dict[int, int]) -> EntryRow:
     return EntryRow(
         entry=e,
         call_parts=parts,
-        preview=without_terminal_escapes(shown.text[:PREVIEW_CHARS]),
-        truncated=len(text) > PREVIEW_CHARS or len(shown.text) > PREVIEW_CHARS,
+        # escapes out first: a cut through one would leave half of it on the page
+        preview=(readable := without_terminal_escapes(shown.text))[:PREVIEW_CHARS],
+        truncated=len(text) > PREVIEW_CHARS or len(readable) > PREVIEW_CHARS,
         interrupted=e.kind == "tool_call" and e.tool_call_id in interrupted,
         comments=comments.get(e.pk, 0),
         filter_labels=labels,

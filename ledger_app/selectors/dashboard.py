@@ -15,12 +15,11 @@ from typing import Any
 
 from django.db.models import Count
 
-from audit_app.models import AuditEvent
 from journal_app import selectors as journal_selectors
 from journal_app.models import Journal, Session
 from journal_app.pricing import cost_sum, cost_text
 from ledger_app.models import Fold, FoldAttempt, LedgerFact
-from ledger_app.selectors.sessions import FAILED_CALL_ACTIONS, sessions_for_user
+from ledger_app.selectors.sessions import failed_call_counts, sessions_for_user
 
 #: the dashboard's sort keys -> the row attribute (largest first)
 DASHBOARD_SORTS = {
@@ -80,7 +79,7 @@ def tenant_dashboard(
     Fallbacks are folds whose writer fell back to mechanical facts (outcome ``fallback``);
     failed are fold attempts that stored nothing (model unreachable); failed calls are the
     context requests that could not be built and the proxied model calls the upstream did not
-    answer (:data:`~ledger_app.selectors.sessions.FAILED_CALL_ACTIONS`, listed on each session's overview); blockers are the active
+    answer (:func:`~ledger_app.selectors.sessions.failed_call_counts`, listed on each session's overview); blockers are the active
     ``blocker`` facts of the current ledgers. Costs are computed from the provider-reported
     usage and ``LEDGER_MODEL_PRICES``.
     """
@@ -100,18 +99,8 @@ def tenant_dashboard(
     )
     session_of = dict(Journal.objects.filter(session__in=ids).values_list("pk", "session_id"))
     failed_calls: dict[int, int] = {}
-    for object_id, n in (
-        AuditEvent.objects.filter(
-            action__in=FAILED_CALL_ACTIONS,
-            object_type="journal",
-            object_id__in=[str(pk) for pk in session_of],
-        )
-        .values_list("object_id")
-        .annotate(n=Count("pk"))
-        .order_by()
-    ):
-        sid = session_of[int(object_id)]
-        failed_calls[sid] = failed_calls.get(sid, 0) + n
+    for (jid, _), n in failed_call_counts(list(session_of)).items():
+        failed_calls[session_of[jid]] = failed_calls.get(session_of[jid], 0) + n
     priced = bool(journal_selectors.model_prices())
     costs = journal_selectors.session_costs(listed) if priced else {}
     rows = [

@@ -288,19 +288,12 @@ def failure_summary(session: Session, journals: Sequence[Journal]) -> dict[str, 
     ):
         by_journal[jid]["fallbacks"] += outcome == "fallback"
         by_journal[jid]["with_rejections"] += bool(rejected)
-    failed = AuditEvent.objects.filter(
-        action__in=list(_FAILED_CALLS),
-        object_type="journal",
-        object_id__in=[str(i) for i in ids],
-    )
-    newest = failed.order_by("-created_at", "-pk")
+    newest = _failed_calls(ids).order_by("-created_at", "-pk")
     contexts = list(newest.filter(action="context.failed")[:CONTEXT_FAILURES_SHOWN])
     calls = list(newest.filter(action="model_call.failed")[:CONTEXT_FAILURES_SHOWN])
     by_id = {str(j.pk): j for j in journals}
-    for object_id, action, n in (
-        failed.values_list("object_id", "action").annotate(n=Count("pk")).order_by()
-    ):
-        by_journal[by_id[object_id].pk][_FAILED_CALLS[action]] = n
+    for (jid, action), n in failed_call_counts(ids).items():
+        by_journal[jid][_FAILED_CALLS[action]] = n
     total = sum(sum(v.values()) for v in by_journal.values())
     return {
         "attempts": attempts[:20],
@@ -319,6 +312,23 @@ CONTEXT_FAILURES_SHOWN = 20
 _FAILED_CALLS = {"context.failed": "context_failures", "model_call.failed": "model_call_failures"}
 #: the audit actions of a failed call: a context request not built, a model call unanswered
 FAILED_CALL_ACTIONS = tuple(_FAILED_CALLS)
+
+
+def _failed_calls(journal_ids: Sequence[int]) -> QuerySet[AuditEvent]:
+    """The failed-call events (:data:`FAILED_CALL_ACTIONS`) of these journals."""
+    return AuditEvent.objects.filter(
+        action__in=FAILED_CALL_ACTIONS,
+        object_type="journal",
+        object_id__in=[str(i) for i in journal_ids],
+    )
+
+
+def failed_call_counts(journal_ids: Sequence[int]) -> dict[tuple[int, str], int]:
+    """``{(journal pk, action): count}`` of the failed calls of these journals (the
+    ``context.failed`` and ``model_call.failed`` events): what the session overview and the
+    dashboard count. One query."""
+    rows = _failed_calls(journal_ids).values_list("object_id", "action").annotate(n=Count("pk"))
+    return {(int(object_id), action): n for object_id, action, n in rows.order_by()}
 
 
 def journal_summaries(tenant: str = "") -> list[dict[str, Any]]:

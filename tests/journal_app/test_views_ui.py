@@ -49,6 +49,13 @@ def journal(acme):
     return journal_build(tenant=acme, key="refunds", title="Fix refund rounding")
 
 
+def _timeline(client, key: str) -> str:
+    """The timeline page of session ``key`` of tenant acme (main/main), as text."""
+    return client.get(
+        reverse("journal:timeline", args=["acme", key, "main", "main"])
+    ).content.decode()
+
+
 def _entry_url(entry, query=""):
     return reverse("journal:entry", args=[display(entry.entry_hash)]) + query
 
@@ -211,9 +218,7 @@ def test_the_timeline_shows_source_times_gaps_durations_and_provider_figures(
     items[1].usage = {"input_tokens": 1000, "output_tokens": 500}
     journal_build(tenant=acme, key="timed", items=items)
     client.force_login(member)
-    body = client.get(
-        reverse("journal:timeline", args=["acme", "timed", "main", "main"])
-    ).content.decode()
+    body = _timeline(client, "timed")
     assert '<time class="entry-time" datetime="2025-01-01T10:07:30+00:00"' in body
     assert "+7 min" in body and "⏸ 7 min gap" in body
     assert "provider: in 1,000 · out 500" in body
@@ -235,9 +240,7 @@ def test_anthropic_cache_writes_are_shown_beside_the_input(client, member, acme,
     }
     journal_build(tenant=acme, key="cached", items=items)
     client.force_login(member)
-    body = client.get(
-        reverse("journal:timeline", args=["acme", "cached", "main", "main"])
-    ).content.decode()
+    body = _timeline(client, "cached")
     assert "in 10 · out 5 · cached 2,000 · cache write 1,000" in body
     # (10 + 1000) input at 2, 2000 cached at the input price (no cached price), 5 out at 8
     assert "$0.0061 computed" in body
@@ -444,9 +447,20 @@ def test_a_test_runners_colours_are_not_shown_as_codes(client, member, acme):
     page = client.get(_entry_url(result)).content.decode()
     text = page[page.index('id="text-h"') : page.index('id="body-h"')]
     assert "Failed Tests 1" in text and "[31m" not in text and "\x1b" not in text
-    timeline = client.get(reverse("journal:timeline", args=["acme", "colours", "main", "main"]))
-    shown = timeline.content.decode()
+    shown = _timeline(client, "colours")
     assert "Failed Tests 1" in shown and "[31m" not in shown
+    # a preview cut through an escape would leave half of it: the escapes go first
+    from journal_app.views.timeline_page import PREVIEW_CHARS
+
+    long_output = "x" * (PREVIEW_CHARS - 2) + "\x1b[31mred"
+    j2 = journal_build(
+        tenant=acme,
+        key="colours-cut",
+        items=[tool_call("c1", "bash", {"command": "make"}), tool_result("c1", long_output)],
+    )
+    assert j2.head_seq == 2
+    cut = _timeline(client, "colours-cut")
+    assert "\x1b" not in cut and "[3" not in cut
 
 
 @pytest.mark.parametrize("debug", [True, False])
